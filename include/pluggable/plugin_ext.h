@@ -1,0 +1,105 @@
+/* pluggable/plugin_ext.h: the project's extensions to TensorFlow's plugin C API.
+ *
+ * TensorFlow's structs keep their layouts untouched. A plugin that wants to tell the
+ * pluggable host more than TensorFlow's API can carry hangs a chain of extension structs
+ * off an `ext` pointer that TensorFlow leaves to the plugin:
+ *
+ *   SP_Platform.ext         -> PLUGGABLE_PlatformInfoExt
+ *   SP_StreamExecutor.ext   -> PLUGGABLE_LiveHandlesExt
+ *
+ * Every extension starts with the same three fields (PLUGGABLE_ExtHeader), so the host walks a
+ * chain without knowing every type in it: it reads `type`, uses the structs it knows, and
+ * follows `next` past the ones it does not. TensorFlow never reads these pointers, so the same
+ * plugin binary still loads there. A plugin owns its extension structs and keeps them alive
+ * until the struct they hang from is destroyed.
+ *
+ * The rules for `struct_size` are those of TensorFlow's own structs: a reader treats fields
+ * past `struct_size` as absent, and new fields are only ever appended. See include/ABI.md.
+ */
+#ifndef PLUGGABLE_PLUGIN_EXT_H_
+#define PLUGGABLE_PLUGIN_EXT_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tensorflow/c/c_api_macros.h"
+#include "tensorflow/c/experimental/stream_executor/stream_executor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define PLUGGABLE_EXT_MAJOR 0
+#define PLUGGABLE_EXT_MINOR 1
+#define PLUGGABLE_EXT_PATCH 0
+
+/* Extension type tags. Values are never reused. TensorFlow lets a plugin keep private data in
+ * SP_Platform.ext, so the tags are distinctive 32-bit values ("PLG" and a number) rather than
+ * small integers. A host skips a tag of the form 0x504C47xx that it does not know (a newer
+ * extension) and follows `next`; it stops at any other value, which is not an extension
+ * header at all but the plugin's own data. */
+#define PLUGGABLE_EXT_TAG_MASK 0xFFFFFF00u
+#define PLUGGABLE_EXT_TAG_BASE 0x504C4700u
+typedef enum PLUGGABLE_ExtType {
+  PLUGGABLE_EXT_PLATFORM_INFO = 0x504C4701, /* PLUGGABLE_PlatformInfoExt, on SP_Platform.ext */
+  PLUGGABLE_EXT_LIVE_HANDLES = 0x504C4702,  /* PLUGGABLE_LiveHandlesExt, on SP_StreamExecutor.ext */
+} PLUGGABLE_ExtType;
+
+/* The prefix every extension struct begins with. */
+typedef struct PLUGGABLE_ExtHeader {
+  size_t struct_size;
+  int32_t type; /* a PLUGGABLE_ExtType value */
+  void* next;   /* the next extension in the chain, or NULL */
+} PLUGGABLE_ExtHeader;
+
+#define PLUGGABLE_EXT_HEADER_STRUCT_SIZE TF_OFFSET_OF_END(PLUGGABLE_ExtHeader, next)
+
+/* Capability bits of PLUGGABLE_PlatformInfoExt.flags. */
+/* memcpy_htod / memcpy_dtoh accept any host memory, not only host_memory_allocate's: the
+ * host may hand them a caller's buffer directly, and keeps it alive until the copy is done. */
+#define PLUGGABLE_PLATFORM_PAGEABLE_ASYNC_COPY ((uint64_t)1 << 0)
+
+typedef struct PLUGGABLE_PlatformInfoExt {
+  size_t struct_size;
+  int32_t type; /* PLUGGABLE_EXT_PLATFORM_INFO */
+  void* next;
+  uint64_t flags;                     /* PLUGGABLE_PLATFORM_* bits */
+  const char* plugin_version;         /* free-form version string of the plugin, or NULL */
+  /* Priority among plugins of the same device type when the user gives none (higher wins;
+   * the host's default is 0). */
+  int32_t default_priority;
+} PLUGGABLE_PlatformInfoExt;
+
+#define PLUGGABLE_PLATFORM_INFO_EXT_STRUCT_SIZE \
+  TF_OFFSET_OF_END(PLUGGABLE_PlatformInfoExt, default_priority)
+
+/* Counts of the handles a device has given out and not yet had back. Leak tests compare them
+ * before and after a piece of work. */
+typedef struct PLUGGABLE_LiveHandles {
+  size_t struct_size;
+  int64_t streams;
+  int64_t events;
+  int64_t timers;
+  int64_t allocations;      /* device memory allocations (allocate/deallocate) */
+  int64_t host_allocations; /* host_memory_allocate and unified_memory_allocate */
+} PLUGGABLE_LiveHandles;
+
+#define PLUGGABLE_LIVE_HANDLES_STRUCT_SIZE \
+  TF_OFFSET_OF_END(PLUGGABLE_LiveHandles, host_allocations)
+
+typedef struct PLUGGABLE_LiveHandlesExt {
+  size_t struct_size;
+  int32_t type; /* PLUGGABLE_EXT_LIVE_HANDLES */
+  void* next;
+  /* Fills `counts` (the host sets counts->struct_size) for `device`. */
+  void (*get_live_handles)(const SP_Device* device, PLUGGABLE_LiveHandles* counts);
+} PLUGGABLE_LiveHandlesExt;
+
+#define PLUGGABLE_LIVE_HANDLES_EXT_STRUCT_SIZE \
+  TF_OFFSET_OF_END(PLUGGABLE_LiveHandlesExt, get_live_handles)
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* PLUGGABLE_PLUGIN_EXT_H_ */

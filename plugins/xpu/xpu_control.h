@@ -1,0 +1,49 @@
+/* xpu_control.h: test controls exported by the XPU reference plugin (libxpu_plugin.so).
+ *
+ * These are plain C symbols of the plugin, outside TensorFlow's API. A test process loads the
+ * plugin once, so the environment variables read by SE_InitPlugin (XPU_FAIL,
+ * XPU_STREAM_DELAY_US) cannot change between tests; these functions change the same settings
+ * at run time. They are thread-safe and may be called before or after SE_InitPlugin. A host
+ * finds them with dlsym; TensorFlow never calls them.
+ */
+#ifndef XPU_CONTROL_H_
+#define XPU_CONTROL_H_
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__) || defined(__clang__)
+#define XPU_CONTROL_EXPORT __attribute__((visibility("default")))
+#else
+#define XPU_CONTROL_EXPORT
+#endif
+
+/* Replaces the fault-injection spec and resets every per-kind call counter. The syntax is
+ * XPU_FAIL's: comma-separated entries, `kind:N` fails the N-th call (1-based) of that kind,
+ * `kind` alone fails every call. Kinds: allocate, memcpy_htod, memcpy_dtoh, memcpy_dtod,
+ * memset, create_stream, create_event, record_event, host_callback, stream, create_timer,
+ * kernel. NULL or "" clears all faults. Returns 0, or -1 for a malformed spec, in which case
+ * nothing changes and XPU_LastControlError() says why. */
+XPU_CONTROL_EXPORT int XPU_SetFaults(const char* spec);
+
+/* The reason the calling thread's last failed control call failed, or "" if none did. The
+ * text stays valid until this thread's next control call. */
+XPU_CONTROL_EXPORT const char* XPU_LastControlError(void);
+
+/* Makes every stream worker sleep `us` microseconds before each operation it runs
+ * (XPU_STREAM_DELAY_US at run time). 0 disables the delay. Values above 60 s are clamped. */
+XPU_CONTROL_EXPORT void XPU_SetStreamDelayUs(uint64_t us);
+
+/* How many deallocations (deallocate, unified_memory_deallocate, host_memory_deallocate) of
+ * memory the plugin did not hand out, or had already taken back, were ignored since the
+ * plugin was loaded. */
+XPU_CONTROL_EXPORT uint64_t XPU_InvalidFreeCount(void);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* XPU_CONTROL_H_ */

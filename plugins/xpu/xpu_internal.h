@@ -1,0 +1,221 @@
+/* xpu_internal.h: declarations shared by the XPU reference plugin's source files.
+ *
+ * Nothing here is part of the plugin's interface: the host sees only the StreamExecutor C
+ * API entry points, the ext chains of pluggable/plugin_ext.h and the test controls of
+ * xpu_control.h. Every declaration between the visibility pragmas below stays hidden inside
+ * the shared object.
+ *
+ * Locking, in the only order locks are ever taken:
+ *   XpuDevice.mu  ->  the timer registry lock (xpu_stream.c)
+ *                 ->  the fault-injection lock (xpu_faults.c)
+ *   the global platform/device registry lock (xpu_plugin.c) is a leaf: nothing else is
+ *   acquired while it is held.
+ * XpuDevice.mu guards everything of one device: its arena, its handle registries, its stream
+ * queues and the state of its events. Workers drop it while they copy memory or run a host
+ * callback, so a long copy never blocks the host.
+ */
+#ifndef XPU_INTERNAL_H_
+#define XPU_INTERNAL_H_
+
+/* -std=c11 hides POSIX and BSD declarations (pthread, mmap flags, posix_memalign, clock_gettime);
+ * every source file includes this header first so these take effect before any system header. */
+#ifndef _DEFAULT_SOURCE
+#define _DEFAULT_SOURCE 1
+#endif
+#ifndef _POSIX_C_SOURCE
+#define _POSIX_C_SOURCE 200809L
+#endif
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pluggable/plugin_ext.h"
+#include "tensorflow/c/c_api_macros.h"
+#include "tensorflow/c/experimental/stream_executor/stream_executor.h"
+#include "tensorflow/c/tf_status.h"
+#include "xpu_control.h"
+
+/* The entry point under the RFC's name; SE_InitPlugin is declared by stream_executor.h. */
+void SE_InitializePlugin(SE_PlatformRegistrationParams* params, TF_Status* status);
+
+#pragma GCC visibility push(hidden)
+
+/* True when the caller-sized struct at `ptr` (which starts with size_t struct_size) is large
+ * enough to hold `field`. The plugin never reads or writes a field for which this is false. */
+#define XPU_FITS(ptr, type, field) ((ptr)->struct_size >= TF_OFFSET_OF_END(type, field))
+
+#define XPU_PLATFORM_NAME "REF_XPU"
+#define XPU_DEVICE_TYPE "XPU"
+#define XPU_PLUGIN_VERSION "xpu-reference 0.1.0"
+
+#define XPU_DEFAULT_DEVICE_COUNT 2
+#define XPU_MAX_DEVICE_COUNT 64
+#define XPU_DEFAULT_MEMORY_BYTES ((uint64_t)1 << 30)
+#define XPU_MIN_MEMORY_BYTES ((uint64_t)4 << 10)
+#define XPU_MAX_MEMORY_BYTES ((uint64_t)1 << 40)
+#define XPU_MAX_STREAM_DELAY_US ((uint64_t)60 * 1000 * 1000)
+/* Every device allocation starts and ends on this boundary, as on real accelerators. */
+#define XPU_ALIGNMENT ((uint64_t)256)
+
+/* ---- status helpers (xpu_plugin.c) ------------------------------------------------------ */
+
+/* Sets `status` to `code` with a printf-formatted message; a NULL status is ignored. */
+void xpu_status(TF_Status* status, TF_Code code, const char* fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Reports a host struct whose struct_size is below what the plugin needs. Returns false so
+ * callers can write `if (!xpu_check_size(...)) return;`. */
+bool xpu_check_size(TF_Status* status, const char* fn, const char* struct_name, size_t got,
+                    size_t needed);
+
+/* ---- a set of pointers: the live-handle registries (xpu_ptrset.c) ----------------------- */
+
+typedef struct XpuPtrSet {
+  void** slots; /* open addressing, linear probing; NULL marks an empty slot */
+  size_t capacity;
+  size_t count;
+} XpuPtrSet;
+
+bool xpu_ptrset_insert(XpuPtrSet* set, void* p); /* false only when out of memory */
+bool xpu_ptrset_contains(const XpuPtrSet* set, const void* p);
+bool xpu_ptrset_remove(XpuPtrSet* set, const void* p); /* false when absent */
+/* Copies the members into a new malloc'ed array (NULL when empty or out of memory). */
+void** xpu_ptrset_snapshot(const XpuPtrSet* set, size_t* count);
+void xpu_ptrset_clear(XpuPtrSet* set);
+
+/* ---- platform and device state ---------------------------------------------------------- */
+
+/* Configuration read from the environment by SE_InitPlugin. */
+typedef struct XpuConfig {
+  int device_count;
+  uint64_t memory_bytes; /* per device, already rounded down to XPU_ALIGNMENT */
+} XpuConfig;
+
+/* What SP_Platform.ext points at: the project extension first, so the host can walk it as a
+ * chain, followed by the plugin's own configuration. */
+typedef struct XpuPlatform {
+  PLUGGABLE_PlatformInfoExt info;
+  XpuConfig config;
+} XpuPlatform;
+
+enum { XPU_BLOCK_FREE = 0, XPU_BLOCK_DEVICE = 1, XPU_BLOCK_UNIFIED = 2 };
+
+/* One range of the arena. Blocks are kept sorted by offset and tile the arena exactly. */
+typedef struct XpuBlock {
+  uint64_t offset;
+  uint64_t size;      /* multiple of XPU_ALIGNMENT */
+  uint64_t requested; /* the size the caller asked for; bounds checks use this */
+  uint64_t id;        /* allocation id, handed out as SP_DeviceMemoryBase.payload */
+  int kind;           /* XPU_BLOCK_* */
+} XpuBlock;
+
+typedef struct XpuArena {
+  unsigned char* base; /* NULL until the first allocation maps the arena */
+  uint64_t size;
+  XpuBlock* blocks;
+  size_t block_count;
+  size_t block_capacity;
+  uint64_t next_id;
+  int64_t num_allocs; /* cumulative, as TensorFlow counts it */
+  int64_t bytes_in_use;
+  int64_t peak_bytes_in_use;
+  int64_t largest_alloc_size;
+  int64_t live_device_blocks;
+  int64_t live_unified_blocks;
+} XpuArena;
+
+typedef struct XpuDevice {
+  int ordinal;
+  char pci_bus_id[16];
+  pthread_mutex_t mu;
+  /* Broadcast whenever a stream finishes an operation or an event changes state. Host threads
+   * blocked in block_host_* / synchronize_all_activity and workers blocked in a wait wait on it. */
+  pthread_cond_t state_cv;
+  XpuArena arena;
+  XpuPtrSet streams;     /* live SP_Stream handles */
+  XpuPtrSet events;      /* live SP_Event handles given to the host */
+  XpuPtrSet host_allocs; /* live host_memory_allocate blocks */
+  uint64_t next_ticket;  /* every enqueued operation gets the next ticket, device-wide */
+  uint64_t next_stream_id;
+  int64_t live_timers; /* guarded by the timer registry lock, not by mu */
+} XpuDevice;
+
+/* Returns the device behind `device` or NULL after setting INVALID_ARGUMENT on `status`
+ * (which may be NULL for callbacks that cannot report). `fn` names the caller in messages. */
+XpuDevice* xpu_device_get(const SP_Device* device, const char* fn, TF_Status* status);
+
+/* ---- memory (xpu_memory.c) -------------------------------------------------------------- */
+
+void xpu_memory_init_device(XpuDevice* dev, uint64_t arena_bytes);
+/* Frees host allocations the host leaked and unmaps the arena. Workers must be joined. */
+void xpu_memory_teardown_device(XpuDevice* dev);
+/* Fills the allocation, memory-usage and synchronous-copy slots of the executor. */
+void xpu_memory_fill_executor(SP_StreamExecutor* se);
+/* Under dev->mu: checks that [ptr, ptr + size) lies inside one live allocation of `dev`.
+ * `role` names the pointer in messages ("device source"). Sets INVALID_ARGUMENT (not inside
+ * an allocation) or OUT_OF_RANGE (runs past its end) and returns false on failure. */
+bool xpu_check_device_range(XpuDevice* dev, const void* ptr, uint64_t size, const char* fn,
+                            const char* role, TF_Status* status);
+/* Reads the opaque pointer of a host-filled SP_DeviceMemoryBase, checking its struct_size. */
+bool xpu_memory_base_pointer(const SP_DeviceMemoryBase* mem, const char* fn, const char* role,
+                             TF_Status* status, void** out);
+/* Counts a deallocation of memory the plugin does not own (see XPU_InvalidFreeCount). */
+void xpu_count_invalid_free(void);
+
+/* ---- streams, events, timers (xpu_stream.c) ---------------------------------------------- */
+
+/* Fills the stream, event, timer and asynchronous-copy slots of the executor. */
+void xpu_stream_fill_executor(SP_StreamExecutor* se);
+void xpu_stream_fill_timer_fns(SP_TimerFns* fns);
+/* Drains and joins every stream the host left behind, frees its events and timers. */
+void xpu_stream_teardown_device(XpuDevice* dev);
+/* True when the calling thread is a stream worker of `dev` (i.e. inside a host callback). */
+bool xpu_stream_on_worker_of(const XpuDevice* dev);
+/* Counts the live streams, events and timers of `dev` into the arguments. */
+void xpu_stream_live_handles(XpuDevice* dev, int64_t* streams, int64_t* events,
+                             int64_t* timers);
+
+/* ---- fault injection and test controls (xpu_faults.c) ----------------------------------- */
+
+typedef enum XpuFaultKind {
+  XPU_FAULT_ALLOCATE,
+  XPU_FAULT_MEMCPY_HTOD,
+  XPU_FAULT_MEMCPY_DTOH,
+  XPU_FAULT_MEMCPY_DTOD,
+  XPU_FAULT_MEMSET,
+  XPU_FAULT_CREATE_STREAM,
+  XPU_FAULT_CREATE_EVENT,
+  XPU_FAULT_RECORD_EVENT,
+  XPU_FAULT_HOST_CALLBACK,
+  XPU_FAULT_STREAM,
+  XPU_FAULT_CREATE_TIMER,
+  XPU_FAULT_KERNEL,
+  XPU_FAULT_KIND_COUNT
+} XpuFaultKind;
+
+typedef struct XpuFaultSpec XpuFaultSpec;
+
+/* Parses a fault spec ("allocate:2,memset"). `source` names it in errors ("XPU_FAIL"). On
+ * success returns true and sets *out (NULL for an empty spec); on failure writes the reason
+ * into err and returns false. */
+bool xpu_faults_parse(const char* text, const char* source, XpuFaultSpec** out, char* err,
+                      size_t err_size);
+void xpu_faults_free(XpuFaultSpec* spec);
+/* Replaces the active spec with `spec` (taking ownership; NULL clears) and resets counters. */
+void xpu_faults_install(XpuFaultSpec* spec);
+/* Counts one call of `kind`; returns its 1-based number when the spec says it must fail,
+ * 0 otherwise. */
+uint64_t xpu_fault_hit(XpuFaultKind kind);
+/* Sets INTERNAL "injected fault" on `status` for call `call` of `kind` made by `fn`. */
+void xpu_fault_status(TF_Status* status, XpuFaultKind kind, uint64_t call, const char* fn);
+const char* xpu_fault_name(XpuFaultKind kind);
+
+/* Parses XPU_STREAM_DELAY_US text; false with a reason in err when invalid. */
+bool xpu_parse_stream_delay(const char* text, uint64_t* out, char* err, size_t err_size);
+uint64_t xpu_stream_delay_us(void);
+
+#pragma GCC visibility pop
+
+#endif /* XPU_INTERNAL_H_ */

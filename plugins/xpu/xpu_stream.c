@@ -1,0 +1,983 @@
+/* xpu_stream.c: streams, events, timers and everything enqueued on a stream.
+ *
+ * Each SP_Stream is a FIFO of operations drained by its own worker thread. The host's calls
+ * validate their arguments, append an operation and return; the worker runs operations one at
+ * a time, in order, and broadcasts XpuDevice.state_cv after each so that anybody waiting for
+ * progress (the host in block_host_*, other workers in a wait) re-checks its condition.
+ *
+ * Ordering is tracked with tickets: every operation gets the next device-wide ticket when it
+ * is enqueued and stays at the head of its queue until it has finished, so "all work enqueued
+ * on S before now is done" means "S's head ticket is past the last ticket S had".
+ *
+ * Events count their recordings: record_event bumps `recorded_gen` and the worker raises
+ * `completed_gen` when it reaches the recording. A wait captures the generation current when
+ * it is enqueued (the CUDA rule) and lets its stream continue once that generation, or a later
+ * one, has completed; a wait on a never-recorded event (generation 0) passes at once.
+ * create_stream_dependency records a private event on `other` and waits for it on `dependent`.
+ *
+ * A stream that fails keeps the first error until it is destroyed. After that the worker skips
+ * copies, fills, waits and timer marks; recordings still complete, as SE_EVENT_ERROR carrying
+ * the stream's error, so that nobody waiting on them hangs; host callbacks still run (with an
+ * OK status), because hosts release resources in them. A stream that waits on an errored
+ * event takes the event's error.
+ */
+#include "xpu_internal.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+typedef enum OpKind {
+  OP_COPY,
+  OP_FILL,
+  OP_RECORD,
+  OP_WAIT,
+  OP_TIMER_START,
+  OP_TIMER_STOP,
+  OP_CALLBACK,
+} OpKind;
+
+typedef struct XpuOp {
+  struct XpuOp* next;
+  OpKind kind;
+  const char* name; /* the API call that enqueued it, for error messages */
+  uint64_t ticket;
+  bool internal; /* plugin bookkeeping: not counted by the `stream` fault kind */
+  union {
+    struct { void* dst; const void* src; uint64_t size; } copy;
+    struct { void* dst; uint32_t pattern; unsigned width; uint64_t size; } fill;
+    struct { SP_Event event; uint64_t gen; } event; /* OP_RECORD, OP_WAIT */
+    SP_Timer timer;
+    struct { SE_StatusCallbackFn fn; void* arg; } callback;
+  } u;
+} XpuOp;
+
+/* Fields are guarded by dev->mu unless noted. */
+struct SP_Stream_st {
+  XpuDevice* dev; /* immutable */
+  uint64_t id;    /* immutable, for messages */
+  pthread_t thread;
+  pthread_cond_t work_cv; /* signalled when work arrives or the stream shuts down */
+  XpuOp* head;            /* the operation running or next to run */
+  XpuOp* tail;
+  uint64_t last_ticket;
+  int host_waiters; /* host threads blocked on this stream; destroy waits for them */
+  bool closing;     /* destroy_stream has begun: no new work, lookups fail */
+  bool shutdown;    /* the worker exits once the queue is empty */
+  TF_Code error_code; /* TF_OK until an operation fails, then sticky */
+  char* error_message;
+};
+
+/* Guarded by dev->mu. */
+struct SP_Event_st {
+  XpuDevice* dev;
+  int refs; /* the host's handle (unless internal) + every queued operation using it */
+  uint64_t recorded_gen;
+  uint64_t completed_gen;
+  TF_Code error_code; /* of the latest completed recording */
+  char* error_message;
+};
+
+/* Guarded by g_timer_mu: nanoseconds() has no device argument, so timers live in a global
+ * registry instead of a per-device one. */
+struct SP_Timer_st {
+  XpuDevice* dev;
+  int refs;
+  bool started;
+  bool stopped;
+  uint64_t start_ns;
+  uint64_t stop_ns;
+};
+
+static pthread_mutex_t g_timer_mu = PTHREAD_MUTEX_INITIALIZER;
+static XpuPtrSet g_timers;
+/* The stream whose worker runs on this thread, so re-entrant calls that would wait for the
+ * calling worker itself fail instead of deadlocking. */
+static _Thread_local SP_Stream tl_worker_stream;
+
+/* ---- small helpers ---------------------------------------------------------------------- */
+
+/* Reads CLOCK_MONOTONIC in nanoseconds. */
+static uint64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * UINT64_C(1000000000) + (uint64_t)ts.tv_nsec;
+}
+
+/* Sleeps `us` microseconds, resuming after signals. */
+static void sleep_us(uint64_t us) {
+  struct timespec ts = {.tv_sec = (time_t)(us / 1000000), .tv_nsec = (long)(us % 1000000) * 1000};
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+  }
+}
+
+/* Copies a string, or returns NULL (treated as "") when out of memory. */
+static char* copy_string(const char* s) {
+  size_t n = strlen(s) + 1;
+  char* out = malloc(n);
+  if (out != NULL) memcpy(out, s, n);
+  return out;
+}
+
+/* Puts `s` into the error state unless it already is; the first error wins. Under dev->mu. */
+static void stream_fail(SP_Stream s, TF_Code code, const char* fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void stream_fail(SP_Stream s, TF_Code code, const char* fmt, ...) {
+  if (s->error_code != TF_OK) return;
+  char reason[768];
+  va_list args;
+  va_start(args, fmt);
+  vsnprintf(reason, sizeof reason, fmt, args);
+  va_end(args);
+  char message[1024];
+  snprintf(message, sizeof message, "%s [XPU device %d, stream %" PRIu64 "]", reason,
+           s->dev->ordinal, s->id);
+  s->error_code = code;
+  s->error_message = copy_string(message);
+}
+
+/* The message of a failed stream or event ("" if it could not be stored). */
+static const char* message_or_empty(const char* m) { return m != NULL ? m : ""; }
+
+/* Drops one reference to an event, freeing it with the last. Under dev->mu. */
+static void event_unref(SP_Event ev) {
+  if (--ev->refs > 0) return;
+  free(ev->error_message);
+  free(ev);
+}
+
+/* Drops one reference to a timer, freeing it with the last. Under g_timer_mu. */
+static void timer_unref(SP_Timer t) {
+  if (--t->refs == 0) free(t);
+}
+
+/* Allocates an operation, or sets RESOURCE_EXHAUSTED and returns NULL. */
+static XpuOp* op_new(OpKind kind, const char* name, TF_Status* status) {
+  XpuOp* op = calloc(1, sizeof *op);
+  if (op == NULL) {
+    xpu_status(status, TF_RESOURCE_EXHAUSTED, "%s: out of host memory for the stream queue", name);
+    return NULL;
+  }
+  op->kind = kind;
+  op->name = name;
+  return op;
+}
+
+/* Appends `op` to the stream and wakes its worker. Under dev->mu. */
+static void enqueue(SP_Stream s, XpuOp* op) {
+  op->ticket = ++s->dev->next_ticket;
+  s->last_ticket = op->ticket;
+  if (s->tail != NULL) s->tail->next = op; else s->head = op;
+  s->tail = op;
+  pthread_cond_signal(&s->work_cv);
+}
+
+/* Drops the references a finished operation held and frees it. Under dev->mu. */
+static void op_release(XpuOp* op) {
+  if (op->kind == OP_RECORD || op->kind == OP_WAIT) event_unref(op->u.event.event);
+  if (op->kind == OP_TIMER_START || op->kind == OP_TIMER_STOP) {
+    pthread_mutex_lock(&g_timer_mu);
+    timer_unref(op->u.timer);
+    pthread_mutex_unlock(&g_timer_mu);
+  }
+  free(op);
+}
+
+/* Checks that `stream` is a live stream of `dev`. Under dev->mu. */
+static bool stream_valid(XpuDevice* dev, SP_Stream stream, const char* fn, TF_Status* status) {
+  if (stream == NULL || !xpu_ptrset_contains(&dev->streams, stream) || stream->closing) {
+    xpu_status(status, TF_INVALID_ARGUMENT,
+               "%s: stream %p is not a live stream of XPU device %d (destroyed, being destroyed, "
+               "or created by another device)", fn, (void*)stream, dev->ordinal);
+    return false;
+  }
+  return true;
+}
+
+/* Checks that `event` is a live event of `dev`. Under dev->mu. */
+static bool event_valid(XpuDevice* dev, SP_Event event, const char* fn, TF_Status* status) {
+  if (event == NULL || !xpu_ptrset_contains(&dev->events, event)) {
+    xpu_status(status, TF_INVALID_ARGUMENT,
+               "%s: event %p is not a live event of XPU device %d (destroyed, or created by "
+               "another device)", fn, (void*)event, dev->ordinal);
+    return false;
+  }
+  return true;
+}
+
+/* Checks that `timer` is a live timer of `dev` and takes a reference for a queued mark. */
+static bool timer_ref(XpuDevice* dev, SP_Timer timer, const char* fn, TF_Status* status) {
+  pthread_mutex_lock(&g_timer_mu);
+  bool ok = timer != NULL && xpu_ptrset_contains(&g_timers, timer) && timer->dev == dev;
+  if (ok) timer->refs++;
+  pthread_mutex_unlock(&g_timer_mu);
+  if (!ok) {
+    xpu_status(status, TF_INVALID_ARGUMENT,
+               "%s: timer %p is not a live timer of XPU device %d (destroyed, or created by "
+               "another device)", fn, (void*)timer, dev->ordinal);
+  }
+  return ok;
+}
+
+/* Resolves the device and locks it, then checks the stream. Returns the locked device, or
+ * NULL (unlocked) after setting `status`. */
+static XpuDevice* lock_stream(const SP_Device* device, SP_Stream stream, const char* fn,
+                              TF_Status* status) {
+  XpuDevice* dev = xpu_device_get(device, fn, status);
+  if (dev == NULL) return NULL;
+  pthread_mutex_lock(&dev->mu);
+  if (!stream_valid(dev, stream, fn, status)) {
+    pthread_mutex_unlock(&dev->mu);
+    return NULL;
+  }
+  return dev;
+}
+
+/* ---- the worker ------------------------------------------------------------------------- */
+
+/* Marks recording `gen` of `ev` complete, carrying the stream's error if it has one. */
+static void event_complete(SP_Event ev, uint64_t gen, SP_Stream s) {
+  if (gen <= ev->completed_gen) return; /* a later recording already finished */
+  ev->completed_gen = gen;
+  free(ev->error_message);
+  ev->error_message = NULL;
+  ev->error_code = s->error_code;
+  if (s->error_code != TF_OK) ev->error_message = copy_string(message_or_empty(s->error_message));
+}
+
+/* Writes `size` bytes of a 1- or 4-byte pattern to `dst`. */
+static void fill_pattern(void* dst, uint32_t pattern, unsigned width, uint64_t size) {
+  if (width == 1) {
+    memset(dst, (int)(pattern & 0xffu), (size_t)size);
+    return;
+  }
+  unsigned char* p = dst;
+  for (uint64_t i = 0; i + 4 <= size; i += 4) memcpy(p + i, &pattern, 4);
+}
+
+/* Runs the host callback of `op` with a fresh status; a non-OK result fails the stream. Called
+ * and returns with dev->mu held; the callback itself runs without it. */
+static void run_callback(SP_Stream s, XpuOp* op) {
+  pthread_mutex_unlock(&s->dev->mu);
+  TF_Status* cb_status = TF_NewStatus();
+  if (cb_status != NULL) op->u.callback.fn(op->u.callback.arg, cb_status);
+  pthread_mutex_lock(&s->dev->mu);
+  if (cb_status == NULL) {
+    stream_fail(s, TF_RESOURCE_EXHAUSTED, "host_callback: TF_NewStatus failed; callback not run");
+    return;
+  }
+  if (TF_GetCode(cb_status) != TF_OK) {
+    stream_fail(s, TF_GetCode(cb_status), "host_callback: the callback reported an error: %s",
+                TF_Message(cb_status));
+  }
+  TF_DeleteStatus(cb_status);
+}
+
+/* Executes one operation at the head of `s`. Called and returns with dev->mu held. */
+static void run_op(SP_Stream s, XpuOp* op) {
+  XpuDevice* dev = s->dev;
+  bool healthy = s->error_code == TF_OK;
+  if (healthy && !op->internal) {
+    uint64_t call = xpu_fault_hit(XPU_FAULT_STREAM);
+    if (call != 0) {
+      stream_fail(s, TF_INTERNAL, "%s: injected fault (XPU fault kind 'stream', stream "
+                  "operation #%" PRIu64 ")", op->name, call);
+      healthy = false;
+    }
+  }
+  switch (op->kind) {
+    case OP_COPY:
+      if (!healthy) break;
+      pthread_mutex_unlock(&dev->mu);
+      memmove(op->u.copy.dst, op->u.copy.src, (size_t)op->u.copy.size);
+      pthread_mutex_lock(&dev->mu);
+      break;
+    case OP_FILL:
+      if (!healthy) break;
+      pthread_mutex_unlock(&dev->mu);
+      fill_pattern(op->u.fill.dst, op->u.fill.pattern, op->u.fill.width, op->u.fill.size);
+      pthread_mutex_lock(&dev->mu);
+      break;
+    case OP_RECORD:
+      event_complete(op->u.event.event, op->u.event.gen, s);
+      break;
+    case OP_WAIT: {
+      if (!healthy) break;
+      SP_Event ev = op->u.event.event;
+      while (ev->completed_gen < op->u.event.gen) pthread_cond_wait(&dev->state_cv, &dev->mu);
+      if (op->u.event.gen > 0 && ev->error_code != TF_OK) {
+        stream_fail(s, ev->error_code, "%s: the awaited work failed: %s", op->name,
+                    message_or_empty(ev->error_message));
+      }
+      break;
+    }
+    case OP_TIMER_START:
+    case OP_TIMER_STOP:
+      if (!healthy) break;
+      pthread_mutex_lock(&g_timer_mu);
+      if (op->kind == OP_TIMER_START) {
+        op->u.timer->start_ns = now_ns();
+        op->u.timer->started = true;
+        op->u.timer->stopped = false;
+      } else {
+        op->u.timer->stop_ns = now_ns();
+        op->u.timer->stopped = true;
+      }
+      pthread_mutex_unlock(&g_timer_mu);
+      break;
+    case OP_CALLBACK:
+      run_callback(s, op);
+      break;
+  }
+}
+
+/* The body of a stream's worker thread: runs the queue in order until shutdown. */
+static void* stream_worker(void* arg) {
+  SP_Stream s = arg;
+  XpuDevice* dev = s->dev;
+  tl_worker_stream = s;
+  pthread_mutex_lock(&dev->mu);
+  for (;;) {
+    while (s->head == NULL && !s->shutdown) pthread_cond_wait(&s->work_cv, &dev->mu);
+    if (s->head == NULL) break;
+    XpuOp* op = s->head;
+    uint64_t delay = xpu_stream_delay_us();
+    if (delay > 0) {
+      pthread_mutex_unlock(&dev->mu);
+      sleep_us(delay);
+      pthread_mutex_lock(&dev->mu);
+    }
+    run_op(s, op);
+    s->head = op->next;
+    if (s->head == NULL) s->tail = NULL;
+    op_release(op);
+    pthread_cond_broadcast(&dev->state_cv);
+  }
+  pthread_mutex_unlock(&dev->mu);
+  return NULL;
+}
+
+/* ---- streams ---------------------------------------------------------------------------- */
+
+/* SP_StreamExecutor.create_stream: a new FIFO with its own worker thread. */
+static void xpu_create_stream(const SP_Device* device, SP_Stream* stream, TF_Status* status) {
+  const char* fn = "create_stream";
+  XpuDevice* dev = xpu_device_get(device, fn, status);
+  if (dev == NULL) return;
+  if (stream == NULL) {
+    xpu_status(status, TF_INVALID_ARGUMENT, "%s: the SP_Stream output pointer is NULL", fn);
+    return;
+  }
+  *stream = NULL;
+  uint64_t call = xpu_fault_hit(XPU_FAULT_CREATE_STREAM);
+  if (call != 0) {
+    xpu_fault_status(status, XPU_FAULT_CREATE_STREAM, call, fn);
+    return;
+  }
+  SP_Stream s = calloc(1, sizeof *s);
+  if (s == NULL || pthread_cond_init(&s->work_cv, NULL) != 0) {
+    free(s);
+    xpu_status(status, TF_RESOURCE_EXHAUSTED, "%s: out of host memory", fn);
+    return;
+  }
+  s->dev = dev;
+  s->error_code = TF_OK;
+  pthread_mutex_lock(&dev->mu);
+  s->id = ++dev->next_stream_id;
+  bool ok = xpu_ptrset_insert(&dev->streams, s);
+  int rc = ok ? pthread_create(&s->thread, NULL, stream_worker, s) : 0;
+  if (ok && rc != 0) {
+    xpu_ptrset_remove(&dev->streams, s);
+    ok = false;
+  }
+  pthread_mutex_unlock(&dev->mu);
+  if (!ok) {
+    pthread_cond_destroy(&s->work_cv);
+    free(s);
+    xpu_status(status, TF_RESOURCE_EXHAUSTED, "%s: cannot start a worker thread (%s)", fn,
+               rc != 0 ? strerror(rc) : "out of host memory");
+    return;
+  }
+  *stream = s;
+}
+
+/* Drains a live stream, stops its worker and frees it. Takes and releases dev->mu. */
+static void stream_destroy(XpuDevice* dev, SP_Stream s) {
+  pthread_mutex_lock(&dev->mu);
+  if (!xpu_ptrset_contains(&dev->streams, s) || s->closing || tl_worker_stream == s) {
+    /* Already being destroyed, or called from the stream's own host callback: a worker cannot
+     * join itself, so the stream is left running rather than deadlocking. */
+    pthread_mutex_unlock(&dev->mu);
+    return;
+  }
+  s->closing = true;
+  while (s->head != NULL) pthread_cond_wait(&dev->state_cv, &dev->mu);
+  s->shutdown = true;
+  pthread_cond_signal(&s->work_cv);
+  pthread_mutex_unlock(&dev->mu);
+  pthread_join(s->thread, NULL);
+  pthread_mutex_lock(&dev->mu);
+  while (s->host_waiters > 0) pthread_cond_wait(&dev->state_cv, &dev->mu);
+  xpu_ptrset_remove(&dev->streams, s);
+  pthread_cond_broadcast(&dev->state_cv);
+  pthread_mutex_unlock(&dev->mu);
+  pthread_cond_destroy(&s->work_cv);
+  free(s->error_message);
+  free(s);
+}
+
+/* SP_StreamExecutor.destroy_stream: finishes the queued work, joins the worker, frees. */
+static void xpu_destroy_stream(const SP_Device* device, SP_Stream stream) {
+  XpuDevice* dev = xpu_device_get(device, "destroy_stream", NULL);
+  if (dev != NULL && stream != NULL) stream_destroy(dev, stream);
+}
+
+/* SP_StreamExecutor.create_stream_dependency: `dependent` waits for `other`'s queued work. */
+static void xpu_create_stream_dependency(const SP_Device* device, SP_Stream dependent,
+                                         SP_Stream other, TF_Status* status) {
+  const char* fn = "create_stream_dependency";
+  XpuDevice* dev = lock_stream(device, dependent, fn, status);
+  if (dev == NULL) return;
+  if (!stream_valid(dev, other, fn, status) || dependent == other) {
+    pthread_mutex_unlock(&dev->mu);
+    return; /* a stream trivially depends on itself */
+  }
+  SP_Event marker = calloc(1, sizeof *marker);
+  XpuOp* record = op_new(OP_RECORD, fn, status);
+  XpuOp* wait = op_new(OP_WAIT, fn, status);
+  if (marker == NULL || record == NULL || wait == NULL) {
+    xpu_status(status, TF_RESOURCE_EXHAUSTED, "%s: out of host memory", fn);
+    pthread_mutex_unlock(&dev->mu);
+    free(marker);
+    free(record);
+    free(wait);
+    return;
+  }
+  marker->dev = dev;
+  marker->refs = 2; /* the two operations; the host never sees this event */
+  marker->recorded_gen = 1;
+  record->internal = true;
+  record->u.event.event = marker;
+  record->u.event.gen = 1;
+  wait->u.event.event = marker;
+  wait->u.event.gen = 1;
+  enqueue(other, record);
+  enqueue(dependent, wait);
+  pthread_mutex_unlock(&dev->mu);
+}
+
+/* SP_StreamExecutor.get_stream_status: the stream's sticky error, or OK; never blocks on work. */
+static void xpu_get_stream_status(const SP_Device* device, SP_Stream stream, TF_Status* status) {
+  XpuDevice* dev = lock_stream(device, stream, "get_stream_status", status);
+  if (dev == NULL) return;
+  if (stream->error_code != TF_OK) {
+    TF_SetStatus(status, stream->error_code, message_or_empty(stream->error_message));
+  } else {
+    TF_SetStatus(status, TF_OK, "");
+  }
+  pthread_mutex_unlock(&dev->mu);
+}
+
+/* SP_StreamExecutor.block_host_until_done: waits for the stream's queued work, reports its state. */
+static void xpu_block_host_until_done(const SP_Device* device, SP_Stream stream,
+                                      TF_Status* status) {
+  const char* fn = "block_host_until_done";
+  XpuDevice* dev = lock_stream(device, stream, fn, status);
+  if (dev == NULL) return;
+  if (tl_worker_stream == stream) {
+    xpu_status(status, TF_FAILED_PRECONDITION,
+               "%s: called from a host callback running on the same stream; it would wait for "
+               "itself", fn);
+    pthread_mutex_unlock(&dev->mu);
+    return;
+  }
+  uint64_t target = stream->last_ticket;
+  stream->host_waiters++;
+  while (stream->head != NULL && stream->head->ticket <= target) {
+    pthread_cond_wait(&dev->state_cv, &dev->mu);
+  }
+  stream->host_waiters--;
+  if (stream->error_code != TF_OK) {
+    TF_SetStatus(status, stream->error_code, message_or_empty(stream->error_message));
+  } else {
+    TF_SetStatus(status, TF_OK, "");
+  }
+  pthread_cond_broadcast(&dev->state_cv);
+  pthread_mutex_unlock(&dev->mu);
+}
+
+/* SP_StreamExecutor.synchronize_all_activity: waits for every stream of the device; reports
+ * the error of a failed stream if there is one. */
+static void xpu_synchronize_all_activity(const SP_Device* device, TF_Status* status) {
+  const char* fn = "synchronize_all_activity";
+  XpuDevice* dev = xpu_device_get(device, fn, status);
+  if (dev == NULL) return;
+  pthread_mutex_lock(&dev->mu);
+  if (tl_worker_stream != NULL && tl_worker_stream->dev == dev) {
+    xpu_status(status, TF_FAILED_PRECONDITION,
+               "%s: called from a host callback running on a stream of the same device; it "
+               "would wait for itself", fn);
+    pthread_mutex_unlock(&dev->mu);
+    return;
+  }
+  uint64_t target = dev->next_ticket;
+  for (;;) {
+    bool busy = false;
+    for (size_t i = 0; i < dev->streams.capacity && !busy; i++) {
+      SP_Stream s = dev->streams.slots[i];
+      busy = s != NULL && s->head != NULL && s->head->ticket <= target;
+    }
+    if (!busy) break;
+    pthread_cond_wait(&dev->state_cv, &dev->mu);
+  }
+  TF_SetStatus(status, TF_OK, "");
+  for (size_t i = 0; i < dev->streams.capacity; i++) {
+    SP_Stream s = dev->streams.slots[i];
+    if (s != NULL && s->error_code != TF_OK) {
+      xpu_status(status, s->error_code, "%s: a stream of XPU device %d has failed: %s", fn,
+                 dev->ordinal, message_or_empty(s->error_message));
+      break;
+    }
+  }
+  pthread_mutex_unlock(&dev->mu);
+}
+
+/* ---- events ----------------------------------------------------------------------------- */
+
+/* SP_StreamExecutor.create_event: a new, never-recorded event. */
+static void xpu_create_event(const SP_Device* device, SP_Event* event, TF_Status* status) {
+  const char* fn = "create_event";
+  XpuDevice* dev = xpu_device_get(device, fn, status);
+  if (dev == NULL) return;
+  if (event == NULL) {
+    xpu_status(status, TF_INVALID_ARGUMENT, "%s: the SP_Event output pointer is NULL", fn);
+    return;
+  }
+  *event = NULL;
+  uint64_t call = xpu_fault_hit(XPU_FAULT_CREATE_EVENT);
+  if (call != 0) {
+    xpu_fault_status(status, XPU_FAULT_CREATE_EVENT, call, fn);
+    return;
+  }
+  SP_Event ev = calloc(1, sizeof *ev);
+  if (ev == NULL) {
+    xpu_status(status, TF_RESOURCE_EXHAUSTED, "%s: out of host memory", fn);
+    return;
+  }
+  ev->dev = dev;
+  ev->refs = 1;
+  ev->error_code = TF_OK;
+  pthread_mutex_lock(&dev->mu);
+  bool ok = xpu_ptrset_insert(&dev->events, ev);
+  pthread_mutex_unlock(&dev->mu);
+  if (!ok) {
+    free(ev);
+    xpu_status(status, TF_RESOURCE_EXHAUSTED, "%s: out of host memory", fn);
+    return;
+  }
+  *event = ev;
+}
+
+/* SP_StreamExecutor.destroy_event: drops the host's handle; queued uses keep it alive. */
+static void xpu_destroy_event(const SP_Device* device, SP_Event event) {
+  XpuDevice* dev = xpu_device_get(device, "destroy_event", NULL);
+  if (dev == NULL) return;
+  pthread_mutex_lock(&dev->mu);
+  if (xpu_ptrset_remove(&dev->events, event)) event_unref(event);
+  pthread_mutex_unlock(&dev->mu);
+}
+
+/* SP_StreamExecutor.get_event_status: UNKNOWN if never recorded, else the latest recording's
+ * state; a foreign or destroyed handle reads as SE_EVENT_ERROR. */
+static SE_EventStatus xpu_get_event_status(const SP_Device* device, SP_Event event) {
+  XpuDevice* dev = xpu_device_get(device, "get_event_status", NULL);
+  if (dev == NULL) return SE_EVENT_ERROR;
+  SE_EventStatus result;
+  pthread_mutex_lock(&dev->mu);
+  if (!event_valid(dev, event, "get_event_status", NULL)) {
+    result = SE_EVENT_ERROR;
+  } else if (event->recorded_gen == 0) {
+    result = SE_EVENT_UNKNOWN;
+  } else if (event->completed_gen < event->recorded_gen) {
+    result = SE_EVENT_PENDING;
+  } else {
+    result = event->error_code == TF_OK ? SE_EVENT_COMPLETE : SE_EVENT_ERROR;
+  }
+  pthread_mutex_unlock(&dev->mu);
+  return result;
+}
+
+/* SP_StreamExecutor.record_event: the event completes when the stream reaches this point. */
+static void xpu_record_event(const SP_Device* device, SP_Stream stream, SP_Event event,
+                             TF_Status* status) {
+  const char* fn = "record_event";
+  XpuDevice* dev = lock_stream(device, stream, fn, status);
+  if (dev == NULL) return;
+  XpuOp* op = NULL;
+  uint64_t call = 0;
+  if (event_valid(dev, event, fn, status)) {
+    call = xpu_fault_hit(XPU_FAULT_RECORD_EVENT);
+    if (call != 0) xpu_fault_status(status, XPU_FAULT_RECORD_EVENT, call, fn);
+    else op = op_new(OP_RECORD, fn, status);
+  }
+  if (op != NULL) {
+    op->u.event.event = event;
+    op->u.event.gen = ++event->recorded_gen;
+    event->refs++;
+    enqueue(stream, op);
+  }
+  pthread_mutex_unlock(&dev->mu);
+}
+
+/* SP_StreamExecutor.wait_for_event: the stream pauses until the event's current recording
+ * completes (at once if it was never recorded). */
+static void xpu_wait_for_event(const SP_Device* const device, SP_Stream stream, SP_Event event,
+                               TF_Status* const status) {
+  const char* fn = "wait_for_event";
+  XpuDevice* dev = lock_stream(device, stream, fn, status);
+  if (dev == NULL) return;
+  XpuOp* op = event_valid(dev, event, fn, status) ? op_new(OP_WAIT, fn, status) : NULL;
+  if (op != NULL) {
+    op->u.event.event = event;
+    op->u.event.gen = event->recorded_gen;
+    event->refs++;
+    enqueue(stream, op);
+  }
+  pthread_mutex_unlock(&dev->mu);
+}
+
+/* SP_StreamExecutor.block_host_for_event: waits until the event's current recording completes;
+ * an event recorded on a failed stream reports that stream's error. */
+static void xpu_block_host_for_event(const SP_Device* device, SP_Event event, TF_Status* status) {
+  const char* fn = "block_host_for_event";
+  XpuDevice* dev = xpu_device_get(device, fn, status);
+  if (dev == NULL) return;
+  pthread_mutex_lock(&dev->mu);
+  if (!event_valid(dev, event, fn, status)) {
+    pthread_mutex_unlock(&dev->mu);
+    return;
+  }
+  uint64_t gen = event->recorded_gen;
+  event->refs++;
+  while (event->completed_gen < gen) pthread_cond_wait(&dev->state_cv, &dev->mu);
+  if (gen > 0 && event->error_code != TF_OK) {
+    xpu_status(status, event->error_code, "%s: the event was recorded on a stream that failed: %s",
+               fn, message_or_empty(event->error_message));
+  } else {
+    TF_SetStatus(status, TF_OK, "");
+  }
+  event_unref(event);
+  pthread_mutex_unlock(&dev->mu);
+}
+
+/* ---- timers ----------------------------------------------------------------------------- */
+
+/* SP_StreamExecutor.create_timer: a timer with neither mark reached. */
+static void xpu_create_timer(const SP_Device* device, SP_Timer* timer, TF_Status* status) {
+  const char* fn = "create_timer";
+  XpuDevice* dev = xpu_device_get(device, fn, status);
+  if (dev == NULL) return;
+  if (timer == NULL) {
+    xpu_status(status, TF_INVALID_ARGUMENT, "%s: the SP_Timer output pointer is NULL", fn);
+    return;
+  }
+  *timer = NULL;
+  uint64_t call = xpu_fault_hit(XPU_FAULT_CREATE_TIMER);
+  if (call != 0) {
+    xpu_fault_status(status, XPU_FAULT_CREATE_TIMER, call, fn);
+    return;
+  }
+  SP_Timer t = calloc(1, sizeof *t);
+  if (t == NULL) {
+    xpu_status(status, TF_RESOURCE_EXHAUSTED, "%s: out of host memory", fn);
+    return;
+  }
+  t->dev = dev;
+  t->refs = 1;
+  pthread_mutex_lock(&g_timer_mu);
+  bool ok = xpu_ptrset_insert(&g_timers, t);
+  if (ok) dev->live_timers++;
+  pthread_mutex_unlock(&g_timer_mu);
+  if (!ok) {
+    free(t);
+    xpu_status(status, TF_RESOURCE_EXHAUSTED, "%s: out of host memory", fn);
+    return;
+  }
+  *timer = t;
+}
+
+/* SP_StreamExecutor.destroy_timer: drops the host's handle; queued marks keep it alive. */
+static void xpu_destroy_timer(const SP_Device* device, SP_Timer timer) {
+  XpuDevice* dev = xpu_device_get(device, "destroy_timer", NULL);
+  if (dev == NULL || timer == NULL) return;
+  pthread_mutex_lock(&g_timer_mu);
+  if (xpu_ptrset_contains(&g_timers, timer) && timer->dev == dev) {
+    xpu_ptrset_remove(&g_timers, timer);
+    dev->live_timers--;
+    timer_unref(timer);
+  }
+  pthread_mutex_unlock(&g_timer_mu);
+}
+
+/* Enqueues a start or stop mark of `timer` on `stream`. */
+static void enqueue_timer_mark(const SP_Device* device, SP_Stream stream, SP_Timer timer,
+                               OpKind kind, const char* fn, TF_Status* status) {
+  XpuDevice* dev = lock_stream(device, stream, fn, status);
+  if (dev == NULL) return;
+  if (timer_ref(dev, timer, fn, status)) {
+    XpuOp* op = op_new(kind, fn, status);
+    if (op != NULL) {
+      op->u.timer = timer;
+      enqueue(stream, op);
+    } else {
+      pthread_mutex_lock(&g_timer_mu);
+      timer_unref(timer);
+      pthread_mutex_unlock(&g_timer_mu);
+    }
+  }
+  pthread_mutex_unlock(&dev->mu);
+}
+
+/* SP_StreamExecutor.start_timer: the worker stamps the start when it reaches this point. */
+static void xpu_start_timer(const SP_Device* device, SP_Stream stream, SP_Timer timer,
+                            TF_Status* status) {
+  enqueue_timer_mark(device, stream, timer, OP_TIMER_START, "start_timer", status);
+}
+
+/* SP_StreamExecutor.stop_timer: the worker stamps the stop when it reaches this point. */
+static void xpu_stop_timer(const SP_Device* device, SP_Stream stream, SP_Timer timer,
+                           TF_Status* status) {
+  enqueue_timer_mark(device, stream, timer, OP_TIMER_STOP, "stop_timer", status);
+}
+
+/* SP_TimerFns.nanoseconds: stop minus start, or 0 until both marks have been reached. */
+static uint64_t xpu_timer_nanoseconds(SP_Timer timer) {
+  uint64_t ns = 0;
+  pthread_mutex_lock(&g_timer_mu);
+  if (timer != NULL && xpu_ptrset_contains(&g_timers, timer) && timer->started &&
+      timer->stopped && timer->stop_ns >= timer->start_ns) {
+    ns = timer->stop_ns - timer->start_ns;
+  }
+  pthread_mutex_unlock(&g_timer_mu);
+  return ns;
+}
+
+/* ---- copies, fills, host callbacks ------------------------------------------------------ */
+
+/* Validates and enqueues an asynchronous copy. `*_on_device` false marks a host pointer. */
+static void enqueue_copy(const SP_Device* device, SP_Stream stream, const char* fn,
+                         XpuFaultKind kind, void* dst, bool dst_on_device, const void* src,
+                         bool src_on_device, uint64_t size, TF_Status* status) {
+  XpuDevice* dev = lock_stream(device, stream, fn, status);
+  if (dev == NULL) return;
+  bool ok = true;
+  if (size == 0) {
+    ok = false; /* a no-op that succeeds */
+  } else if ((!dst_on_device && dst == NULL) || (!src_on_device && src == NULL)) {
+    xpu_status(status, TF_INVALID_ARGUMENT, "%s: host %s pointer is NULL for a %" PRIu64
+               "-byte copy", fn, dst_on_device ? "source" : "destination", size);
+    ok = false;
+  } else {
+    ok = (!dst_on_device ||
+          xpu_check_device_range(dev, dst, size, fn, "device destination", status)) &&
+         (!src_on_device || xpu_check_device_range(dev, src, size, fn, "device source", status));
+  }
+  uint64_t call = ok ? xpu_fault_hit(kind) : 0;
+  if (call != 0) {
+    xpu_fault_status(status, kind, call, fn);
+    ok = false;
+  }
+  XpuOp* op = ok ? op_new(OP_COPY, fn, status) : NULL;
+  if (op != NULL) {
+    op->u.copy.dst = dst;
+    op->u.copy.src = src;
+    op->u.copy.size = size;
+    enqueue(stream, op);
+  }
+  pthread_mutex_unlock(&dev->mu);
+}
+
+/* SP_StreamExecutor.memcpy_dtoh: asynchronous device-to-host copy. */
+static void xpu_memcpy_dtoh(const SP_Device* device, SP_Stream stream, void* host_dst,
+                            const SP_DeviceMemoryBase* device_src, uint64_t size,
+                            TF_Status* status) {
+  void* src = NULL;
+  if (size != 0 && !xpu_memory_base_pointer(device_src, "memcpy_dtoh", "source", status, &src)) {
+    return;
+  }
+  enqueue_copy(device, stream, "memcpy_dtoh", XPU_FAULT_MEMCPY_DTOH, host_dst, false, src, true,
+               size, status);
+}
+
+/* SP_StreamExecutor.memcpy_htod: asynchronous host-to-device copy (any host memory). */
+static void xpu_memcpy_htod(const SP_Device* device, SP_Stream stream,
+                            SP_DeviceMemoryBase* device_dst, const void* host_src, uint64_t size,
+                            TF_Status* status) {
+  void* dst = NULL;
+  if (size != 0 &&
+      !xpu_memory_base_pointer(device_dst, "memcpy_htod", "destination", status, &dst)) {
+    return;
+  }
+  enqueue_copy(device, stream, "memcpy_htod", XPU_FAULT_MEMCPY_HTOD, dst, true, host_src, false,
+               size, status);
+}
+
+/* SP_StreamExecutor.memcpy_dtod: asynchronous copy within one device (ranges may overlap). */
+static void xpu_memcpy_dtod(const SP_Device* device, SP_Stream stream,
+                            SP_DeviceMemoryBase* device_dst, const SP_DeviceMemoryBase* device_src,
+                            uint64_t size, TF_Status* status) {
+  void* dst = NULL;
+  void* src = NULL;
+  if (size != 0 &&
+      (!xpu_memory_base_pointer(device_dst, "memcpy_dtod", "destination", status, &dst) ||
+       !xpu_memory_base_pointer(device_src, "memcpy_dtod", "source", status, &src))) {
+    return;
+  }
+  enqueue_copy(device, stream, "memcpy_dtod", XPU_FAULT_MEMCPY_DTOD, dst, true, src, true, size,
+               status);
+}
+
+/* Validates and enqueues a fill of `size` bytes with a 1- or 4-byte pattern. */
+static void enqueue_fill(const SP_Device* device, SP_Stream stream, const char* fn,
+                         SP_DeviceMemoryBase* location, uint32_t pattern, unsigned width,
+                         uint64_t size, TF_Status* status) {
+  void* dst = NULL;
+  if (size != 0 && !xpu_memory_base_pointer(location, fn, "destination", status, &dst)) return;
+  XpuDevice* dev = lock_stream(device, stream, fn, status);
+  if (dev == NULL) return;
+  bool ok = size != 0;
+  if (ok && width == 4 && (size % 4 != 0 || (uintptr_t)dst % 4 != 0)) {
+    xpu_status(status, TF_INVALID_ARGUMENT,
+               "%s: size (%" PRIu64 ") and destination (%p) must be multiples of 4", fn, size,
+               dst);
+    ok = false;
+  }
+  ok = ok && xpu_check_device_range(dev, dst, size, fn, "device destination", status);
+  uint64_t call = ok ? xpu_fault_hit(XPU_FAULT_MEMSET) : 0;
+  if (call != 0) {
+    xpu_fault_status(status, XPU_FAULT_MEMSET, call, fn);
+    ok = false;
+  }
+  XpuOp* op = ok ? op_new(OP_FILL, fn, status) : NULL;
+  if (op != NULL) {
+    op->u.fill.dst = dst;
+    op->u.fill.pattern = pattern;
+    op->u.fill.width = width;
+    op->u.fill.size = size;
+    enqueue(stream, op);
+  }
+  pthread_mutex_unlock(&dev->mu);
+}
+
+/* SP_StreamExecutor.mem_zero: asynchronous fill with zero bytes. */
+static void xpu_mem_zero(const SP_Device* device, SP_Stream stream, SP_DeviceMemoryBase* location,
+                         uint64_t size, TF_Status* status) {
+  enqueue_fill(device, stream, "mem_zero", location, 0, 1, size, status);
+}
+
+/* SP_StreamExecutor.memset: asynchronous fill with an 8-bit pattern. */
+static void xpu_memset(const SP_Device* device, SP_Stream stream, SP_DeviceMemoryBase* location,
+                       uint8_t pattern, uint64_t size, TF_Status* status) {
+  enqueue_fill(device, stream, "memset", location, pattern, 1, size, status);
+}
+
+/* SP_StreamExecutor.memset32: asynchronous fill with a 32-bit pattern (size in bytes). */
+static void xpu_memset32(const SP_Device* device, SP_Stream stream, SP_DeviceMemoryBase* location,
+                         uint32_t pattern, uint64_t size, TF_Status* status) {
+  enqueue_fill(device, stream, "memset32", location, pattern, 4, size, status);
+}
+
+/* SP_StreamExecutor.host_callback: the worker calls fn(arg, status) when it gets there. */
+static TF_Bool xpu_host_callback(const SP_Device* device, SP_Stream stream,
+                                 SE_StatusCallbackFn callback_fn, void* callback_arg) {
+  const char* fn = "host_callback";
+  if (callback_fn == NULL) return 0;
+  XpuDevice* dev = lock_stream(device, stream, fn, NULL);
+  if (dev == NULL) return 0;
+  XpuOp* op = xpu_fault_hit(XPU_FAULT_HOST_CALLBACK) == 0 ? op_new(OP_CALLBACK, fn, NULL) : NULL;
+  if (op != NULL) {
+    op->u.callback.fn = callback_fn;
+    op->u.callback.arg = callback_arg;
+    enqueue(stream, op);
+  }
+  pthread_mutex_unlock(&dev->mu);
+  return op != NULL;
+}
+
+/* ---- wiring and teardown ---------------------------------------------------------------- */
+
+void xpu_stream_fill_executor(SP_StreamExecutor* se) {
+  se->create_stream = xpu_create_stream;
+  se->destroy_stream = xpu_destroy_stream;
+  se->create_stream_dependency = xpu_create_stream_dependency;
+  se->get_stream_status = xpu_get_stream_status;
+  se->create_event = xpu_create_event;
+  se->destroy_event = xpu_destroy_event;
+  se->get_event_status = xpu_get_event_status;
+  se->record_event = xpu_record_event;
+  se->wait_for_event = xpu_wait_for_event;
+  se->create_timer = xpu_create_timer;
+  se->destroy_timer = xpu_destroy_timer;
+  se->start_timer = xpu_start_timer;
+  se->stop_timer = xpu_stop_timer;
+  se->memcpy_dtoh = xpu_memcpy_dtoh;
+  se->memcpy_htod = xpu_memcpy_htod;
+  se->memcpy_dtod = xpu_memcpy_dtod;
+  se->block_host_for_event = xpu_block_host_for_event;
+  se->block_host_until_done = xpu_block_host_until_done;
+  se->synchronize_all_activity = xpu_synchronize_all_activity;
+  se->mem_zero = xpu_mem_zero;
+  se->memset = xpu_memset;
+  se->memset32 = xpu_memset32;
+  se->host_callback = xpu_host_callback;
+}
+
+void xpu_stream_fill_timer_fns(SP_TimerFns* fns) { fns->nanoseconds = xpu_timer_nanoseconds; }
+
+void xpu_stream_teardown_device(XpuDevice* dev) {
+  size_t n = 0;
+  pthread_mutex_lock(&dev->mu);
+  void** streams = xpu_ptrset_snapshot(&dev->streams, &n);
+  pthread_mutex_unlock(&dev->mu);
+  for (size_t i = 0; i < n; i++) stream_destroy(dev, streams[i]);
+  free(streams);
+
+  pthread_mutex_lock(&dev->mu);
+  void** events = xpu_ptrset_snapshot(&dev->events, &n);
+  for (size_t i = 0; i < n; i++) event_unref(events[i]);
+  free(events);
+  xpu_ptrset_clear(&dev->events);
+  xpu_ptrset_clear(&dev->streams); /* empty unless a stream could not be joined */
+  pthread_mutex_unlock(&dev->mu);
+
+  pthread_mutex_lock(&g_timer_mu);
+  void** timers = xpu_ptrset_snapshot(&g_timers, &n);
+  for (size_t i = 0; i < n; i++) {
+    SP_Timer t = timers[i];
+    if (t->dev != dev) continue;
+    xpu_ptrset_remove(&g_timers, t);
+    timer_unref(t);
+  }
+  free(timers);
+  dev->live_timers = 0;
+  pthread_mutex_unlock(&g_timer_mu);
+}
+
+bool xpu_stream_on_worker_of(const XpuDevice* dev) {
+  return tl_worker_stream != NULL && tl_worker_stream->dev == dev;
+}
+
+void xpu_stream_live_handles(XpuDevice* dev, int64_t* streams, int64_t* events,
+                             int64_t* timers) {
+  pthread_mutex_lock(&dev->mu);
+  *streams = (int64_t)dev->streams.count;
+  *events = (int64_t)dev->events.count;
+  pthread_mutex_lock(&g_timer_mu);
+  *timers = dev->live_timers;
+  pthread_mutex_unlock(&g_timer_mu);
+  pthread_mutex_unlock(&dev->mu);
+}

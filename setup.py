@@ -1,0 +1,90 @@
+"""Builds the two native pieces of pluggable with the system C compiler.
+
+Neither is a Python extension module: both are plain shared libraries that the package loads
+with ctypes (the runtime) or that the plugin loader finds on disk (the XPU plugin). They are
+described as setuptools Extensions only so that `pip install .` and `pip install -e .` build
+them where the package expects them:
+
+- `pluggable/libpluggable_runtime.so`: the host runtime library (TF_Status and the kernel API
+  that plugins call), loaded with RTLD_GLOBAL before any plugin.
+- `tensorflow-plugins/libxpu_plugin.so`: the reference plugin, in the directory TensorFlow's
+  PluggableDevice RFC names. A wheel installs it into site-packages; an editable install
+  leaves it in `src/tensorflow-plugins`, beside the package, where the loader also looks.
+
+The C headers in `include/` are installed as package data under `pluggable/include`, which
+`pluggable.get_include()` returns.
+"""
+import glob
+import os
+import shutil
+
+from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
+from setuptools.command.build_py import build_py
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+C_FLAGS = ["-std=c11", "-Wall", "-Wextra", "-Werror", "-O2", "-pthread"]
+# The runtime exports exactly the functions its headers mark TF_CAPI_EXPORT.
+RUNTIME_FLAGS = C_FLAGS + ["-fvisibility=hidden"]
+
+
+def _sources(folder):
+    return sorted(glob.glob(os.path.join(folder, "*.c")))
+
+
+class build_shared_libraries(build_ext):
+    """Builds plain shared libraries: no Python suffix, no Python symbols."""
+
+    def get_ext_filename(self, fullname):
+        return os.path.join(*fullname.split(".")) + ".so"
+
+    def get_export_symbols(self, ext):
+        return []
+
+    def get_libraries(self, ext):
+        return list(ext.libraries)
+
+    def build_extension(self, ext):
+        # Python's own include directories are not wanted: these libraries never see Python.
+        self.compiler.set_include_dirs([])
+        super().build_extension(ext)
+
+    def copy_extensions_to_source(self):
+        # An editable install copies the libraries into src/; make their folders first.
+        build_py = self.get_finalized_command("build_py")
+        for ext in self.extensions:
+            inplace_file, _ = self._get_inplace_equivalent(build_py, ext)
+            os.makedirs(os.path.dirname(inplace_file), exist_ok=True)
+        super().copy_extensions_to_source()
+
+
+class build_py_with_headers(build_py):
+    """Copies include/ into the package so that get_include() finds it after installation."""
+
+    def run(self):
+        super().run()
+        target = os.path.join(self.build_lib, "pluggable", "include")
+        if os.path.isdir(target):
+            shutil.rmtree(target)
+        shutil.copytree(os.path.join(HERE, "include"), target)
+
+
+setup(
+    ext_modules=[
+        Extension(
+            "pluggable.libpluggable_runtime",
+            sources=_sources("src/pluggable/_runtime"),
+            include_dirs=["include", "src/pluggable/_runtime"],
+            extra_compile_args=RUNTIME_FLAGS,
+            extra_link_args=["-pthread"],
+        ),
+        Extension(
+            "tensorflow-plugins.libxpu_plugin",
+            sources=_sources("plugins/xpu"),
+            include_dirs=["include"],
+            extra_compile_args=C_FLAGS,
+            extra_link_args=["-pthread"],
+        ),
+    ],
+    cmdclass={"build_ext": build_shared_libraries, "build_py": build_py_with_headers},
+)

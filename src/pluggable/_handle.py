@@ -1,0 +1,63 @@
+"""The lifetime shared by streams, events and timers: an opaque plugin handle owned by one
+executor, freed exactly once by `close()`, a ``with`` block, or a finalizer that queues the
+release for the executor's next safe point."""
+from __future__ import annotations
+
+import weakref
+from typing import TYPE_CHECKING
+
+from .errors import FailedPreconditionError
+
+if TYPE_CHECKING:
+    from .executor import StreamExecutor
+
+
+class PluginHandle:
+    _destroy = ""  # the SP_StreamExecutor callback that frees the handle
+    _kind = ""
+
+    def __init__(self, executor: "StreamExecutor", handle, keep=None):
+        self.executor = executor
+        # A plugin may use NULL as a valid handle value: the host never tests it for truth.
+        self._handle = handle
+        # `keep` (host buffers the plugin may still read) outlives the object until the
+        # queued release has run.
+        self._finalizer = weakref.finalize(self, executor._queue_release, self._destroy, handle,
+                                           keep)
+
+    @property
+    def handle(self):
+        """The plugin's opaque handle, as an integer or None."""
+        return self._handle
+
+    @property
+    def is_closed(self) -> bool:
+        return not self._finalizer.alive
+
+    def _check_open(self) -> None:
+        if not self._finalizer.alive:
+            raise FailedPreconditionError(
+                f"this {self._kind} was closed; create a new one with "
+                f"{type(self.executor).__name__}.create_{self._kind}()",
+                plugin=self.executor.platform.label, call=self._kind)
+        self.executor._check_open()
+
+    def close(self) -> None:
+        """Frees the plugin's handle now; idempotent."""
+        if self._finalizer.alive:
+            self._finalizer.detach()
+            self.executor._release_now(self._destroy, self._handle)
+            self._after_close()
+
+    def _after_close(self) -> None:
+        """What a subclass drops once the plugin has freed the handle."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __repr__(self):
+        state = " closed" if self.is_closed else ""
+        return f"<{type(self).__name__} on {self.executor.name}{state}>"

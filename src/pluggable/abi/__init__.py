@@ -1,0 +1,88 @@
+"""ctypes mirrors of the C structs, enums and function-pointer types in ``include/``.
+
+One module per header, keeping the C names (``SP_StreamExecutor``, ``host_callback``,
+``SP_STREAMEXECUTOR_STRUCT_SIZE``) so that grep finds both sides:
+
+=======================  ==============================================================
+``tf_status``            tensorflow/c/tf_status.h (+ xla/tsl/c/tsl_status.h): TF_Code
+``tf_datatype``          tensorflow/c/tf_datatype.h: TF_DataType
+``tf_buffer``            tensorflow/c/tf_buffer.h: TF_Buffer
+``tf_tensor``            tensorflow/c/tf_tensor.h: TF_AllocatorAttributes, deallocator
+``stream_executor``      tensorflow/c/experimental/stream_executor/stream_executor.h
+``pluggable_profiler``   tensorflow/c/experimental/pluggable_profiler/pluggable_profiler.h
+``kernels``              tensorflow/c/kernels.h
+``plugin_ext``           pluggable/plugin_ext.h (the project's extension chain)
+=======================  ==============================================================
+
+Struct sizes and field presence are computed in one place, :class:`ABIStruct`. Opaque
+handles are ``c_void_p``. This package depends on nothing but ctypes, so it imports on its
+own. tests/abi checks every mirror against the C compiler.
+"""
+
+from . import kernels, pluggable_profiler, plugin_ext, stream_executor, tf_buffer, tf_tensor
+from ._struct import ABIStruct, TF_Bool
+from .kernels import (
+    TF_InputRange_Args,
+    TF_RendezvousArgsStruct,
+    TF_RendezvousAsyncRecv_Params,
+    TF_RendezvousDoneCallback_Params,
+    TF_RendezvousDoneCallbackImpl,
+    TF_RendezvousParsedKey,
+    TF_RendezvousSend_Params,
+    TF_RendezvousThunk,
+    TF_StringView,
+    TFDevice_AllocatorAttributes,
+)
+from .pluggable_profiler import TF_ProfilerRegistrationParams, TP_Profiler, TP_ProfilerFns
+from .plugin_ext import (
+    PLUGGABLE_ExtHeader,
+    PLUGGABLE_ExtType,
+    PLUGGABLE_LiveHandles,
+    PLUGGABLE_LiveHandlesExt,
+    PLUGGABLE_PlatformInfoExt,
+    walk_ext_chain,
+)
+from .stream_executor import (
+    SE_CreateDeviceFnsParams,
+    SE_CreateDeviceParams,
+    SE_CreateStreamExecutorParams,
+    SE_EventStatus,
+    SE_PlatformRegistrationParams,
+    SP_AllocatorStats,
+    SP_Device,
+    SP_DeviceFns,
+    SP_DeviceMemoryBase,
+    SP_Platform,
+    SP_PlatformFns,
+    SP_StreamExecutor,
+    SP_TimerFns,
+)
+from .tf_buffer import TF_Buffer
+from .tf_datatype import TF_DataType
+from .tf_status import TF_Code
+from .tf_tensor import TF_AllocatorAttributes
+
+# Every mirrored struct; tests/abi compares each with the C compiler's layout.
+ALL_STRUCTS: tuple[type[ABIStruct], ...] = (
+    tf_buffer.TF_Buffer,
+    tf_tensor.TF_AllocatorAttributes,
+    *stream_executor.STRUCTS,
+    *pluggable_profiler.STRUCTS,
+    *kernels.STRUCTS,
+    *plugin_ext.STRUCTS,
+)
+
+__all__ = [
+    "ABIStruct", "ALL_STRUCTS", "TF_Bool", "walk_ext_chain", "TF_Code", "TF_DataType",
+    "SE_EventStatus", "PLUGGABLE_ExtType", "TF_Buffer", "TF_AllocatorAttributes", "SP_TimerFns",
+    "SP_AllocatorStats", "SP_DeviceMemoryBase", "SP_Device", "SE_CreateDeviceParams",
+    "SP_DeviceFns", "SE_CreateDeviceFnsParams", "SP_StreamExecutor",
+    "SE_CreateStreamExecutorParams", "SP_Platform", "SP_PlatformFns",
+    "SE_PlatformRegistrationParams", "TP_Profiler", "TP_ProfilerFns",
+    "TF_ProfilerRegistrationParams", "TF_StringView", "TF_InputRange_Args",
+    "TFDevice_AllocatorAttributes", "TF_RendezvousArgsStruct", "TF_RendezvousParsedKey",
+    "TF_RendezvousSend_Params", "TF_RendezvousDoneCallback_Params",
+    "TF_RendezvousDoneCallbackImpl", "TF_RendezvousAsyncRecv_Params", "TF_RendezvousThunk",
+    "PLUGGABLE_ExtHeader", "PLUGGABLE_PlatformInfoExt", "PLUGGABLE_LiveHandles",
+    "PLUGGABLE_LiveHandlesExt",
+]

@@ -1,0 +1,87 @@
+"""``python -m pluggable``: what the host sees.
+
+    python -m pluggable devices   a table of devices with their details
+    python -m pluggable plugins   every plugin file found, its status and why
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import warnings
+from typing import List, Optional, Sequence
+
+from . import config
+from .errors import PluginLoadWarning
+
+
+def _table(headers: Sequence[str], rows: List[Sequence[object]]) -> str:
+    cells = [[str(h) for h in headers]] + [["" if c is None else str(c) for c in r] for r in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    lines = []
+    for n, row in enumerate(cells):
+        lines.append("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
+        if n == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def _bytes(n: Optional[int]) -> str:
+    if n is None:
+        return ""
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return str(n)
+
+
+def cmd_devices(_args) -> int:
+    rows = []
+    for device in config.list_physical_devices():
+        d = config.get_device_details(device)
+        bandwidth = d.get("memory_bandwidth")
+        rows.append((device.name.replace("/physical_device:", ""), device.subdevice_type,
+                     d.get("device_name"), d.get("vendor"), d.get("pci_bus_id"),
+                     d.get("numa_node"), _bytes(d.get("memory_total")),
+                     f"{bandwidth / 1e9:.1f} GB/s" if bandwidth else "",
+                     f"{d['gflops']:.1f}" if d.get("gflops") is not None else ""))
+    print(_table(("device", "platform", "name", "vendor", "pci bus id", "numa", "memory",
+                  "bandwidth", "gflops"), rows))
+    return 0
+
+
+def cmd_plugins(_args) -> int:
+    records = config.list_plugins()
+    if not records:
+        print("no plugins found (is PLUGGABLE_DISABLE_AUTOLOAD set? see "
+              "PLUGGABLE_PLUGIN_PATH to add directories)")
+        return 0
+    rows = []
+    for r in records:
+        reason = f"{r.step}: {r.reason}" if r.step else r.reason
+        rows.append((r.status, r.device_type, r.platform_name, r.device_count, r.api_version,
+                     r.priority, "yes" if r.provides_kernels else "no",
+                     "yes" if r.provides_profiler else "no", r.path, reason))
+    print(_table(("status", "type", "platform", "devices", "SE API", "priority", "kernels",
+                  "profiler", "path", "reason"), rows))
+    return 0
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m pluggable",
+                                     description="Inspect the device plugins pluggable finds.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("devices", help="list devices with their details").set_defaults(
+        run=cmd_devices)
+    sub.add_parser("plugins", help="list plugin files, their status and why").set_defaults(
+        run=cmd_plugins)
+    args = parser.parse_args(argv)
+    # The plugins table already states why a plugin was skipped.
+    with warnings.catch_warnings():
+        if args.command == "plugins":
+            warnings.simplefilter("ignore", PluginLoadWarning)
+        return args.run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,721 @@
+"""StreamExecutor: one device of a plugin, over ``SP_Device`` and ``SP_StreamExecutor``.
+
+This is the host's whole view of a device: memory, copies, streams, events, timers and
+synchronisation. Every callback the plugin left out has a documented fallback here or raises
+`UnimplementedError` (see include/ABI.md). Every non-OK status raises the `pluggable.errors`
+class of its code, naming the plugin, the device and the call.
+
+Releases requested by finalizers are queued and carried out at the next safe point (any call
+that allocates or creates, and `flush_releases()`), never from inside the garbage collector:
+destroying a stream waits for its worker, which may be running a Python callback right then.
+"""
+from __future__ import annotations
+
+import ctypes
+import operator
+import threading
+import time
+import warnings
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
+
+from . import _native
+from .abi import plugin_ext
+from .abi.stream_executor import (
+    SE_CreateDeviceFnsParams, SE_CreateDeviceParams, SE_CreateStreamExecutorParams,
+    SE_EventStatus, SE_StatusCallbackFn, SP_AllocatorStats, SP_Device, SP_DeviceFns,
+    SP_DeviceMemoryBase, SP_StreamExecutor)
+from .abi.tf_status import TF_Code
+from .errors import (
+    CallbackWarning, FailedPreconditionError, InvalidArgumentError, PluggableWarning,
+    ResourceExhaustedError, UnimplementedError, error_for_code)
+from .memory import DeviceMemory, HostMemory
+from .platform import PluginCallError
+from .validation import (
+    ValidationError, alloc_struct, negotiate, optional_callback, read_c_string,
+    require_callbacks)
+
+if TYPE_CHECKING:
+    from .event import Event
+    from .platform import Platform
+    from .stream import Stream
+    from .timer import Timer
+
+_TIMER_FNS = ("create_timer", "destroy_timer", "start_timer", "stop_timer")
+
+_STATS_FIELDS = (
+    "num_allocs", "bytes_in_use", "peak_bytes_in_use", "largest_alloc_size", "bytes_limit",
+    "bytes_reserved", "peak_bytes_reserved", "bytes_reservable_limit",
+    "largest_free_block_bytes",
+)
+
+
+def host_buffer(obj: Any, writable: bool, what: str) -> Tuple[int, int, Any]:
+    """The address and size in bytes of a C-contiguous host buffer, and the object that keeps
+    it alive. Accepts `HostMemory`, NumPy arrays and anything with the buffer protocol."""
+    if isinstance(obj, HostMemory):
+        obj._check_open()
+        return obj.address, obj.size, obj
+    try:
+        view = memoryview(obj)
+    except TypeError:
+        raise TypeError(f"{what} must be a host buffer (bytes, bytearray, memoryview, NumPy "
+                        f"array or HostMemory), not {type(obj).__name__}") from None
+    if writable and view.readonly:
+        raise InvalidArgumentError(
+            f"{what} is read-only; pass a writable buffer such as a bytearray or a NumPy array",
+            call="host buffer")
+    if not view.c_contiguous:
+        raise InvalidArgumentError(
+            f"{what} is not C-contiguous; pass numpy.ascontiguousarray(...) instead",
+            call="host buffer")
+    import numpy as np
+
+    array = np.frombuffer(view.cast("B") if view.ndim != 1 or view.format != "B" else view,
+                          dtype=np.uint8)
+    return (array.ctypes.data if array.size else 0), array.nbytes, (view, array)
+
+
+class _CallbackRegistry:
+    """Python callables a plugin will call back through ``SE_StatusCallbackFn``.
+
+    One C trampoline serves every callback; ``callback_arg`` is a token that finds the
+    callable, so nothing is created per call and nothing can be collected while the plugin
+    may still call it.
+    """
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._next = 1
+        self._entries: Dict[int, Tuple[Callable[[], Any], "StreamExecutor", str]] = {}
+        self.trampoline = SE_StatusCallbackFn(self._run)
+
+    def add(self, fn: Callable[[], Any], executor: "StreamExecutor", what: str) -> int:
+        with self._lock:
+            token = self._next
+            self._next += 1
+            self._entries[token] = (fn, executor, what)
+        return token
+
+    def discard(self, token: int) -> None:
+        with self._lock:
+            self._entries.pop(token, None)
+
+    def _run(self, arg, status_address) -> None:
+        with self._lock:
+            entry = self._entries.pop(arg or 0, None)
+        if entry is None:
+            return
+        fn, executor, what = entry
+        try:
+            fn()
+        except BaseException as exc:  # reported to the plugin and, later, to the user
+            message = f"{what} raised {type(exc).__name__}: {exc}"
+            if status_address:
+                _native.TF_SetStatus(status_address, TF_Code.TF_INTERNAL,
+                                     message.encode("utf-8", "replace"))
+            executor._defer_warning(message, CallbackWarning)
+
+
+CALLBACKS = _CallbackRegistry()
+
+
+class StreamExecutor:
+    """One device of a platform. Made by the loader; reach it with ``platform.executor(i)``
+    or ``device.executor``."""
+
+    def __init__(self, platform: "Platform", ordinal: int):
+        self.platform = platform
+        self.ordinal = ordinal
+        self.name = f"{platform.device_type}:{ordinal} ({platform.name})"
+        self._lock = threading.Lock()
+        self._pending_releases: List[Tuple[str, Any, Any]] = []
+        self._deferred_warnings: List[Tuple[str, type]] = []
+        self._closed = False
+        self._internal_stream: Optional["Stream"] = None
+        self._create_device()
+        try:
+            self._create_device_fns()
+            self._create_stream_executor()
+        except BaseException:
+            self._destroy_device()
+            raise
+
+    # -- creation ----------------------------------------------------------------------------
+    def _load_call(self, fn_name: str, fn, *args) -> None:
+        status = _native.Status()
+        fn(*args, status.address)
+        if not status.ok:
+            raise PluginCallError(
+                "device creation", f"SP_PlatformFns.{fn_name} for device {self.ordinal} "
+                                   f"failed: {status.message or '(no message)'}")
+
+    def _create_device(self) -> None:
+        p = self.platform
+        device = alloc_struct(SP_Device)
+        device.ordinal = self.ordinal
+        params = alloc_struct(SE_CreateDeviceParams)
+        params.ordinal = self.ordinal
+        params.device = ctypes.pointer(device)
+        self._load_call("create_device", p._platform_fns.create_device, p._platform_ref,
+                        ctypes.byref(params))
+        self._device = device
+        self._device_ptr = ctypes.pointer(device)
+        try:
+            view = negotiate(SP_Device, device, "SP_PlatformFns.create_device")
+            if view.ordinal != self.ordinal:
+                raise ValidationError(
+                    f"SP_PlatformFns.create_device for device {self.ordinal} set "
+                    f"SP_Device.ordinal to {view.ordinal}; it must keep the ordinal it was "
+                    f"given")
+            self.hardware_name = read_c_string(view.hardware_name, "SP_Device.hardware_name",
+                                               required=False) or None
+            self.device_vendor = read_c_string(view.device_vendor, "SP_Device.device_vendor",
+                                               required=False) or None
+            self.pci_bus_id = read_c_string(view.pci_bus_id, "SP_Device.pci_bus_id",
+                                            required=False) or None
+        except ValidationError as exc:
+            self._destroy_device()
+            raise PluginCallError("validation", str(exc)) from None
+
+    def _create_device_fns(self) -> None:
+        p = self.platform
+        self._device_fns = None
+        create = optional_callback(type(p._platform_fns), p._platform_fns, "create_device_fns")
+        if create is None:
+            return
+        fns = alloc_struct(SP_DeviceFns)
+        params = alloc_struct(SE_CreateDeviceFnsParams)
+        params.device_fns = ctypes.pointer(fns)
+        self._load_call("create_device_fns", create, p._platform_ref, ctypes.byref(params))
+        self._device_fns_storage = fns
+        try:
+            self._device_fns = negotiate(SP_DeviceFns, fns, "SP_PlatformFns.create_device_fns")
+        except ValidationError as exc:
+            raise PluginCallError("validation", str(exc)) from None
+
+    def _create_stream_executor(self) -> None:
+        p = self.platform
+        se = alloc_struct(SP_StreamExecutor)
+        params = alloc_struct(SE_CreateStreamExecutorParams)
+        params.stream_executor = ctypes.pointer(se)
+        self._load_call("create_stream_executor", p._platform_fns.create_stream_executor,
+                        p._platform_ref, ctypes.byref(params))
+        self._se_storage = se
+        where = "SP_PlatformFns.create_stream_executor"
+        try:
+            view = negotiate(SP_StreamExecutor, se, where)
+            require_callbacks(SP_StreamExecutor, view, SP_StreamExecutor.required_callbacks(),
+                              where)
+        except ValidationError as exc:
+            p._platform_fns.destroy_stream_executor(p._platform_ref, ctypes.byref(se))
+            raise PluginCallError("validation", str(exc)) from None
+        self._se = view
+        fns = {name: optional_callback(SP_StreamExecutor, view, name)
+               for name, _ in SP_StreamExecutor._fields_ if name not in ("struct_size", "ext")}
+        self._fns = fns
+        # Timers need both the executor's callbacks and the platform's SP_TimerFns.
+        self.supports_timers = (all(fns.get(n) for n in _TIMER_FNS)
+                                and p._timer_fns is not None)
+        self._live_handles_fn = None
+        for link in plugin_ext.walk_ext_chain(view.ext or 0):
+            if link.type == plugin_ext.PLUGGABLE_EXT_LIVE_HANDLES:
+                ext = negotiate(plugin_ext.PLUGGABLE_LiveHandlesExt,
+                                plugin_ext.PLUGGABLE_LiveHandlesExt.from_address(link.address),
+                                "SP_StreamExecutor.ext")
+                if ext.get_live_handles:
+                    self._live_handles_fn = ext.get_live_handles
+
+    def _destroy_device(self) -> None:
+        p = self.platform
+        p._platform_fns.destroy_device(p._platform_ref, self._device_ptr)
+
+    # -- plumbing ----------------------------------------------------------------------------
+    def _fn(self, name: str):
+        fn = self._fns.get(name)
+        if fn is None:
+            raise UnimplementedError(
+                f"{self.platform.label} does not implement SP_StreamExecutor.{name}, and the "
+                f"host has no fallback for it", plugin=self.platform.label,
+                call=f"SP_StreamExecutor.{name}")
+        return fn
+
+    def _error(self, code: int, message: str, call: str):
+        cls = error_for_code(code)
+        return cls(f"{self.platform.label}, device {self.ordinal}: {call} failed: "
+                   f"{message or '(the plugin gave no message)'}",
+                   plugin=self.platform.label, call=call, plugin_message=message)
+
+    def _call(self, name: str, *args) -> None:
+        """Calls SP_StreamExecutor.<name>(device, *args, status) and raises on error."""
+        fn = self._fns.get(name) or self._fn(name)
+        status = _native.acquire_status()
+        try:
+            fn(self._device_ptr, *args, status.address)
+            code = _native.TF_GetCode(status.address)
+            if code:
+                raise self._error(code, status.message, f"SP_StreamExecutor.{name}")
+        finally:
+            _native.release_status(status)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise FailedPreconditionError(
+                f"{self.name} is closed; its memory, streams and events can no longer be used",
+                plugin=self.platform.label, call="StreamExecutor")
+
+    def _queue_release(self, kind: str, handle: Any, keep: Any = None) -> None:
+        """Called by finalizers: remember the release (and what must stay alive until it is
+        done) for the next safe point."""
+        with self._lock:
+            self._pending_releases.append((kind, handle, keep))
+
+    def flush_releases(self) -> None:
+        """Carries out the releases finalizers queued."""
+        if not self._pending_releases:
+            return
+        with self._lock:
+            pending, self._pending_releases = self._pending_releases, []
+        for kind, handle, _keep in pending:
+            try:
+                self._release_now(kind, handle)
+            except Exception as exc:  # a finalizer's release: nothing can be raised
+                warnings.warn(f"{self.name}: releasing a {kind} failed: {exc}",
+                              PluggableWarning, stacklevel=2)
+
+    def _release_now(self, kind: str, handle: Any) -> None:
+        if self._closed:
+            return  # destroying the executor released everything
+        if kind == "deallocate":
+            self._fns["deallocate"](self._device_ptr, ctypes.byref(handle))
+        elif kind in ("host_memory_deallocate", "unified_memory_deallocate"):
+            self._fns[kind](self._device_ptr, handle)
+        elif kind == "destroy_stream":
+            self._fns["destroy_stream"](self._device_ptr, handle)
+        elif kind == "destroy_event":
+            self._fns["destroy_event"](self._device_ptr, handle)
+        elif kind == "destroy_timer":
+            self._fns["destroy_timer"](self._device_ptr, handle)
+        else:
+            raise AssertionError(kind)
+
+    def _defer_warning(self, message: str, category: type) -> None:
+        """Keeps a warning raised on a plugin's thread for the user's next synchronisation."""
+        with self._lock:
+            self._deferred_warnings.append((message, category))
+
+    def _flush_warnings(self) -> None:
+        if not self._deferred_warnings:
+            return
+        with self._lock:
+            pending, self._deferred_warnings = self._deferred_warnings, []
+        for message, category in pending:
+            warnings.warn(f"{self.name}: {message}", category, stacklevel=3)
+
+    # -- memory ------------------------------------------------------------------------------
+    def allocate(self, size: int, memory_space: int = 0) -> DeviceMemory:
+        """Allocates ``size`` bytes of device memory."""
+        self._check_open()
+        self.flush_releases()
+        size = _non_negative(size, "size", "allocate")
+        base = SP_DeviceMemoryBase.new()
+        self._fns["allocate"](self._device_ptr, size, memory_space, ctypes.byref(base))
+        if size and not base.opaque:
+            free_total = self.memory_usage()
+            detail = (f"; {free_total[0]} of {free_total[1]} bytes are free"
+                      if free_total else "")
+            raise ResourceExhaustedError(
+                f"{self.platform.label}, device {self.ordinal}: SP_StreamExecutor.allocate "
+                f"could not allocate {size} bytes in memory space {memory_space}{detail}. "
+                f"Free device memory (close() tensors and buffers) or allocate less",
+                plugin=self.platform.label, call="SP_StreamExecutor.allocate")
+        return DeviceMemory(self, base, owning=bool(base.opaque))
+
+    def deallocate(self, memory: DeviceMemory) -> None:
+        memory.close()
+
+    def host_memory_allocate(self, size: int) -> HostMemory:
+        """Host memory the device copies to and from fastest (pinned, on real hardware).
+
+        Without the plugin's ``host_memory_allocate`` this is ordinary page-aligned host
+        memory."""
+        self._check_open()
+        self.flush_releases()
+        size = _non_negative(size, "size", "host_memory_allocate")
+        fn = self._fns.get("host_memory_allocate")
+        if fn is None or self._fns.get("host_memory_deallocate") is None:
+            return _plain_host_memory(self, size)
+        address = fn(self._device_ptr, size) if size else None
+        if size and not address:
+            raise ResourceExhaustedError(
+                f"{self.platform.label}, device {self.ordinal}: "
+                f"SP_StreamExecutor.host_memory_allocate could not allocate {size} bytes",
+                plugin=self.platform.label, call="SP_StreamExecutor.host_memory_allocate")
+        if not size:
+            return _plain_host_memory(self, 0)
+        return HostMemory(self, address, size, "host", "host_memory_deallocate")
+
+    def unified_memory_allocate(self, size: int) -> HostMemory:
+        """Memory both the host and the device can address."""
+        self._check_open()
+        self.flush_releases()
+        size = _non_negative(size, "size", "unified_memory_allocate")
+        if not self.platform.supports_unified_memory:
+            raise UnimplementedError(
+                f"{self.platform.label} does not support unified memory "
+                f"(SP_Platform.supports_unified_memory is false)",
+                plugin=self.platform.label, call="SP_StreamExecutor.unified_memory_allocate")
+        fn = self._fn("unified_memory_allocate")
+        self._fn("unified_memory_deallocate")
+        if not size:
+            return _plain_host_memory(self, 0)
+        address = fn(self._device_ptr, size)
+        if not address:
+            raise ResourceExhaustedError(
+                f"{self.platform.label}, device {self.ordinal}: "
+                f"SP_StreamExecutor.unified_memory_allocate could not allocate {size} bytes",
+                plugin=self.platform.label, call="SP_StreamExecutor.unified_memory_allocate")
+        return HostMemory(self, address, size, "unified", "unified_memory_deallocate")
+
+    def allocator_stats(self) -> Optional[Dict[str, int]]:
+        """The plugin's allocator statistics under the ``SP_AllocatorStats`` names, or None
+        when it keeps none. Limits the plugin does not have are left out."""
+        self._check_open()
+        fn = self._fns.get("get_allocator_stats")
+        if fn is None:
+            return None
+        stats = alloc_struct(SP_AllocatorStats)
+        if not fn(self._device_ptr, ctypes.byref(stats)):
+            return None
+        size = int(stats.struct_size) or SP_AllocatorStats.struct_size()
+        out = {}
+        for field in _STATS_FIELDS:
+            if not SP_AllocatorStats.field_present(field, size):
+                continue
+            if field == "bytes_limit" and not stats.has_bytes_limit:
+                continue
+            if field == "bytes_reservable_limit" and not stats.has_bytes_reservable_limit:
+                continue
+            out[field] = int(getattr(stats, field))
+        return out
+
+    def memory_usage(self) -> Optional[Tuple[int, int]]:
+        """``(free, total)`` device memory in bytes, or None when the plugin cannot say."""
+        fn = self._fns.get("device_memory_usage")
+        if fn is None:
+            return None
+        free, total = ctypes.c_int64(0), ctypes.c_int64(0)
+        if not fn(self._device_ptr, ctypes.byref(free), ctypes.byref(total)):
+            return None
+        return int(free.value), int(total.value)
+
+    def live_handles(self) -> Optional[Dict[str, int]]:
+        """The plugin's counts of live streams, events, timers and allocations, when it
+        provides the PLUGGABLE_EXT_LIVE_HANDLES extension; for leak tests."""
+        if self._live_handles_fn is None:
+            return None
+        counts = alloc_struct(plugin_ext.PLUGGABLE_LiveHandles)
+        self._live_handles_fn(self._device_ptr, ctypes.byref(counts))
+        return {name: int(getattr(counts, name))
+                for name, _ in plugin_ext.PLUGGABLE_LiveHandles._fields_
+                if name != "struct_size"}
+
+    # -- copies ------------------------------------------------------------------------------
+    def _copy_size(self, size: Optional[int], limits: List[Tuple[int, str]], call: str) -> int:
+        """``size``, by default the whole source (the first limit), checked against every
+        buffer involved: a copy never silently drops bytes."""
+        size = limits[0][0] if size is None else _non_negative(size, "size", call)
+        for limit, what in limits:
+            if size > limit:
+                raise InvalidArgumentError(
+                    f"{call}: size {size} is larger than the {what} ({limit} bytes)",
+                    plugin=self.platform.label, call=call)
+        return size
+
+    def memcpy_htod(self, stream: "Stream", dst: DeviceMemory, src: Any,
+                    size: Optional[int] = None) -> None:
+        """Enqueues a copy of ``size`` bytes (default: all of ``src``) from host ``src`` to
+        ``dst`` on ``stream``. ``src`` stays referenced until the stream is synchronised."""
+        self._check_stream(stream)
+        address, nbytes, keep = host_buffer(src, False, "memcpy_htod source")
+        size = self._copy_size(size, [(nbytes, "host source"), (dst.size, "device destination")],
+                               "memcpy_htod")
+        stream._hold(keep)
+        self._call("memcpy_htod", stream._handle, dst._ref, address, size)
+
+    def memcpy_dtoh(self, stream: "Stream", dst: Any, src: DeviceMemory,
+                    size: Optional[int] = None) -> None:
+        """Enqueues a copy from device ``src`` into the writable host buffer ``dst``."""
+        self._check_stream(stream)
+        address, nbytes, keep = host_buffer(dst, True, "memcpy_dtoh destination")
+        size = self._copy_size(size, [(src.size, "device source"), (nbytes, "host destination")],
+                               "memcpy_dtoh")
+        stream._hold(keep)
+        self._call("memcpy_dtoh", stream._handle, address, src._ref, size)
+
+    def memcpy_dtod(self, stream: "Stream", dst: DeviceMemory, src: DeviceMemory,
+                    size: Optional[int] = None) -> None:
+        """Enqueues a device-to-device copy on ``stream``."""
+        self._check_stream(stream)
+        size = self._copy_size(size, [(src.size, "device source"),
+                                      (dst.size, "device destination")], "memcpy_dtod")
+        self._call("memcpy_dtod", stream._handle, dst._ref, src._ref, size)
+
+    def _sync_copy(self, name: str, async_name: str, args_sync, args_async) -> None:
+        if self._fns.get(name) is not None:
+            self._call(name, *args_sync)
+            return
+        stream = self._fallback_stream()
+        self._call(async_name, stream._handle, *args_async)
+        stream.synchronize()
+
+    def sync_memcpy_htod(self, dst: DeviceMemory, src: Any, size: Optional[int] = None) -> None:
+        """Copies host ``src`` to ``dst`` and returns when the copy is done."""
+        self._check_open()
+        address, nbytes, keep = host_buffer(src, False, "sync_memcpy_htod source")
+        size = self._copy_size(size, [(nbytes, "host source"), (dst.size, "device destination")],
+                               "sync_memcpy_htod")
+        self._sync_copy("sync_memcpy_htod", "memcpy_htod", (dst._ref, address, size),
+                        (dst._ref, address, size))
+        del keep
+
+    def sync_memcpy_dtoh(self, dst: Any, src: DeviceMemory, size: Optional[int] = None) -> None:
+        """Copies device ``src`` into host ``dst`` and returns when the copy is done."""
+        self._check_open()
+        address, nbytes, keep = host_buffer(dst, True, "sync_memcpy_dtoh destination")
+        size = self._copy_size(size, [(src.size, "device source"), (nbytes, "host destination")],
+                               "sync_memcpy_dtoh")
+        self._sync_copy("sync_memcpy_dtoh", "memcpy_dtoh", (address, src._ref, size),
+                        (address, src._ref, size))
+        del keep
+
+    def sync_memcpy_dtod(self, dst: DeviceMemory, src: DeviceMemory,
+                         size: Optional[int] = None) -> None:
+        """Copies device ``src`` to device ``dst`` and returns when the copy is done."""
+        self._check_open()
+        size = self._copy_size(size, [(src.size, "device source"),
+                                      (dst.size, "device destination")], "sync_memcpy_dtod")
+        self._sync_copy("sync_memcpy_dtod", "memcpy_dtod", (dst._ref, src._ref, size),
+                        (dst._ref, src._ref, size))
+
+    def _fallback_stream(self) -> "Stream":
+        with self._lock:
+            if self._internal_stream is None:
+                self._internal_stream = self.create_stream()
+            return self._internal_stream
+
+    # -- memset ------------------------------------------------------------------------------
+    def _fill(self, name: str, stream: "Stream", dst: DeviceMemory, size: Optional[int],
+              pattern: Optional[int], element: int) -> None:
+        self._check_stream(stream)
+        size = self._copy_size(size, [(dst.size, "device destination")], name)
+        if size % element:
+            raise InvalidArgumentError(
+                f"{name}: size {size} is not a multiple of {element} bytes",
+                plugin=self.platform.label, call=name)
+        if self._fns.get(name) is not None:
+            args = (stream._handle, dst._ref) + (() if pattern is None else (pattern,)) + (size,)
+            self._call(name, *args)
+            return
+        # Fallback: fill a host buffer and copy it, in stream order.
+        import numpy as np
+
+        dtype = np.uint32 if element == 4 else np.uint8
+        staged = np.full(size // element, pattern or 0, dtype=dtype)
+        stream._hold(staged)
+        self._call("memcpy_htod", stream._handle, dst._ref, staged.ctypes.data if size else 0,
+                   size)
+
+    def mem_zero(self, stream: "Stream", dst: DeviceMemory, size: Optional[int] = None) -> None:
+        """Enqueues zeroing ``size`` bytes (default: all) of ``dst``."""
+        self._fill("mem_zero", stream, dst, size, None, 1)
+
+    def memset(self, stream: "Stream", dst: DeviceMemory, pattern: int,
+               size: Optional[int] = None) -> None:
+        """Enqueues setting ``size`` bytes of ``dst`` to the byte ``pattern``."""
+        if not 0 <= int(pattern) <= 0xFF:
+            raise InvalidArgumentError(f"memset: pattern {pattern} is not a byte (0..255)",
+                                       call="memset")
+        self._fill("memset", stream, dst, size, int(pattern), 1)
+
+    def memset32(self, stream: "Stream", dst: DeviceMemory, pattern: int,
+                 size: Optional[int] = None) -> None:
+        """Enqueues filling ``dst`` with the 32-bit ``pattern``; ``size`` in bytes, a
+        multiple of 4."""
+        if not 0 <= int(pattern) <= 0xFFFFFFFF:
+            raise InvalidArgumentError(
+                f"memset32: pattern {pattern} does not fit in 32 bits", call="memset32")
+        self._fill("memset32", stream, dst, size, int(pattern), 4)
+
+    # -- streams, events, timers -------------------------------------------------------------
+    def create_stream(self) -> "Stream":
+        from .stream import Stream
+
+        self._check_open()
+        self.flush_releases()
+        handle = ctypes.c_void_p()
+        self._call("create_stream", ctypes.byref(handle))
+        return Stream(self, handle.value)
+
+    def create_event(self) -> "Event":
+        from .event import Event
+
+        self._check_open()
+        self.flush_releases()
+        handle = ctypes.c_void_p()
+        self._call("create_event", ctypes.byref(handle))
+        return Event(self, handle.value)
+
+    def create_timer(self) -> "Timer":
+        from .timer import Timer
+
+        self._check_open()
+        self.flush_releases()
+        if not self.supports_timers:
+            raise UnimplementedError(
+                f"{self.platform.label} does not implement timers (create_timer, "
+                f"destroy_timer, start_timer, stop_timer and SP_PlatformFns.create_timer_fns)",
+                plugin=self.platform.label, call="SP_StreamExecutor.create_timer")
+        handle = ctypes.c_void_p()
+        self._call("create_timer", ctypes.byref(handle))
+        return Timer(self, handle.value)
+
+    def _check_stream(self, stream: "Stream") -> None:
+        self._check_open()
+        if stream.executor is not self:
+            raise InvalidArgumentError(
+                f"the stream belongs to {stream.executor.name}, not {self.name}",
+                plugin=self.platform.label, call="stream")
+        stream._check_open()
+
+    def host_callback(self, stream: "Stream", fn: Callable[[], Any]) -> None:
+        """Enqueues ``fn()`` on ``stream``: it runs once the work before it is done. If it
+        raises, the plugin gets an error status and the user a `CallbackWarning` at the next
+        synchronisation."""
+        self._check_stream(stream)
+        if not callable(fn):
+            raise TypeError(f"host_callback needs a callable, not {type(fn).__name__}")
+        enqueue = self._fn("host_callback")
+        token = CALLBACKS.add(fn, self, f"host callback {getattr(fn, '__name__', fn)!r}")
+        stream._callback_tokens.add(token)
+        if not enqueue(self._device_ptr, stream._handle, CALLBACKS.trampoline, token):
+            CALLBACKS.discard(token)
+            stream._callback_tokens.discard(token)
+            raise self._error(TF_Code.TF_INTERNAL, "the plugin could not enqueue the callback",
+                              "SP_StreamExecutor.host_callback")
+
+    def synchronize_all_activity(self) -> None:
+        """Waits until every stream of the device is done."""
+        self._check_open()
+        self._call("synchronize_all_activity")
+        self._flush_warnings()
+
+    def block_host_until_done(self, stream: "Stream") -> None:
+        """Waits until ``stream`` is done; raises if its work failed."""
+        self._check_stream(stream)
+        try:
+            if self._fns.get("block_host_until_done") is not None:
+                self._call("block_host_until_done", stream._handle)
+            else:
+                with self.create_event() as event:
+                    event.record(stream)
+                    self.block_host_for_event(event)
+            stream._release_held()
+        finally:
+            self._flush_warnings()
+
+    def block_host_for_event(self, event: "Event") -> None:
+        """Waits until ``event`` has completed; raises if it completed with an error."""
+        self._check_open()
+        if self._fns.get("block_host_for_event") is not None:
+            self._call("block_host_for_event", event._handle)
+        else:
+            delay = 0.0
+            while True:
+                state = self._fns["get_event_status"](self._device_ptr, event._handle)
+                if state == SE_EventStatus.SE_EVENT_COMPLETE:
+                    break
+                if state == SE_EventStatus.SE_EVENT_ERROR:
+                    raise self._error(TF_Code.TF_INTERNAL, "the event completed with an error",
+                                      "SP_StreamExecutor.get_event_status")
+                time.sleep(delay)
+                delay = min(0.001, delay * 2 or 0.00005)
+        self._flush_warnings()
+
+    # -- lifetime ----------------------------------------------------------------------------
+    @property
+    def is_closed(self) -> bool:
+        return self._closed
+
+    def close(self) -> None:
+        """Destroys the device: waits for its work, then frees everything the plugin made."""
+        if self._closed:
+            return
+        if self._internal_stream is not None:
+            self._internal_stream.close()
+        self.flush_releases()
+        try:
+            self._call("synchronize_all_activity")
+        except Exception as exc:
+            warnings.warn(f"{self.name}: synchronising before close failed: {exc}",
+                          PluggableWarning, stacklevel=2)
+        self._closed = True
+        p = self.platform
+        p._platform_fns.destroy_stream_executor(p._platform_ref, ctypes.byref(self._se_storage))
+        if self._device_fns is not None:
+            destroy = optional_callback(type(p._platform_fns), p._platform_fns,
+                                        "destroy_device_fns")
+            if destroy is not None:
+                destroy(p._platform_ref, ctypes.byref(self._device_fns_storage))
+        self._destroy_device()
+
+    def __repr__(self):
+        return f"<StreamExecutor {self.name}{' closed' if self._closed else ''}>"
+
+    # -- details -----------------------------------------------------------------------------
+    def details(self) -> Dict[str, Any]:
+        """Everything the plugin says about the device; keys it gives nothing for are left
+        out."""
+        out: Dict[str, Any] = {}
+        if self.hardware_name:
+            out["device_name"] = self.hardware_name
+        if self.device_vendor:
+            out["vendor"] = self.device_vendor
+        if self.pci_bus_id:
+            out["pci_bus_id"] = self.pci_bus_id
+        fns = self._device_fns
+        if fns is not None:
+            for key, field in (("numa_node", "get_numa_node"),
+                               ("memory_bandwidth", "get_memory_bandwidth"),
+                               ("gflops", "get_gflops")):
+                fn = optional_callback(SP_DeviceFns, fns, field)
+                if fn is not None:
+                    out[key] = fn(self._device_ptr)
+        usage = self.memory_usage()
+        if usage is not None:
+            out["memory_total"] = usage[1]
+        return out
+
+
+def _non_negative(value: Any, name: str, call: str) -> int:
+    try:
+        number = operator.index(value)
+    except TypeError:
+        raise TypeError(f"{call}: {name} must be an integer, not {type(value).__name__}") \
+            from None
+    if number < 0:
+        raise InvalidArgumentError(f"{call}: {name} must be a non-negative integer, got "
+                                   f"{value!r}", call=call)
+    if number >= 1 << 63:
+        raise InvalidArgumentError(f"{call}: {name} {number} is too large", call=call)
+    return number
+
+
+def _plain_host_memory(executor: StreamExecutor, size: int) -> HostMemory:
+    """Page-aligned host memory from NumPy, for plugins without host_memory_allocate."""
+    import numpy as np
+
+    raw = np.empty(size + 4096, dtype=np.uint8)
+    offset = (-raw.ctypes.data) % 4096
+    memory = HostMemory(executor, raw.ctypes.data + offset if size else 0, size, "host", None)
+    memory._array = raw[offset:offset + size]
+    return memory

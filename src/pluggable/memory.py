@@ -1,0 +1,162 @@
+"""Device and host memory handed out by a StreamExecutor.
+
+`DeviceMemory` wraps an ``SP_DeviceMemoryBase``: the plugin's opaque pointer and its size.
+`HostMemory` is host memory from the plugin's ``host_memory_allocate`` (pinned, on real
+hardware) or ``unified_memory_allocate``; it exposes the buffer protocol through `numpy()`
+and `memoryview()`. Both are made by `StreamExecutor` methods, free their memory exactly once
+(`close()`, a ``with`` block, or a finalizer that queues the release), and keep their
+executor alive.
+"""
+from __future__ import annotations
+
+import ctypes
+import weakref
+from typing import TYPE_CHECKING, Optional
+
+from .abi.stream_executor import SP_DeviceMemoryBase
+from .errors import FailedPreconditionError, InvalidArgumentError
+
+if TYPE_CHECKING:
+    from .executor import StreamExecutor
+
+
+class DeviceMemory:
+    """A range of device memory: ``address`` (the plugin's opaque pointer) and ``size``.
+
+    An owning `DeviceMemory` comes from `StreamExecutor.allocate` and returns its memory on
+    `close()`. `view()` gives a non-owning sub-range that keeps the owner alive.
+    """
+
+    __slots__ = ("executor", "_base", "_ref", "_owner", "_finalizer", "__weakref__")
+
+    def __init__(self, executor: "StreamExecutor", base: SP_DeviceMemoryBase,
+                 owner: Optional["DeviceMemory"] = None, owning: bool = False):
+        self.executor = executor
+        self._base = base
+        self._ref = ctypes.byref(base)
+        self._owner = owner
+        self._finalizer = (weakref.finalize(self, executor._queue_release, "deallocate", base)
+                           if owning else None)
+
+    @property
+    def address(self) -> int:
+        """The plugin's opaque pointer, as an integer (0 for an empty allocation)."""
+        return self._base.opaque or 0
+
+    @property
+    def size(self) -> int:
+        return int(self._base.size)
+
+    @property
+    def payload(self) -> int:
+        return int(self._base.payload)
+
+    @property
+    def is_closed(self) -> bool:
+        if self._owner is not None:
+            return self._owner.is_closed
+        return self._finalizer is not None and not self._finalizer.alive
+
+    def view(self, offset: int, size: int) -> "DeviceMemory":
+        """The sub-range ``[offset, offset + size)`` of this memory, without copying."""
+        self._check_open()
+        if offset < 0 or size < 0 or offset + size > self.size:
+            raise InvalidArgumentError(
+                f"view({offset}, {size}) does not fit in device memory of {self.size} bytes; "
+                f"offset and size must be >= 0 and offset + size <= {self.size}",
+                call="DeviceMemory.view")
+        base = SP_DeviceMemoryBase.new()
+        base.opaque = self.address + offset if self.address else None
+        base.size = size
+        base.payload = self._base.payload
+        return DeviceMemory(self.executor, base, owner=self._owner or self)
+
+    @classmethod
+    def unchecked(cls, executor: "StreamExecutor", address: int, size: int) -> "DeviceMemory":
+        """A non-owning handle for an arbitrary address and size, which the host does not
+        check: for plugin authors testing that their plugin rejects bad device pointers."""
+        base = SP_DeviceMemoryBase.new()
+        base.opaque = address or None
+        base.size = size
+        return cls(executor, base)
+
+    def close(self) -> None:
+        """Returns the memory to the device now (a no-op for views and closed memory)."""
+        if self._finalizer is not None and self._finalizer.alive:
+            self._finalizer.detach()
+            self.executor._release_now("deallocate", self._base)
+
+    def _check_open(self) -> None:
+        if self.is_closed:
+            raise FailedPreconditionError(
+                "this device memory was already freed (close() was called); allocate new "
+                "memory with StreamExecutor.allocate()", call="DeviceMemory")
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __repr__(self):
+        state = " closed" if self.is_closed else ""
+        return (f"<DeviceMemory {self.size} bytes at 0x{self.address:x} on "
+                f"{self.executor.name}{state}>")
+
+
+class HostMemory:
+    """Host memory allocated through the plugin; a buffer the copies can use directly."""
+
+    __slots__ = ("executor", "address", "size", "kind", "_array", "_release", "_finalizer",
+                 "__weakref__")
+
+    def __init__(self, executor: "StreamExecutor", address: int, size: int, kind: str,
+                 release: Optional[str]):
+        self.executor = executor
+        self.address = address
+        self.size = size
+        self.kind = kind  # "host" or "unified"
+        self._release = release  # the SP_StreamExecutor callback that frees it, or None
+        buffer = (ctypes.c_char * size).from_address(address) if size else bytearray()
+        import numpy as np
+
+        self._array = np.frombuffer(buffer, dtype=np.uint8)
+        self._finalizer = (weakref.finalize(self, executor._queue_release, release, address)
+                           if release else None)
+
+    @property
+    def is_closed(self) -> bool:
+        return self._finalizer is not None and not self._finalizer.alive
+
+    def numpy(self):
+        """A uint8 NumPy view of the memory; valid until `close()`."""
+        self._check_open()
+        return self._array
+
+    def memoryview(self) -> memoryview:
+        self._check_open()
+        return memoryview(self._array)
+
+    def __buffer__(self, flags):  # Python 3.12+ buffer protocol
+        return self.memoryview()
+
+    def close(self) -> None:
+        if self._finalizer is not None and self._finalizer.alive:
+            self._finalizer.detach()
+            self._array = self._array[:0]
+            self.executor._release_now(self._release, self.address)
+
+    def _check_open(self) -> None:
+        if self.is_closed:
+            raise FailedPreconditionError(
+                f"this {self.kind} memory was already freed (close() was called)",
+                call="HostMemory")
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __repr__(self):
+        return f"<HostMemory {self.kind} {self.size} bytes at 0x{self.address:x}>"

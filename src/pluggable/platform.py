@@ -1,0 +1,257 @@
+"""Platforms: one per loaded StreamExecutor plugin, and the registry of them by name.
+
+A `Platform` runs the plugin's ``SE_InitPlugin``, checks everything the plugin filled
+(struct sizes, versions, names, callbacks; see `validation`), creates one `StreamExecutor`
+per device and keeps the plugin's structs alive for as long as any of them is used.
+"""
+from __future__ import annotations
+
+import ctypes
+import threading
+from typing import TYPE_CHECKING, Dict, List, Optional
+
+from . import _native
+from .abi import plugin_ext
+from .abi.stream_executor import (
+    SE_MAJOR, SE_MINOR, SE_PATCH, SE_PlatformRegistrationParams, SP_Platform, SP_PlatformFns,
+    SP_TimerFns)
+from .errors import AlreadyExistsError, NotFoundError
+from .validation import (
+    ValidationError, alloc_struct, negotiate, optional_callback, read_c_string, read_name,
+    require_callbacks)
+
+if TYPE_CHECKING:
+    from .executor import StreamExecutor
+    from .loader import PluginLibrary
+
+class PluginCallError(Exception):
+    """A plugin call failed during loading; carries the step for the load error."""
+
+    def __init__(self, step: str, reason: str):
+        super().__init__(reason)
+        self.step = step
+        self.reason = reason
+
+
+class Platform:
+    """A StreamExecutor platform provided by one plugin (TensorFlow's subdevice type).
+
+    ``name`` is the platform name (``"REF_XPU"``), ``device_type`` the device type it
+    registers (``"XPU"``). Platforms are made by the loader; use `pluggable.config` or
+    `get_platform` to reach them.
+    """
+
+    def __init__(self, library: "PluginLibrary", init_fn, init_symbol: str):
+        self.library = library
+        self.path = library.path
+        self._init_symbol = init_symbol
+        self._lock = threading.Lock()
+        self._executors: List["StreamExecutor"] = []
+        self._destroy_platform = self._destroy_platform_fns = None
+        try:
+            self._initialize(init_fn)
+        except PluginCallError:
+            self.destroy()
+            raise
+
+    # -- loading ---------------------------------------------------------------------------
+    def _initialize(self, init_fn) -> None:
+        params = alloc_struct(SE_PlatformRegistrationParams)
+        platform = alloc_struct(SP_Platform)
+        platform_fns = alloc_struct(SP_PlatformFns)
+        # The host's version; the plugin overwrites it with the one it was built for.
+        params.major_version, params.minor_version, params.patch_version = (
+            SE_MAJOR, SE_MINOR, SE_PATCH)
+        params.platform = ctypes.pointer(platform)
+        params.platform_fns = ctypes.pointer(platform_fns)
+        self._params_storage = (params, platform, platform_fns)
+
+        status = _native.Status()
+        init_fn(ctypes.byref(params), status.address)
+        if not status.ok:
+            raise PluginCallError(
+                "init", f"{self._init_symbol} returned {_code_name(status.code)}: "
+                        f"{status.message or '(no message)'}")
+
+        try:
+            where = self._init_symbol
+            params_view = negotiate(SE_PlatformRegistrationParams, params, where)
+            if params_view.major_version != SE_MAJOR:
+                raise ValidationError(
+                    f"the plugin implements StreamExecutor C API "
+                    f"{params_view.major_version}.{params_view.minor_version}."
+                    f"{params_view.patch_version} but this host implements "
+                    f"{SE_MAJOR}.{SE_MINOR}.{SE_PATCH}; the major versions must match. "
+                    f"Rebuild the plugin against pluggable.get_include()")
+            self.api_version = (int(params_view.major_version), int(params_view.minor_version),
+                                int(params_view.patch_version))
+            self._destroy_platform = params_view.destroy_platform or None
+            self._destroy_platform_fns = params_view.destroy_platform_fns or None
+            self._platform_view = negotiate(SP_Platform, platform, where)
+            self._platform_fns_view = negotiate(SP_PlatformFns, platform_fns, where)
+            require_callbacks(SP_PlatformFns, self._platform_fns_view,
+                              SP_PlatformFns.required_callbacks(), where)
+            pv = self._platform_view
+            self.name = read_name(pv.name, "SP_Platform.name")
+            self.device_type = read_name(pv.type, "SP_Platform.type")
+            self.supports_unified_memory = bool(pv.supports_unified_memory)
+            self.use_bfc_allocator = bool(pv.use_bfc_allocator)
+            self.force_memory_growth = bool(pv.force_memory_growth)
+            self._read_extensions(pv.ext)
+        except ValidationError as exc:
+            raise PluginCallError("validation", str(exc)) from None
+
+        # The plugin keeps the addresses it was given; they are what must be passed back.
+        self._platform = platform
+        self._platform_ref = ctypes.byref(platform)
+        self._platform_fns = self._platform_fns_view
+        self._timer_fns = self._create_timer_fns()
+        self.device_count = self._get_device_count()
+
+    def _read_extensions(self, ext_address) -> None:
+        self.capabilities = 0
+        self.plugin_version: Optional[str] = None
+        self.default_priority = 0
+        for link in plugin_ext.walk_ext_chain(ext_address or 0):
+            if link.type != plugin_ext.PLUGGABLE_EXT_PLATFORM_INFO:
+                continue
+            info = negotiate(plugin_ext.PLUGGABLE_PlatformInfoExt,
+                             plugin_ext.PLUGGABLE_PlatformInfoExt.from_address(link.address),
+                             "SP_Platform.ext")
+            self.capabilities = int(info.flags)
+            size = int(info.struct_size)
+            cls = plugin_ext.PLUGGABLE_PlatformInfoExt
+            if cls.field_present("plugin_version", size) and info.plugin_version:
+                self.plugin_version = read_c_string(
+                    info.plugin_version, "PLUGGABLE_PlatformInfoExt.plugin_version")
+            if cls.field_present("default_priority", size):
+                self.default_priority = int(info.default_priority)
+
+    def _create_timer_fns(self):
+        create = optional_callback(SP_PlatformFns, self._platform_fns, "create_timer_fns")
+        if create is None:
+            return None
+        timer_fns = alloc_struct(SP_TimerFns)
+        status = _native.Status()
+        create(self._platform_ref, ctypes.byref(timer_fns), status.address)
+        if not status.ok:
+            raise PluginCallError("init", f"SP_PlatformFns.create_timer_fns failed: "
+                                          f"{status.message}")
+        try:
+            view = negotiate(SP_TimerFns, timer_fns, "SP_PlatformFns.create_timer_fns")
+            require_callbacks(SP_TimerFns, view, ("nanoseconds",),
+                              "SP_PlatformFns.create_timer_fns")
+        except ValidationError as exc:
+            raise PluginCallError("validation", str(exc)) from None
+        self._timer_fns_storage = timer_fns
+        return view
+
+    def _get_device_count(self) -> int:
+        count = ctypes.c_int(-1)
+        status = _native.Status()
+        self._platform_fns.get_device_count(self._platform_ref, ctypes.byref(count),
+                                            status.address)
+        if not status.ok:
+            raise PluginCallError("device creation",
+                                  f"SP_PlatformFns.get_device_count failed: {status.message}")
+        if count.value < 0:
+            raise PluginCallError("validation",
+                                  f"SP_PlatformFns.get_device_count gave {count.value} devices; "
+                                  f"the count must be 0 or more")
+        return count.value
+
+    def create_executors(self) -> None:
+        """Creates one StreamExecutor per device; part of loading ("device creation")."""
+        from .executor import StreamExecutor
+
+        created = []
+        try:
+            for ordinal in range(self.device_count):
+                created.append(StreamExecutor(self, ordinal))
+        except BaseException:
+            for executor in reversed(created):
+                executor.close()
+            raise
+        self._executors = created
+
+    def destroy(self) -> None:
+        """Gives the plugin back its platform structs after a failed load."""
+        for executor in self._executors:
+            executor.close()
+        self._executors = []
+        platform, platform_fns = self._params_storage[1], self._params_storage[2]
+        if self._destroy_platform_fns is not None:
+            self._destroy_platform_fns(ctypes.byref(platform_fns))
+            self._destroy_platform_fns = None
+        if self._destroy_platform is not None:
+            self._destroy_platform(ctypes.byref(platform))
+            self._destroy_platform = None
+
+    # -- public ----------------------------------------------------------------------------
+    @property
+    def label(self) -> str:
+        """How messages name this plugin: platform name and file."""
+        return f"{self.name} plugin ({self.path})"
+
+    def executor(self, ordinal: int) -> "StreamExecutor":
+        """The StreamExecutor of device ``ordinal``."""
+        if not 0 <= ordinal < len(self._executors):
+            raise NotFoundError(
+                f"{self.label} has {len(self._executors)} device(s); there is no device "
+                f"{ordinal}", plugin=self.label, call="executor")
+        return self._executors[ordinal]
+
+    @property
+    def executors(self) -> List["StreamExecutor"]:
+        return list(self._executors)
+
+    def has_capability(self, flag: int) -> bool:
+        return bool(self.capabilities & flag)
+
+    def __repr__(self):
+        return (f"<Platform {self.name} device_type={self.device_type} "
+                f"devices={self.device_count} path={self.path!r}>")
+
+
+def _code_name(code: int) -> str:
+    from .abi.tf_status import TF_Code
+    try:
+        return TF_Code(code).name
+    except ValueError:
+        return f"code {code}"
+
+
+class PlatformRegistry:
+    """Platforms by name (TensorFlow's subdevice type). Names are unique."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._by_name: Dict[str, Platform] = {}
+
+    def check_available(self, platform: Platform) -> None:
+        """Raises if another plugin already registered ``platform``'s name."""
+        existing = self._by_name.get(platform.name)
+        if existing is not None:
+            raise AlreadyExistsError(
+                f"platform name {platform.name!r} is already registered by "
+                f"{existing.path}; a second plugin cannot register it again",
+                plugin=platform.path, call="registration")
+
+    def register(self, platform: Platform) -> None:
+        with self._lock:
+            self.check_available(platform)
+            self._by_name[platform.name] = platform
+
+    def get(self, name: str) -> Platform:
+        with self._lock:
+            try:
+                return self._by_name[name]
+            except KeyError:
+                known = ", ".join(sorted(self._by_name)) or "none"
+                raise NotFoundError(
+                    f"no platform named {name!r} is registered (registered: {known})",
+                    call="get_platform") from None
+
+    def all(self) -> List[Platform]:
+        with self._lock:
+            return list(self._by_name.values())

@@ -1,0 +1,135 @@
+"""Fixtures shared by every test: the compiled test plugins, the XPU device and its
+fault-injection controls."""
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import warnings
+
+import pytest
+
+import pluggable
+from pluggable.loader import PluginManager
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TEST_PLUGIN_SOURCE = os.path.join(HERE, "plugins", "test_plugin.c")
+C_FLAGS = ["-std=c11", "-Wall", "-Wextra", "-Werror", "-O1", "-fPIC", "-shared", "-pthread"]
+
+
+@pytest.fixture(scope="session")
+def plugin_build_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("plugins")
+
+
+@pytest.fixture(scope="session")
+def build_test_plugin(plugin_build_dir):
+    """``build_test_plugin(NAME=value, FLAG=True, ...)`` compiles tests/plugins/test_plugin.c
+    with those macros (once per set) and returns the path of the shared library."""
+    cache = {}
+
+    def build(source: str = TEST_PLUGIN_SOURCE, **macros) -> str:
+        defines = []
+        for name, value in sorted(macros.items()):
+            defines.append(f"-D{name}" if value is True else f"-D{name}={value}")
+        key = (source, tuple(defines))
+        if key not in cache:
+            digest = hashlib.sha1(repr(key).encode()).hexdigest()[:12]
+            out = os.path.join(str(plugin_build_dir), f"libtest_{digest}.so")
+            cmd = [os.environ.get("CC", "cc"), *C_FLAGS, "-I", pluggable.get_include(),
+                   *defines, "-o", out, source]
+            result = subprocess.run(cmd, capture_output=True, text=True)
+            if result.returncode:
+                raise AssertionError(f"compiling {' '.join(cmd)} failed:\n{result.stderr}")
+            cache[key] = out
+        return cache[key]
+
+    return build
+
+
+@pytest.fixture
+def private_manager():
+    """A plugin manager of the test's own, with discovery off: plugins loaded into it do
+    not meet the process's XPU plugin or each other across tests."""
+    m = PluginManager()
+    m._discovered = True
+    yield m
+    m.shutdown()
+
+
+@pytest.fixture(scope="session")
+def xpu_platform():
+    platform = pluggable.get_platform("REF_XPU")
+    return platform
+
+
+@pytest.fixture(scope="session")
+def xpu_control(xpu_platform):
+    """The XPU plugin's test-control functions (plugins/xpu/xpu_control.h)."""
+    lib = ctypes.CDLL(xpu_platform.path)
+    lib.XPU_SetFaults.argtypes = [ctypes.c_char_p]
+    lib.XPU_SetFaults.restype = ctypes.c_int
+    lib.XPU_SetStreamDelayUs.argtypes = [ctypes.c_uint64]
+    lib.XPU_SetStreamDelayUs.restype = None
+    lib.XPU_LastControlError.restype = ctypes.c_char_p
+    return lib
+
+
+@pytest.fixture
+def faults(xpu_control):
+    """``faults("allocate:1")`` injects XPU faults for the test; cleared afterwards."""
+    def set_faults(spec: str) -> None:
+        if xpu_control.XPU_SetFaults(spec.encode()) != 0:
+            raise AssertionError(xpu_control.XPU_LastControlError().decode())
+    yield set_faults
+    xpu_control.XPU_SetFaults(None)
+
+
+@pytest.fixture
+def stream_delay(xpu_control):
+    """``stream_delay(us)`` slows every XPU stream operation for the test."""
+    yield lambda us: xpu_control.XPU_SetStreamDelayUs(us)
+    xpu_control.XPU_SetStreamDelayUs(0)
+
+
+@pytest.fixture
+def xpu(xpu_platform):
+    """StreamExecutor of XPU:0, checked for leaked handles after the test."""
+    executor = xpu_platform.executor(0)
+    before = executor.live_handles()
+    yield executor
+    import gc
+
+    gc.collect()
+    executor.flush_releases()
+    after = executor.live_handles()
+    assert after == before, f"the test leaked XPU handles: {before} -> {after}"
+
+
+@pytest.fixture
+def xpu1(xpu_platform):
+    return xpu_platform.executor(1)
+
+
+@pytest.fixture(scope="session")
+def run_python():
+    """``run_python(code, env={...})`` runs ``code`` in a fresh interpreter (discovery
+    happens once per process) and returns the completed process."""
+    def run(code: str, env=None, check=True, args=()) -> subprocess.CompletedProcess:
+        full_env = dict(os.environ)
+        for name, value in (env or {}).items():
+            if value is None:
+                full_env.pop(name, None)
+            else:
+                full_env[name] = value
+        result = subprocess.run([sys.executable, *args, "-c", code], capture_output=True,
+                                text=True, env=full_env, timeout=120)
+        if check and result.returncode:
+            raise AssertionError(f"subprocess failed ({result.returncode}):\n"
+                                 f"{result.stdout}\n{result.stderr}")
+        return result
+
+    return run

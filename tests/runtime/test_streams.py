@@ -1,0 +1,188 @@
+"""Streams, events, timers and host callbacks on the XPU: real asynchrony and ordering.
+
+XPU_STREAM_DELAY_US (set at run time through the plugin's test control) makes every stream
+operation start late, so that work that is not ordered visibly runs in the wrong order."""
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from pluggable.errors import CallbackWarning, FailedPreconditionError, InternalError
+from pluggable.event import EventStatus
+
+DELAY_US = 20_000
+
+
+@pytest.fixture
+def streams(xpu):
+    a, b = xpu.create_stream(), xpu.create_stream()
+    yield a, b
+    a.close()
+    b.close()
+
+
+def slow_writes(xpu, stream, memory, value: int, count: int = 3):
+    """Enqueues `count` writes of `value` on `stream`, the last being the one that matters."""
+    for _ in range(count - 1):
+        xpu.memset(stream, memory, 0xEE)
+    xpu.memcpy_htod(stream, memory, np.full(memory.size, value, np.uint8))
+
+
+def test_work_is_asynchronous(xpu, streams, stream_delay):
+    a, _ = streams
+    stream_delay(DELAY_US)
+    with xpu.allocate(16) as memory:
+        started = time.perf_counter()
+        slow_writes(xpu, a, memory, 1)
+        enqueue_time = time.perf_counter() - started
+        a.synchronize()
+        total_time = time.perf_counter() - started
+    assert enqueue_time < DELAY_US * 1e-6  # enqueueing did not wait for the device
+    assert total_time >= 3 * DELAY_US * 1e-6
+
+
+def test_wait_for_event_orders_work_across_streams(xpu, streams, stream_delay):
+    a, b = streams
+    stream_delay(DELAY_US)
+    with xpu.allocate(64) as memory, xpu.create_event() as event:
+        xpu.mem_zero(b, memory)
+        b.synchronize()
+        slow_writes(xpu, a, memory, 7)
+        event.record(a)
+        assert event.status() == EventStatus.PENDING
+        event.wait(b)
+        out = np.zeros(64, np.uint8)
+        xpu.memcpy_dtoh(b, out, memory)
+        b.synchronize()
+        assert (out == 7).all()
+        assert event.status() == EventStatus.COMPLETE and event.query()
+
+
+def test_without_the_wait_the_copy_runs_first(xpu, streams, stream_delay):
+    a, b = streams
+    stream_delay(DELAY_US)
+    with xpu.allocate(64) as memory:
+        xpu.mem_zero(b, memory)
+        b.synchronize()
+        slow_writes(xpu, a, memory, 7, count=4)
+        out = np.full(64, 99, np.uint8)
+        xpu.memcpy_dtoh(b, out, memory)
+        b.synchronize()
+        a.synchronize()
+    # b read while a was still working: it did not see a's final copy.
+    assert not (out == 7).any()
+    assert set(np.unique(out)) <= {0, 0xEE}
+
+
+def test_stream_dependency_orders_work(xpu, streams, stream_delay):
+    a, b = streams
+    stream_delay(DELAY_US)
+    with xpu.allocate(32) as memory:
+        slow_writes(xpu, a, memory, 9)
+        b.wait_for(a)
+        out = np.zeros(32, np.uint8)
+        xpu.memcpy_dtoh(b, out, memory)
+        b.synchronize()
+    assert (out == 9).all()
+
+
+def test_event_synchronize_blocks_the_host(xpu, streams, stream_delay):
+    a, _ = streams
+    stream_delay(DELAY_US)
+    with xpu.allocate(8) as memory, xpu.create_event() as event:
+        slow_writes(xpu, a, memory, 1, count=2)
+        event.record(a)
+        started = time.perf_counter()
+        event.synchronize()
+        assert time.perf_counter() - started >= DELAY_US * 1e-6
+        assert event.status() == EventStatus.COMPLETE
+        a.synchronize()
+
+
+def test_synchronize_all_activity_waits_for_every_stream(xpu, streams, stream_delay):
+    a, b = streams
+    stream_delay(DELAY_US)
+    done = []
+    a.host_callback(lambda: done.append("a"))
+    b.host_callback(lambda: done.append("b"))
+    xpu.synchronize_all_activity()
+    assert sorted(done) == ["a", "b"]
+
+
+def test_timer_measures_the_time_the_stream_spent(xpu, streams, stream_delay):
+    a, _ = streams
+    stream_delay(DELAY_US)
+    with xpu.create_timer() as timer, xpu.allocate(8) as memory:
+        timer.start(a)
+        xpu.memset(a, memory, 1)
+        xpu.memset(a, memory, 2)
+        timer.stop(a)
+        a.synchronize()
+        assert timer.nanoseconds() >= 2 * DELAY_US * 1000
+        assert timer.seconds == pytest.approx(timer.nanoseconds() * 1e-9)
+
+
+def test_host_callbacks_run_in_stream_order_on_another_thread(xpu, streams):
+    a, _ = streams
+    order = []
+    with xpu.allocate(4) as memory:
+        seen = bytearray(4)
+        xpu.memcpy_htod(a, memory, b"abcd")
+        a.host_callback(lambda: order.append(("first", threading.get_ident())))
+        xpu.memcpy_dtoh(a, seen, memory)
+        a.host_callback(lambda: order.append(("second", bytes(seen))))
+        a.host_callback(lambda: order.append(("third", None)))
+        a.synchronize()
+    assert [name for name, _ in order] == ["first", "second", "third"]
+    assert order[0][1] != threading.get_ident()
+    assert order[1][1] == b"abcd"  # the copy before the callback was done
+
+
+def test_a_raising_callback_fails_the_stream_and_warns(xpu, xpu_platform):
+    stream = xpu.create_stream()
+
+    def broken():
+        raise KeyError("missing")
+
+    stream.host_callback(broken)
+    with pytest.warns(CallbackWarning, match="'broken' raised KeyError"):
+        with pytest.raises(InternalError, match="'broken' raised KeyError"):
+            stream.synchronize()
+    state = stream.status()
+    assert not state.ok and "KeyError" in state.message
+    stream.close()
+    # The device is fine: a new stream works.
+    with xpu.create_stream() as fresh:
+        ran = []
+        fresh.host_callback(lambda: ran.append(1))
+        fresh.synchronize()
+        assert ran == [1]
+        assert fresh.status().ok
+
+
+def test_closed_objects_refuse_work(xpu):
+    stream = xpu.create_stream()
+    stream.close()
+    stream.close()
+    with pytest.raises(FailedPreconditionError, match="stream was closed"):
+        stream.synchronize()
+    event = xpu.create_event()
+    event.close()
+    with pytest.raises(FailedPreconditionError, match="event was closed"):
+        event.status()
+
+
+def test_host_buffers_stay_alive_until_the_copy_is_done(xpu, stream_delay):
+    import gc
+
+    stream_delay(DELAY_US)
+    with xpu.create_stream() as stream, xpu.allocate(1 << 16) as memory:
+        xpu.memcpy_htod(stream, memory, np.full(1 << 16, 5, np.uint8))  # only the stream holds it
+        gc.collect()
+        out = np.zeros(1 << 16, np.uint8)
+        xpu.memcpy_dtoh(stream, out, memory)
+        stream.synchronize()
+        assert (out == 5).all()
