@@ -5,10 +5,9 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import os
-import shutil
 import subprocess
 import sys
-import warnings
+from typing import Optional
 
 import pytest
 
@@ -117,16 +116,18 @@ def xpu1(xpu_platform):
 @pytest.fixture(scope="session")
 def run_python():
     """``run_python(code, env={...})`` runs ``code`` in a fresh interpreter (discovery
-    happens once per process) and returns the completed process."""
-    def run(code: str, env=None, check=True, args=()) -> subprocess.CompletedProcess:
+    happens once per process) and returns the completed process; ``run_python(None,
+    args=("-m", "pluggable"))`` runs a module instead."""
+    def run(code: Optional[str], env=None, check=True, args=()) -> subprocess.CompletedProcess:
         full_env = dict(os.environ)
         for name, value in (env or {}).items():
             if value is None:
                 full_env.pop(name, None)
             else:
                 full_env[name] = value
-        result = subprocess.run([sys.executable, *args, "-c", code], capture_output=True,
-                                text=True, env=full_env, timeout=120)
+        command = [sys.executable, *args] + (["-c", code] if code is not None else [])
+        result = subprocess.run(command, capture_output=True, text=True, env=full_env,
+                                timeout=120)
         if check and result.returncode:
             raise AssertionError(f"subprocess failed ({result.returncode}):\n"
                                  f"{result.stdout}\n{result.stderr}")

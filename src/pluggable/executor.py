@@ -209,13 +209,16 @@ class StreamExecutor:
         except ValidationError as exc:
             p._platform_fns.destroy_stream_executor(p._platform_ref, ctypes.byref(se))
             raise PluginCallError("validation", str(exc)) from None
-        self._se = view
         fns = {name: optional_callback(SP_StreamExecutor, view, name)
-               for name, _ in SP_StreamExecutor._fields_ if name not in ("struct_size", "ext")}
+               for name in SP_StreamExecutor.callbacks()}
+        try:
+            _check_groups(fns, p)
+        except ValidationError as exc:
+            p._platform_fns.destroy_stream_executor(p._platform_ref, ctypes.byref(se))
+            raise PluginCallError("validation", f"{where}: {exc}") from None
+        self._se = view
         self._fns = fns
-        # Timers need both the executor's callbacks and the platform's SP_TimerFns.
-        self.supports_timers = (all(fns.get(n) for n in _TIMER_FNS)
-                                and p._timer_fns is not None)
+        self.supports_timers = p._timer_fns is not None
         self._live_handles_fn = None
         for link in plugin_ext.walk_ext_chain(view.ext or 0):
             if link.type == plugin_ext.PLUGGABLE_EXT_LIVE_HANDLES:
@@ -688,12 +691,36 @@ class StreamExecutor:
                                ("memory_bandwidth", "get_memory_bandwidth"),
                                ("gflops", "get_gflops")):
                 fn = optional_callback(SP_DeviceFns, fns, field)
-                if fn is not None:
-                    out[key] = fn(self._device_ptr)
+                value = fn(self._device_ptr) if fn is not None else -1
+                if value >= 0:  # negative means unknown
+                    out[key] = value
         usage = self.memory_usage()
         if usage is not None:
             out["memory_total"] = usage[1]
         return out
+
+
+def _check_groups(fns: Dict[str, Any], platform: "Platform") -> None:
+    """Optional callbacks that only make sense together: all of a group or none of it."""
+    groups = [("host_memory_allocate", "host_memory_deallocate"),
+              ("unified_memory_allocate", "unified_memory_deallocate"), _TIMER_FNS]
+    for group in groups:
+        present = [name for name in group if fns.get(name) is not None]
+        if present and len(present) != len(group):
+            missing = [name for name in group if name not in present]
+            raise ValidationError(
+                f"SP_StreamExecutor sets {', '.join(present)} but not {', '.join(missing)}; "
+                f"these callbacks go together: set all of them or none")
+    if platform.supports_unified_memory and fns.get("unified_memory_allocate") is None:
+        raise ValidationError(
+            "SP_Platform.supports_unified_memory is set but SP_StreamExecutor."
+            "unified_memory_allocate is NULL; set both callbacks or clear the flag")
+    has_timers = fns.get("create_timer") is not None
+    if has_timers != (platform._timer_fns is not None):
+        raise ValidationError(
+            "timers need both SP_StreamExecutor's create_timer, destroy_timer, start_timer, "
+            "stop_timer and SP_PlatformFns.create_timer_fns; the plugin sets only "
+            + ("the former" if has_timers else "create_timer_fns"))
 
 
 def _non_negative(value: Any, name: str, call: str) -> int:

@@ -200,3 +200,41 @@ class TestNullHandles:
             handle.close()
             handle.close()  # idempotent
             assert handle.is_closed
+
+
+def test_half_of_a_callback_pair_is_rejected(private_manager, build_test_plugin):
+    error = load_error(private_manager,
+                       build_test_plugin(NULL_SE_CALLBACK="host_memory_deallocate"))
+    assert error.step == "validation"
+    assert "sets host_memory_allocate but not host_memory_deallocate" in str(error)
+
+
+def test_half_of_the_timer_group_is_rejected(private_manager, build_test_plugin):
+    error = load_error(private_manager, build_test_plugin(NULL_SE_CALLBACK="stop_timer"))
+    assert "but not stop_timer" in str(error)
+
+
+def test_unterminated_name_is_rejected(private_manager, build_test_plugin):
+    error = load_error(private_manager, build_test_plugin(UNTERMINATED_NAME=True))
+    assert error.step == "validation"
+    assert "SP_Platform.name is not NUL-terminated within 256 bytes" in str(error)
+
+
+def test_a_plugin_without_timers(private_manager, build_test_plugin):
+    executor = private_manager.load_plugin(build_test_plugin(NO_TIMERS=True)).executor(0)
+    assert not executor.supports_timers
+    with pytest.raises(UnimplementedError, match="does not implement timers"):
+        executor.create_timer()
+
+
+@pytest.mark.parametrize("callback", ["create_stream_dependency", "get_stream_status",
+                                      "block_host_for_event", "block_host_until_done",
+                                      "sync_memcpy_htod", "sync_memcpy_dtoh",
+                                      "sync_memcpy_dtod", "host_memory_allocate",
+                                      "get_allocator_stats", "device_memory_usage"])
+def test_optional_callback_left_null_loads(private_manager, build_test_plugin, callback):
+    macros = {"NULL_SE_CALLBACK": callback}
+    if callback == "host_memory_allocate":
+        macros = {"NULL_SE_CALLBACK": callback, "NULL_SE_CALLBACK2": "host_memory_deallocate"}
+    executor = private_manager.load_plugin(build_test_plugin(**macros)).executor(0)
+    assert executor._fns[callback] is None

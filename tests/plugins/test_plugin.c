@@ -14,9 +14,9 @@
  *   PLATFORM_STRUCT_SIZE=n    SP_Platform.struct_size is n instead of SP_PLATFORM_STRUCT_SIZE
  *   PLATFORM_STRUCT_EXTRA=n   SP_Platform.struct_size is n bytes larger (a newer plugin)
  *   SE_STRUCT_SIZE_BEFORE_MEM_ZERO  SP_StreamExecutor ends before mem_zero (an older plugin)
- *   NULL_NAME, NULL_TYPE, LOWERCASE_NAME   bad platform name or device type
+ *   NULL_NAME, NULL_TYPE, LOWERCASE_NAME, UNTERMINATED_NAME   bad platform name or type
  *   PLATFORM_NAME=X, DEVICE_TYPE=Y         other names (duplicates of another plugin's)
- *   NULL_SE_CALLBACK=f        SP_StreamExecutor.f is NULL
+ *   NULL_SE_CALLBACK=f        SP_StreamExecutor.f is NULL (NULL_SE_CALLBACK2=g: g too)
  *   NULL_PLATFORM_CALLBACK=f  SP_PlatformFns.f is NULL
  *   MAJOR_VERSION=n           claims StreamExecutor C API major version n
  *   DEVICE_COUNT=n            reports n devices
@@ -360,6 +360,9 @@ static void plugin_create_stream_executor(const SP_Platform* platform,
 #ifdef NULL_SE_CALLBACK
   se->NULL_SE_CALLBACK = NULL;
 #endif
+#ifdef NULL_SE_CALLBACK2
+  se->NULL_SE_CALLBACK2 = NULL;
+#endif
 #ifdef FAIL_CREATE_STREAM_EXECUTOR
   TF_SetStatus(status, TF_RESOURCE_EXHAUSTED,
                "test plugin: create_stream_executor was told to fail");
@@ -406,6 +409,11 @@ typedef struct FutureExt {
 static FutureExt future_ext = {sizeof(FutureExt), (int32_t)0x504C47FF, &platform_info, 1.5};
 #endif
 
+#ifdef UNTERMINATED_NAME
+/* Capitals all the way, and no NUL within the first 300 bytes. */
+static char unterminated_name[300];
+#endif
+
 #ifdef NO_INIT_SYMBOL
 #define ENTRY_POINT test_plugin_not_an_entry_point
 #elif defined(USE_INITIALIZE_NAME)
@@ -420,6 +428,9 @@ void ENTRY_POINT(SE_PlatformRegistrationParams* params, TF_Status* status) {
   params->patch_version = SE_PATCH;
 
   SP_Platform* platform = params->platform;
+#ifdef UNTERMINATED_NAME
+  memset(unterminated_name, 'A', sizeof unterminated_name);
+#endif
   platform->struct_size = SP_PLATFORM_STRUCT_SIZE;
 #ifdef PLATFORM_STRUCT_SIZE
   platform->struct_size = PLATFORM_STRUCT_SIZE;
@@ -434,6 +445,8 @@ void ENTRY_POINT(SE_PlatformRegistrationParams* params, TF_Status* status) {
 #endif
 #ifdef NULL_NAME
   platform->name = NULL;
+#elif defined(UNTERMINATED_NAME)
+  platform->name = unterminated_name;
 #elif defined(LOWERCASE_NAME)
   platform->name = "test_dev";
 #else

@@ -1,0 +1,37 @@
+"""python -m pluggable devices | plugins."""
+from __future__ import annotations
+
+import shutil
+
+
+def test_devices_table(run_python):
+    out = run_python("from pluggable.cli import main; main(['devices'])").stdout.splitlines()
+    assert out[0].split()[:3] == ["device", "platform", "name"]
+    rows = {line.split()[0]: line for line in out[2:]}
+    assert set(rows) >= {"CPU:0", "XPU:0", "XPU:1"}
+    assert "REF_XPU" in rows["XPU:1"] and "XPU reference device" in rows["XPU:1"]
+    assert "1.0 GiB" in rows["XPU:0"]
+
+
+def test_plugins_table_shows_reasons(run_python, tmp_path, build_test_plugin):
+    shutil.copy(build_test_plugin(MAJOR_VERSION=3), tmp_path / "libold.so")
+    result = run_python("import sys; from pluggable.cli import main; sys.exit(main(['plugins']))",
+                        env={"PLUGGABLE_PLUGIN_PATH": str(tmp_path)})
+    lines = result.stdout.splitlines()
+    assert lines[0].split()[:3] == ["status", "type", "platform"]
+    xpu = next(line for line in lines if "libxpu_plugin.so" in line)
+    assert xpu.split()[:3] == ["loaded", "XPU", "REF_XPU"]
+    old = next(line for line in lines if "libold.so" in line)
+    assert old.startswith("skipped")
+    assert "validation: the plugin implements StreamExecutor C API 3.0.1" in old
+    assert result.stderr == ""  # the table says it; no warning on top
+
+
+def test_module_entry_point(run_python):
+    result = run_python(None, args=("-m", "pluggable", "devices"))
+    assert "XPU:1" in result.stdout
+
+
+def test_usage_error(run_python):
+    result = run_python(None, args=("-m", "pluggable", "nonsense"), check=False)
+    assert result.returncode == 2 and "invalid choice" in result.stderr
