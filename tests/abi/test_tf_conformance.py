@@ -80,3 +80,15 @@ def test_field_and_function_types_match_tensorflow(tmp_path):
     (tmp_path / "ours").mkdir()
     assert lib.run_probe(tmp_path / "ours", source, "c++", [lib.INCLUDE]) == \
         lib.run_probe(tmp_path / "tf", source, "c++", TF_INCLUDE)
+
+
+@pytest.mark.parametrize("sources", [["plugins/xpu/*.c"], ["tests/plugins/test_plugin.c"]],
+                         ids=["xpu", "test_plugin"])
+def test_plugins_build_against_tensorflow_headers(tmp_path, sources):
+    """The same plugin source builds against TensorFlow's headers: TensorFlow's first on the
+    include path, ours only for pluggable/plugin_ext.h."""
+    files = sorted(str(p) for pattern in sources for p in lib.REPO.glob(pattern))
+    assert files
+    lib.run([*lib.compiler("c"), "-std=c11", "-Wall", "-Wextra", "-Werror", "-fPIC", "-shared",
+             "-pthread", *[f"-I{d}" for d in TF_INCLUDE], f"-I{lib.INCLUDE}",
+             "-o", str(tmp_path / "plugin.so"), *files])
