@@ -30,7 +30,7 @@ extern "C" {
 #endif
 
 #define PLUGGABLE_EXT_MAJOR 0
-#define PLUGGABLE_EXT_MINOR 1
+#define PLUGGABLE_EXT_MINOR 2
 #define PLUGGABLE_EXT_PATCH 0
 
 /* Extension type tags. Values are never reused. TensorFlow lets a plugin keep private data in
@@ -58,6 +58,16 @@ typedef struct PLUGGABLE_ExtHeader {
 /* memcpy_htod / memcpy_dtoh accept any host memory, not only host_memory_allocate's: the
  * host may hand them a caller's buffer directly, and keeps it alive until the copy is done. */
 #define PLUGGABLE_PLATFORM_PAGEABLE_ASYNC_COPY ((uint64_t)1 << 0)
+/* Peer copies between devices of one platform (since 0.2.0). memcpy_dtod and sync_memcpy_dtod
+ * called for a device D (memcpy_dtod on a stream of D) accept a *source* pointer that lies in
+ * device memory of ANY device created from the same SP_Platform (the same SE_InitPlugin call),
+ * D included; [src, src + size) must still lie inside one live allocation of that device. The
+ * destination must be D's own memory, as without this flag. The copy is ordered on D's stream
+ * only: the plugin does not wait for work on the source device, so the host makes sure the
+ * source is ready before it enqueues the copy (it waits for the source's producer itself) and
+ * keeps the source allocation (and its device) alive until the copy is done. Without this bit
+ * the source must be memory of D, as TensorFlow assumes. */
+#define PLUGGABLE_PLATFORM_PEER_DTOD ((uint64_t)1 << 1)
 
 typedef struct PLUGGABLE_PlatformInfoExt {
   size_t struct_size;

@@ -6,10 +6,14 @@
  * the shared object.
  *
  * Locking, in the only order locks are ever taken:
- *   XpuDevice.mu  ->  the timer registry lock (xpu_stream.c)
- *                 ->  the fault-injection lock (xpu_faults.c)
- *   the global platform/device registry lock (xpu_plugin.c) is a leaf: nothing else is
- *   acquired while it is held.
+ *   the global platform/device registry lock (xpu_plugin.c)
+ *     ->  XpuDevice.mu  ->  the timer registry lock (xpu_stream.c)
+ *                       ->  the fault-injection lock (xpu_faults.c)
+ * The registry lock is held over a device lock only by the peer-source lookup
+ * (xpu_peer_pin_source), which locks the devices of a platform one at a time. No thread ever
+ * holds two XpuDevice.mu at once, and no thread takes the registry lock while it holds a
+ * device lock (a peer copy drops its own device's lock before the lookup and retakes it
+ * after). XpuMapping.refs is atomic and needs no lock.
  * XpuDevice.mu guards everything of one device: its arena, its handle registries, its stream
  * queues and the state of its events. Workers drop it while they copy memory or run a host
  * callback, so a long copy never blocks the host.
@@ -48,7 +52,7 @@ void SE_InitializePlugin(SE_PlatformRegistrationParams* params, TF_Status* statu
 
 #define XPU_PLATFORM_NAME "REF_XPU"
 #define XPU_DEVICE_TYPE "XPU"
-#define XPU_PLUGIN_VERSION "xpu-reference 0.1.0"
+#define XPU_PLUGIN_VERSION "xpu-reference 0.2.0"
 
 #define XPU_DEFAULT_DEVICE_COUNT 2
 #define XPU_MAX_DEVICE_COUNT 64
@@ -98,6 +102,10 @@ typedef struct XpuConfig {
 typedef struct XpuPlatform {
   PLUGGABLE_PlatformInfoExt info;
   XpuConfig config;
+  /* Unique per SE_InitPlugin call, never reused; the devices created from this platform
+   * carry it, and peer copies (PLUGGABLE_PLATFORM_PEER_DTOD) are allowed between devices
+   * with the same id. An id rather than the pointer, because devices may outlive it. */
+  uint64_t id;
 } XpuPlatform;
 
 enum { XPU_BLOCK_FREE = 0, XPU_BLOCK_DEVICE = 1, XPU_BLOCK_UNIFIED = 2 };
@@ -111,8 +119,22 @@ typedef struct XpuBlock {
   int kind;           /* XPU_BLOCK_* */
 } XpuBlock;
 
+/* The arena's address space. The device holds one reference and every queued peer copy that
+ * reads from the arena holds another, so a source device destroyed while a peer copy is still
+ * queued on another device's stream leaves its mapping in place until the copy is done. The
+ * last reference unmaps it. */
+typedef struct XpuMapping {
+  unsigned char* base;
+  size_t size;
+  _Atomic int64_t refs;
+} XpuMapping;
+
+/* Drops one reference (NULL is ignored); the last one unmaps the arena and frees `m`. */
+void xpu_mapping_unref(XpuMapping* m);
+
 typedef struct XpuArena {
   unsigned char* base; /* NULL until the first allocation maps the arena */
+  XpuMapping* mapping; /* NULL until then; base == mapping->base */
   uint64_t size;
   XpuBlock* blocks;
   size_t block_count;
@@ -128,6 +150,7 @@ typedef struct XpuArena {
 
 typedef struct XpuDevice {
   int ordinal;
+  uint64_t platform_id; /* XpuPlatform.id of the platform that created it; immutable */
   char pci_bus_id[16];
   pthread_mutex_t mu;
   /* Broadcast whenever a stream finishes an operation or an event changes state. Host threads
@@ -158,6 +181,22 @@ void xpu_memory_fill_executor(SP_StreamExecutor* se);
  * an allocation) or OUT_OF_RANGE (runs past its end) and returns false on failure. */
 bool xpu_check_device_range(XpuDevice* dev, const void* ptr, uint64_t size, const char* fn,
                             const char* role, TF_Status* status);
+/* Under dev->mu: true when `ptr` lies in the address range of dev's arena, whether or not it
+ * is inside a live allocation (false while the arena is unmapped). Arenas never overlap, so
+ * a pointer is in the range of at most one device. */
+bool xpu_arena_contains(const XpuDevice* dev, const void* ptr);
+/* Under dev->mu, for a pointer for which xpu_arena_contains is true: checks the range as
+ * xpu_check_device_range does and, when it is valid, takes a reference to dev's mapping for
+ * the caller (*pin), to be dropped with xpu_mapping_unref when the copy is done. */
+bool xpu_pin_device_range(XpuDevice* dev, const void* ptr, uint64_t size, const char* fn,
+                          const char* role, TF_Status* status, XpuMapping** pin);
+/* Finds the device of dev's platform, other than `dev`, whose arena holds `src`, checks that
+ * [src, src + size) lies inside one of its live allocations and pins its mapping (*pin).
+ * Sets INVALID_ARGUMENT (no such device, or not inside a live allocation) or OUT_OF_RANGE
+ * and returns false on failure. Takes the registry lock, then each candidate's mu in turn:
+ * the caller must hold no device lock (xpu_plugin.c). */
+bool xpu_peer_pin_source(XpuDevice* dev, const void* src, uint64_t size, const char* fn,
+                         TF_Status* status, XpuMapping** pin);
 /* Reads the opaque pointer of a host-filled SP_DeviceMemoryBase, checking its struct_size. */
 bool xpu_memory_base_pointer(const SP_DeviceMemoryBase* mem, const char* fn, const char* role,
                              TF_Status* status, void** out);

@@ -7,7 +7,14 @@
  * tiled by a sorted array of blocks (free or used); allocation splits the smallest free block
  * that fits, deallocation merges a block with free neighbours. Lookups of "which allocation
  * holds this address" are binary searches over that array, so every pointer the host passes is
- * checked against the live allocations of the device it is used with.
+ * checked against the live allocations of the device it is used with, or, for the source of
+ * a peer copy (PLUGGABLE_PLATFORM_PEER_DTOD), of the peer device whose arena holds it.
+ *
+ * The mapping itself (XpuMapping) is reference-counted: the device holds one reference and
+ * every peer copy reading from the arena holds one while it is queued or running, so the
+ * last of them unmaps it. Fresh arena pages cost a page fault at their first touch
+ * (MAP_NORESERVE reserves address space only); transparent huge pages were tried and made
+ * first touches several times slower on the test machine, so they are not requested.
  *
  * Unified memory is carved from the same arena (kind XPU_BLOCK_UNIFIED): arena memory is
  * ordinary process memory, so the host can read and write it directly and the device can use
@@ -20,6 +27,7 @@
 #include "xpu_internal.h"
 
 #include <inttypes.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -37,18 +45,31 @@ void xpu_memory_init_device(XpuDevice* dev, uint64_t arena_bytes) {
   dev->arena.next_id = 1;
 }
 
+void xpu_mapping_unref(XpuMapping* m) {
+  if (m == NULL || atomic_fetch_sub(&m->refs, 1) != 1) return;
+  munmap(m->base, m->size);
+  free(m);
+}
+
 /* Reserves the arena's address space on first use; false if the system refuses. */
 static bool arena_map(XpuArena* arena) {
   if (arena->base != NULL) return true;
   XpuBlock* blocks = malloc(16 * sizeof(XpuBlock));
-  if (blocks == NULL) return false;
-  void* base = mmap(NULL, (size_t)arena->size, PROT_READ | PROT_WRITE,
-                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  XpuMapping* mapping = malloc(sizeof *mapping);
+  void* base = blocks == NULL || mapping == NULL
+                   ? MAP_FAILED
+                   : mmap(NULL, (size_t)arena->size, PROT_READ | PROT_WRITE,
+                          MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (base == MAP_FAILED) {
     free(blocks);
+    free(mapping);
     return false;
   }
+  mapping->base = base;
+  mapping->size = (size_t)arena->size;
+  atomic_init(&mapping->refs, 1); /* the device's own reference */
   arena->base = base;
+  arena->mapping = mapping;
   arena->blocks = blocks;
   arena->block_capacity = 16;
   arena->block_count = 1;
@@ -162,7 +183,8 @@ void xpu_memory_teardown_device(XpuDevice* dev) {
   for (size_t i = 0; i < n; i++) free(leaked[i]);
   free(leaked);
   xpu_ptrset_clear(&dev->host_allocs);
-  if (dev->arena.base != NULL) munmap(dev->arena.base, (size_t)dev->arena.size);
+  /* Unmaps the arena now, or when the last queued peer copy reading from it is done. */
+  xpu_mapping_unref(dev->arena.mapping);
   free(dev->arena.blocks);
   memset(&dev->arena, 0, sizeof dev->arena);
 }
@@ -190,6 +212,20 @@ bool xpu_check_device_range(XpuDevice* dev, const void* ptr, uint64_t size, cons
                fn, size, role, ptr, b->requested - into, b->requested, dev->ordinal);
     return false;
   }
+  return true;
+}
+
+bool xpu_arena_contains(const XpuDevice* dev, const void* ptr) {
+  uintptr_t base = (uintptr_t)dev->arena.base;
+  return base != 0 && (uintptr_t)ptr >= base && (uintptr_t)ptr - base < dev->arena.size;
+}
+
+bool xpu_pin_device_range(XpuDevice* dev, const void* ptr, uint64_t size, const char* fn,
+                          const char* role, TF_Status* status, XpuMapping** pin) {
+  if (!xpu_check_device_range(dev, ptr, size, fn, role, status)) return false;
+  /* The device holds a reference until destroy_device, so the count is at least 1 here. */
+  atomic_fetch_add(&dev->arena.mapping->refs, 1);
+  *pin = dev->arena.mapping;
   return true;
 }
 
@@ -349,25 +385,35 @@ static TF_Bool xpu_device_memory_usage(const SP_Device* device, int64_t* free_by
 /* ---- synchronous copies ----------------------------------------------------------------- */
 
 /* Validates one synchronous copy under the device lock and runs the fault check; the caller
- * copies afterwards without the lock. `*_on_device` false marks a host pointer. */
+ * copies afterwards without the lock. `*_on_device` false marks a host pointer. With
+ * `src_peer`, a device source outside dev's arena is looked up among the peer devices of its
+ * platform (PLUGGABLE_PLATFORM_PEER_DTOD) and its mapping pinned into *pin, which the caller
+ * drops once it has copied. */
 static bool check_sync_copy(XpuDevice* dev, const char* fn, XpuFaultKind kind, void* dst,
                             bool dst_on_device, const void* src, bool src_on_device,
-                            uint64_t size, TF_Status* status) {
+                            bool src_peer, uint64_t size, TF_Status* status, XpuMapping** pin) {
+  *pin = NULL;
   if ((!dst_on_device && dst == NULL) || (!src_on_device && src == NULL)) {
     xpu_status(status, TF_INVALID_ARGUMENT, "%s: host %s pointer is NULL for a %" PRIu64
                "-byte copy", fn, dst_on_device ? "source" : "destination", size);
     return false;
   }
   pthread_mutex_lock(&dev->mu);
-  bool ok = (!dst_on_device || xpu_check_device_range(dev, dst, size, fn, "device destination",
-                                                      status)) &&
-            (!src_on_device || xpu_check_device_range(dev, src, size, fn, "device source",
-                                                      status));
+  bool ok = !dst_on_device ||
+            xpu_check_device_range(dev, dst, size, fn, "device destination", status);
+  bool peer = ok && src_on_device && src_peer && src != NULL && !xpu_arena_contains(dev, src);
+  if (ok && src_on_device && !peer) {
+    ok = xpu_check_device_range(dev, src, size, fn, "device source", status);
+  }
   pthread_mutex_unlock(&dev->mu);
+  /* The destination was checked above; like every copy, the bytes move after the check. */
+  if (peer) ok = xpu_peer_pin_source(dev, src, size, fn, status, pin);
   if (!ok) return false;
   uint64_t call = xpu_fault_hit(kind);
   if (call != 0) {
     xpu_fault_status(status, kind, call, fn);
+    xpu_mapping_unref(*pin);
+    *pin = NULL;
     return false;
   }
   return true;
@@ -382,7 +428,9 @@ static void xpu_sync_memcpy_dtoh(const SP_Device* device, void* host_dst,
   XpuDevice* dev = xpu_device_get(device, fn, status);
   if (dev == NULL || size == 0) return;
   if (!xpu_memory_base_pointer(device_src, fn, "source", status, &src)) return;
-  if (!check_sync_copy(dev, fn, XPU_FAULT_MEMCPY_DTOH, host_dst, false, src, true, size, status)) {
+  XpuMapping* pin;
+  if (!check_sync_copy(dev, fn, XPU_FAULT_MEMCPY_DTOH, host_dst, false, src, true, false, size,
+                       status, &pin)) {
     return;
   }
   memcpy(host_dst, src, (size_t)size);
@@ -396,13 +444,17 @@ static void xpu_sync_memcpy_htod(const SP_Device* device, SP_DeviceMemoryBase* d
   XpuDevice* dev = xpu_device_get(device, fn, status);
   if (dev == NULL || size == 0) return;
   if (!xpu_memory_base_pointer(device_dst, fn, "destination", status, &dst)) return;
-  if (!check_sync_copy(dev, fn, XPU_FAULT_MEMCPY_HTOD, dst, true, host_src, false, size, status)) {
+  XpuMapping* pin;
+  if (!check_sync_copy(dev, fn, XPU_FAULT_MEMCPY_HTOD, dst, true, host_src, false, false, size,
+                       status, &pin)) {
     return;
   }
   memcpy(dst, host_src, (size_t)size);
 }
 
-/* SP_StreamExecutor.sync_memcpy_dtod: copies within one device's memory (ranges may overlap). */
+/* SP_StreamExecutor.sync_memcpy_dtod: copies into this device's memory from its own memory
+ * (ranges may overlap) or from a peer device of the same platform (PLUGGABLE_PLATFORM_PEER_DTOD;
+ * the source's mapping stays pinned while the bytes move). */
 static void xpu_sync_memcpy_dtod(const SP_Device* device, SP_DeviceMemoryBase* device_dst,
                                  const SP_DeviceMemoryBase* device_src, uint64_t size,
                                  TF_Status* status) {
@@ -415,8 +467,13 @@ static void xpu_sync_memcpy_dtod(const SP_Device* device, SP_DeviceMemoryBase* d
       !xpu_memory_base_pointer(device_src, fn, "source", status, &src)) {
     return;
   }
-  if (!check_sync_copy(dev, fn, XPU_FAULT_MEMCPY_DTOD, dst, true, src, true, size, status)) return;
+  XpuMapping* pin;
+  if (!check_sync_copy(dev, fn, XPU_FAULT_MEMCPY_DTOD, dst, true, src, true, true, size, status,
+                       &pin)) {
+    return;
+  }
   memmove(dst, src, (size_t)size);
+  xpu_mapping_unref(pin);
 }
 
 void xpu_memory_fill_executor(SP_StreamExecutor* se) {

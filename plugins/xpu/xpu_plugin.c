@@ -22,12 +22,18 @@
  *     registries, so a destroyed or foreign handle is an error status, not a crash.
  *   - Project extensions on `ext` chains (pluggable/plugin_ext.h): platform capability flags
  *     and per-device live-handle counters for leak tests.
+ *   - Peer copies (PLUGGABLE_PLATFORM_PEER_DTOD): memcpy_dtod and sync_memcpy_dtod of device
+ *     D accept a source in a live allocation of any device created from the same SP_Platform;
+ *     the destination must be D's. The source is looked up and checked when the call is made
+ *     (xpu_peer_pin_source below) and its arena mapping stays pinned until the copy is done,
+ *     so even a source device destroyed too early cannot make the copy fault. The copy is
+ *     ordered on D's stream only; the host waits for the source's producer before enqueueing.
  *
  * What is left out:
  *   - Kernels and the profiler (TF_InitKernel, TF_InitProfiler): not in this plugin yet; the
  *     `kernel` fault kind is already accepted so specs stay valid when kernels arrive.
- *   - Peer access between devices: a device only accepts its own memory; there is no
- *     device-to-device copy across devices in the C API either.
+ *   - Other peer access: apart from the source of a device-to-device copy, a device only
+ *     accepts its own memory (kernels, fills, host copies, copy destinations).
  *   - Memory spaces other than 0, and real NUMA placement (every device reports node 0).
  *   - Timing realism: copies run at memcpy speed; the fixed bandwidth and GFLOPS numbers are
  *     descriptive only.
@@ -51,11 +57,13 @@
 #define XPU_MEMORY_BANDWIDTH INT64_C(900000000000) /* 900 GB/s of device memory bandwidth */
 #define XPU_GFLOPS 19500.0                         /* 19.5 TFLOP/s, fp32 */
 
-/* Live platforms (XpuPlatform*) and devices (XpuDevice*). A leaf lock: nothing else is taken
- * while it is held. */
+/* Live platforms (XpuPlatform*) and devices (XpuDevice*). The first lock of the order
+ * (xpu_internal.h): only xpu_peer_pin_source takes another lock (one device's mu at a time)
+ * while holding it; every other holder takes nothing else. */
 static pthread_mutex_t g_registry_mu = PTHREAD_MUTEX_INITIALIZER;
 static XpuPtrSet g_platforms;
 static XpuPtrSet g_devices;
+static uint64_t g_next_platform_id; /* guarded by g_registry_mu */
 
 /* ---- status helpers --------------------------------------------------------------------- */
 
@@ -179,6 +187,30 @@ XpuDevice* xpu_device_get(const SP_Device* device, const char* fn, TF_Status* st
   return dev;
 }
 
+bool xpu_peer_pin_source(XpuDevice* dev, const void* src, uint64_t size, const char* fn,
+                         TF_Status* status, XpuMapping** pin) {
+  *pin = NULL;
+  bool found = false, ok = false;
+  /* Holding the registry lock keeps every listed device alive: destroy_device unlists a
+   * device under this lock before it tears it down. Device locks are taken one at a time. */
+  pthread_mutex_lock(&g_registry_mu);
+  for (size_t i = 0; i < g_devices.capacity && !found; i++) {
+    XpuDevice* peer = g_devices.slots[i];
+    if (peer == NULL || peer == dev || peer->platform_id != dev->platform_id) continue;
+    pthread_mutex_lock(&peer->mu);
+    found = xpu_arena_contains(peer, src);
+    if (found) ok = xpu_pin_device_range(peer, src, size, fn, "device source", status, pin);
+    pthread_mutex_unlock(&peer->mu);
+  }
+  pthread_mutex_unlock(&g_registry_mu);
+  if (!found) {
+    xpu_status(status, TF_INVALID_ARGUMENT,
+               "%s: device source %p is not inside a live allocation of XPU device %d or of "
+               "another XPU device of its platform", fn, src, dev->ordinal);
+  }
+  return ok;
+}
+
 /* SP_PlatformFns.get_device_count: XPU_DEVICE_COUNT as read at SE_InitPlugin. */
 static void xpu_get_device_count(const SP_Platform* platform, int* device_count,
                                  TF_Status* status) {
@@ -235,6 +267,7 @@ static void xpu_create_device(const SP_Platform* platform, SE_CreateDeviceParams
     return;
   }
   dev->ordinal = params->ordinal;
+  dev->platform_id = xp->id;
   snprintf(dev->pci_bus_id, sizeof dev->pci_bus_id, "0000:%02x:00.0", (unsigned)dev->ordinal);
   xpu_memory_init_device(dev, xp->config.memory_bytes);
   pthread_mutex_lock(&g_registry_mu);
@@ -491,6 +524,7 @@ __attribute__((visibility("default"))) void SE_InitPlugin(SE_PlatformRegistratio
   if (xp != NULL) {
     pthread_mutex_lock(&g_registry_mu);
     registered = xpu_ptrset_insert(&g_platforms, xp);
+    xp->id = ++g_next_platform_id;
     pthread_mutex_unlock(&g_registry_mu);
   }
   if (!registered) {
@@ -506,7 +540,7 @@ __attribute__((visibility("default"))) void SE_InitPlugin(SE_PlatformRegistratio
   xp->info.struct_size = PLUGGABLE_PLATFORM_INFO_EXT_STRUCT_SIZE;
   xp->info.type = PLUGGABLE_EXT_PLATFORM_INFO;
   xp->info.next = NULL;
-  xp->info.flags = PLUGGABLE_PLATFORM_PAGEABLE_ASYNC_COPY;
+  xp->info.flags = PLUGGABLE_PLATFORM_PAGEABLE_ASYNC_COPY | PLUGGABLE_PLATFORM_PEER_DTOD;
   xp->info.plugin_version = XPU_PLUGIN_VERSION;
   xp->config = config;
 

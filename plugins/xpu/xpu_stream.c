@@ -3,7 +3,12 @@
  * Each SP_Stream is a FIFO of operations drained by its own worker thread. The host's calls
  * validate their arguments, append an operation and return; the worker runs operations one at
  * a time, in order, and broadcasts XpuDevice.state_cv after each so that anybody waiting for
- * progress (the host in block_host_*, other workers in a wait) re-checks its condition.
+ * progress (the host in block_host_*, other workers in a wait) re-checks its condition. An
+ * idle worker sleeps on its stream's work_cv, signalled by every enqueue: no polling.
+ *
+ * A copy is a single memmove of the whole range; a memcpy_dtod whose source lies in a peer
+ * device of the same platform (PLUGGABLE_PLATFORM_PEER_DTOD) is validated against that
+ * device when it is enqueued and carries a pin on its arena mapping, dropped once it ran.
  *
  * Ordering is tracked with tickets: every operation gets the next device-wide ticket when it
  * is enqueued and stays at the head of its queue until it has finished, so "all work enqueued
@@ -48,7 +53,8 @@ typedef struct XpuOp {
   uint64_t ticket;
   bool internal; /* plugin bookkeeping: not counted by the `stream` fault kind */
   union {
-    struct { void* dst; const void* src; uint64_t size; } copy;
+    /* `pin`: the source device's mapping, pinned for a peer copy (else NULL). */
+    struct { void* dst; const void* src; uint64_t size; XpuMapping* pin; } copy;
     struct { void* dst; uint32_t pattern; unsigned width; uint64_t size; } fill;
     struct { SP_Event event; uint64_t gen; } event; /* OP_RECORD, OP_WAIT */
     SP_Timer timer;
@@ -178,6 +184,7 @@ static void enqueue(SP_Stream s, XpuOp* op) {
 
 /* Drops the references a finished operation held and frees it. Under dev->mu. */
 static void op_release(XpuOp* op) {
+  if (op->kind == OP_COPY) xpu_mapping_unref(op->u.copy.pin); /* normally already dropped */
   if (op->kind == OP_RECORD || op->kind == OP_WAIT) event_unref(op->u.event.event);
   if (op->kind == OP_TIMER_START || op->kind == OP_TIMER_STOP) {
     pthread_mutex_lock(&g_timer_mu);
@@ -249,14 +256,22 @@ static void event_complete(SP_Event ev, uint64_t gen, SP_Stream s) {
   if (s->error_code != TF_OK) ev->error_message = copy_string(message_or_empty(s->error_message));
 }
 
-/* Writes `size` bytes of a 1- or 4-byte pattern to `dst`. */
+/* Writes `size` bytes of a 1- or 4-byte pattern to `dst` (for width 4, `size` is a multiple
+ * of 4). A 32-bit pattern whose four bytes are equal is a memset; any other is written by
+ * copying an L1-resident tile of the pattern, so both run at memset/memcpy speed. */
 static void fill_pattern(void* dst, uint32_t pattern, unsigned width, uint64_t size) {
-  if (width == 1) {
-    memset(dst, (int)(pattern & 0xffu), (size_t)size);
+  unsigned char byte = (unsigned char)(pattern & 0xffu);
+  if (width == 1 || pattern == byte * UINT32_C(0x01010101)) {
+    memset(dst, byte, (size_t)size);
     return;
   }
+  enum { kTile = 4096 };
+  _Alignas(64) unsigned char tile[kTile];
+  for (size_t i = 0; i < kTile; i += 4) memcpy(tile + i, &pattern, 4);
   unsigned char* p = dst;
-  for (uint64_t i = 0; i + 4 <= size; i += 4) memcpy(p + i, &pattern, 4);
+  size_t n = (size_t)size;
+  for (; n >= kTile; p += kTile, n -= kTile) memcpy(p, tile, kTile);
+  memcpy(p, tile, n);
 }
 
 /* Runs the host callback of `op` with a fresh status; a non-OK result fails the stream. Called
@@ -291,9 +306,13 @@ static void run_op(SP_Stream s, XpuOp* op) {
   }
   switch (op->kind) {
     case OP_COPY:
-      if (!healthy) break;
+      if (!healthy && op->u.copy.pin == NULL) break;
       pthread_mutex_unlock(&dev->mu);
-      memmove(op->u.copy.dst, op->u.copy.src, (size_t)op->u.copy.size);
+      /* One memmove for the whole range: a host-to-device or device-to-host copy runs at
+       * memcpy speed (a peer copy reads another device's arena, pinned in op->u.copy.pin). */
+      if (healthy) memmove(op->u.copy.dst, op->u.copy.src, (size_t)op->u.copy.size);
+      xpu_mapping_unref(op->u.copy.pin); /* may unmap a peer's arena: done without the lock */
+      op->u.copy.pin = NULL;
       pthread_mutex_lock(&dev->mu);
       break;
     case OP_FILL:
@@ -768,13 +787,19 @@ static uint64_t xpu_timer_nanoseconds(SP_Timer timer) {
 
 /* ---- copies, fills, host callbacks ------------------------------------------------------ */
 
-/* Validates and enqueues an asynchronous copy. `*_on_device` false marks a host pointer. */
+/* Validates and enqueues an asynchronous copy. `*_on_device` false marks a host pointer. With
+ * `src_peer` (memcpy_dtod, PLUGGABLE_PLATFORM_PEER_DTOD) a device source outside this device's
+ * arena may belong to a peer device of the same platform: the device lock is dropped, the
+ * peer is looked up and its mapping pinned (registry lock -> peer's mu, never two device
+ * locks at once), then the stream and the destination are checked again under the lock and
+ * the copy is enqueued holding the pin, which the worker drops when the copy is done. */
 static void enqueue_copy(const SP_Device* device, SP_Stream stream, const char* fn,
                          XpuFaultKind kind, void* dst, bool dst_on_device, const void* src,
-                         bool src_on_device, uint64_t size, TF_Status* status) {
+                         bool src_on_device, bool src_peer, uint64_t size, TF_Status* status) {
   XpuDevice* dev = lock_stream(device, stream, fn, status);
   if (dev == NULL) return;
   bool ok = true;
+  XpuMapping* pin = NULL;
   if (size == 0) {
     ok = false; /* a no-op that succeeds */
   } else if ((!dst_on_device && dst == NULL) || (!src_on_device && src == NULL)) {
@@ -782,9 +807,22 @@ static void enqueue_copy(const SP_Device* device, SP_Stream stream, const char* 
                "-byte copy", fn, dst_on_device ? "source" : "destination", size);
     ok = false;
   } else {
-    ok = (!dst_on_device ||
-          xpu_check_device_range(dev, dst, size, fn, "device destination", status)) &&
-         (!src_on_device || xpu_check_device_range(dev, src, size, fn, "device source", status));
+    ok = !dst_on_device ||
+         xpu_check_device_range(dev, dst, size, fn, "device destination", status);
+    bool peer = ok && src_on_device && src_peer && src != NULL && !xpu_arena_contains(dev, src);
+    if (ok && src_on_device && !peer) {
+      ok = xpu_check_device_range(dev, src, size, fn, "device source", status);
+    }
+    if (peer) {
+      pthread_mutex_unlock(&dev->mu);
+      if (!xpu_peer_pin_source(dev, src, size, fn, status, &pin)) return;
+      dev = lock_stream(device, stream, fn, status);
+      if (dev == NULL) {
+        xpu_mapping_unref(pin);
+        return;
+      }
+      ok = xpu_check_device_range(dev, dst, size, fn, "device destination", status);
+    }
   }
   uint64_t call = ok ? xpu_fault_hit(kind) : 0;
   if (call != 0) {
@@ -796,9 +834,12 @@ static void enqueue_copy(const SP_Device* device, SP_Stream stream, const char* 
     op->u.copy.dst = dst;
     op->u.copy.src = src;
     op->u.copy.size = size;
+    op->u.copy.pin = pin;
+    pin = NULL;
     enqueue(stream, op);
   }
   pthread_mutex_unlock(&dev->mu);
+  xpu_mapping_unref(pin); /* not enqueued */
 }
 
 /* SP_StreamExecutor.memcpy_dtoh: asynchronous device-to-host copy. */
@@ -810,7 +851,7 @@ static void xpu_memcpy_dtoh(const SP_Device* device, SP_Stream stream, void* hos
     return;
   }
   enqueue_copy(device, stream, "memcpy_dtoh", XPU_FAULT_MEMCPY_DTOH, host_dst, false, src, true,
-               size, status);
+               false, size, status);
 }
 
 /* SP_StreamExecutor.memcpy_htod: asynchronous host-to-device copy (any host memory). */
@@ -823,10 +864,12 @@ static void xpu_memcpy_htod(const SP_Device* device, SP_Stream stream,
     return;
   }
   enqueue_copy(device, stream, "memcpy_htod", XPU_FAULT_MEMCPY_HTOD, dst, true, host_src, false,
-               size, status);
+               false, size, status);
 }
 
-/* SP_StreamExecutor.memcpy_dtod: asynchronous copy within one device (ranges may overlap). */
+/* SP_StreamExecutor.memcpy_dtod: asynchronous copy into this device's memory from its own
+ * memory (ranges may overlap) or from a peer device of the same platform
+ * (PLUGGABLE_PLATFORM_PEER_DTOD), ordered on this device's stream only. */
 static void xpu_memcpy_dtod(const SP_Device* device, SP_Stream stream,
                             SP_DeviceMemoryBase* device_dst, const SP_DeviceMemoryBase* device_src,
                             uint64_t size, TF_Status* status) {
@@ -837,8 +880,8 @@ static void xpu_memcpy_dtod(const SP_Device* device, SP_Stream stream,
        !xpu_memory_base_pointer(device_src, "memcpy_dtod", "source", status, &src))) {
     return;
   }
-  enqueue_copy(device, stream, "memcpy_dtod", XPU_FAULT_MEMCPY_DTOD, dst, true, src, true, size,
-               status);
+  enqueue_copy(device, stream, "memcpy_dtod", XPU_FAULT_MEMCPY_DTOD, dst, true, src, true, true,
+               size, status);
 }
 
 /* Validates and enqueues a fill of `size` bytes with a 1- or 4-byte pattern. */

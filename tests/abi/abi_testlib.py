@@ -276,7 +276,7 @@ def mirrored_constants() -> dict[str, int]:
         (tp, ("TP_MAJOR", "TP_MINOR", "TP_PATCH")),
         (ext, ("PLUGGABLE_EXT_MAJOR", "PLUGGABLE_EXT_MINOR", "PLUGGABLE_EXT_PATCH",
                "PLUGGABLE_EXT_TAG_MASK", "PLUGGABLE_EXT_TAG_BASE",
-               "PLUGGABLE_PLATFORM_PAGEABLE_ASYNC_COPY")),
+               "PLUGGABLE_PLATFORM_PAGEABLE_ASYNC_COPY", "PLUGGABLE_PLATFORM_PEER_DTOD")),
     ):
         values.update({name: getattr(module, name) for name in names})
     return values

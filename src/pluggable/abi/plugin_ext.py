@@ -14,7 +14,7 @@ from typing import NamedTuple
 from ._struct import ABIStruct
 
 PLUGGABLE_EXT_MAJOR = 0
-PLUGGABLE_EXT_MINOR = 1
+PLUGGABLE_EXT_MINOR = 2
 PLUGGABLE_EXT_PATCH = 0
 
 # A value `t` is an extension tag when (t & PLUGGABLE_EXT_TAG_MASK) == PLUGGABLE_EXT_TAG_BASE.
@@ -23,6 +23,9 @@ PLUGGABLE_EXT_TAG_BASE = 0x504C4700
 
 # Bits of PLUGGABLE_PlatformInfoExt.flags.
 PLUGGABLE_PLATFORM_PAGEABLE_ASYNC_COPY = 1 << 0
+# memcpy_dtod / sync_memcpy_dtod for device D accept a source in memory of any device of the
+# same platform instance (the destination stays D's); ordered on D's stream only (since 0.2.0).
+PLUGGABLE_PLATFORM_PEER_DTOD = 1 << 1
 
 # walk_ext_chain stops after this many links, so a cyclic or corrupt chain cannot hang the host.
 MAX_EXT_CHAIN_LINKS = 64
