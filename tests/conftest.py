@@ -94,17 +94,32 @@ def stream_delay(xpu_control):
     xpu_control.XPU_SetStreamDelayUs(0)
 
 
-@pytest.fixture
-def xpu(xpu_platform):
-    """StreamExecutor of XPU:0, checked for leaked handles after the test."""
-    executor = xpu_platform.executor(0)
-    before = executor.live_handles()
-    yield executor
+def user_handles(executor):
+    """The executor's live plugin handles, less those the host keeps on purpose: pooled
+    events of the event manager, the streams of open PluggableDevices and the internal
+    stream of synchronous-copy fallbacks."""
     import gc
 
     gc.collect()
     executor.flush_releases()
-    after = executor.live_handles()
+    if executor._event_manager is not None:
+        executor._event_manager.synchronize()
+    counts = executor.live_handles()
+    if executor._event_manager is not None:
+        counts["events"] -= len(executor._event_manager._pool)
+    devices = pluggable.manager().devices._devices.values()
+    counts["streams"] -= sum(4 for d in devices if d.executor is executor and not d.is_closed)
+    counts["streams"] -= executor._internal_stream is not None
+    return counts
+
+
+@pytest.fixture
+def xpu(xpu_platform):
+    """StreamExecutor of XPU:0, checked for leaked handles after the test."""
+    executor = xpu_platform.executor(0)
+    before = user_handles(executor)
+    yield executor
+    after = user_handles(executor)
     assert after == before, f"the test leaked XPU handles: {before} -> {after}"
 
 

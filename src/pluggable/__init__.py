@@ -21,7 +21,30 @@ from .loader import get_platform, load_plugin, manager
 __version__ = "0.1.0"
 
 __all__ = ["config", "errors", "get_include", "load_plugin", "get_platform", "get_device",
-           "PluggableDevice", "PluggableError", "PluginLoadError", "PluginLoadWarning"]
+           "PluggableDevice", "PluggableError", "PluginLoadError", "PluginLoadWarning",
+           "tensor", "zeros", "empty", "Tensor", "DType", "bool_", "int8", "int16", "int32",
+           "int64", "uint8", "uint16", "uint32", "uint64", "float16", "bfloat16", "float32",
+           "float64", "complex64", "complex128"]
+
+# Tensors need NumPy, which costs more to import than the rest of the package together:
+# they are imported on first use.
+_LAZY = {"tensor": "tensor", "zeros": "tensor", "empty": "tensor", "Tensor": "tensor",
+         "DType": "dtypes", "dtypes": None, "bool_": "dtypes", "int8": "dtypes",
+         "int16": "dtypes", "int32": "dtypes", "int64": "dtypes", "uint8": "dtypes",
+         "uint16": "dtypes", "uint32": "dtypes", "uint64": "dtypes", "float16": "dtypes",
+         "bfloat16": "dtypes", "float32": "dtypes", "float64": "dtypes",
+         "complex64": "dtypes", "complex128": "dtypes"}
+
+
+def __getattr__(name):
+    if name not in _LAZY:
+        raise AttributeError(f"module 'pluggable' has no attribute {name!r}")
+    import importlib
+
+    module = importlib.import_module(f".{_LAZY[name] or name}", __name__)
+    value = module if _LAZY[name] is None else getattr(module, name)
+    globals()[name] = value
+    return value
 
 
 def get_include() -> str:

@@ -3,6 +3,7 @@ found, and which plugin serves a device type."""
 from __future__ import annotations
 
 import dataclasses
+import operator
 import os
 from typing import Any, Dict, List, Optional, Union
 
@@ -11,7 +12,8 @@ from .errors import InvalidArgumentError, NotFoundError
 from .loader import PluginRecord, manager
 
 __all__ = ["PhysicalDevice", "list_physical_devices", "get_device_details", "list_plugins",
-           "set_subdevice_mapping"]
+           "set_subdevice_mapping", "set_memory_growth", "get_memory_growth",
+           "set_memory_limit", "get_memory_limit", "get_memory_info", "reset_memory_stats"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,3 +96,74 @@ def set_subdevice_mapping(device_type: str, subdevice_type: str) -> None:
         raise InvalidArgumentError("device_type and subdevice_type must be strings",
                                    call="set_subdevice_mapping")
     _manager().devices.set_subdevice_mapping(device_type.upper(), subdevice_type)
+
+
+def _executor(device: Union[PhysicalDevice, str]):
+    name = device.name if isinstance(device, PhysicalDevice) else device
+    device_type, index = parse_device_name(name)
+    if device_type == "CPU":
+        raise InvalidArgumentError(
+            f"{name!r} is the host CPU, whose memory pluggable does not pool; pass a plugin "
+            f"device such as '/physical_device:XPU:0'", call="memory configuration")
+    platform = _manager().devices.enabled_platform(device_type)
+    if platform is None:
+        raise NotFoundError(f"no plugin provides device type {device_type} ({name!r})",
+                            call="memory configuration")
+    return platform.executor(index)
+
+
+def _set_allocator_option(device, option: str, value, what: str) -> None:
+    executor = _executor(device)
+    if executor.allocator_created:
+        raise RuntimeError(
+            f"{what} of {executor.name} cannot change: its memory is already in use (the "
+            f"allocator was created on first use). Configure devices right after import, "
+            f"before creating tensors on them")
+    executor.allocator_options[option] = value
+
+
+def set_memory_growth(device: Union[PhysicalDevice, str], enable: bool) -> None:
+    """With growth, the device's allocator starts small and doubles its reserve as needed;
+    without, it reserves its whole limit at first use. Before first use only."""
+    _set_allocator_option(device, "allow_growth", bool(enable), "memory growth")
+
+
+def get_memory_growth(device: Union[PhysicalDevice, str]) -> bool:
+    executor = _executor(device)
+    if executor.allocator_created:
+        return executor.allocator.allow_growth
+    return executor.allocator_options.get("allow_growth",
+                                          executor.platform.force_memory_growth)
+
+
+def set_memory_limit(device: Union[PhysicalDevice, str], limit_bytes: int) -> None:
+    """Caps the device memory pluggable's allocator may reserve. Before first use only."""
+    try:
+        limit = operator.index(limit_bytes)
+    except TypeError:
+        raise TypeError(f"the memory limit must be an integer number of bytes, not "
+                        f"{type(limit_bytes).__name__}") from None
+    if limit <= 0:
+        raise InvalidArgumentError(f"the memory limit must be positive, got {limit}",
+                                   call="set_memory_limit")
+    _set_allocator_option(device, "memory_limit", limit, "the memory limit")
+
+
+def get_memory_limit(device: Union[PhysicalDevice, str]) -> int:
+    return _executor(device).allocator.memory_limit
+
+
+def get_memory_info(device: Union[PhysicalDevice, str]) -> Dict[str, int]:
+    """``{'current': bytes in use, 'peak': peak bytes in use}`` of the device's allocator,
+    like ``tf.config.experimental.get_memory_info``."""
+    executor = _executor(device)
+    if not executor.allocator_created:
+        return {"current": 0, "peak": 0}
+    return executor.allocator.memory_info()
+
+
+def reset_memory_stats(device: Union[PhysicalDevice, str]) -> None:
+    """Sets the peak of `get_memory_info` to the current use."""
+    executor = _executor(device)
+    if executor.allocator_created:
+        executor.allocator.reset_peak()

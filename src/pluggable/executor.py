@@ -55,11 +55,25 @@ def host_buffer(obj: Any, writable: bool, what: str) -> Tuple[int, int, Any]:
     if isinstance(obj, HostMemory):
         obj._check_open()
         return obj.address, obj.size, obj
+    import numpy as np
+
+    if isinstance(obj, np.ndarray):  # also dtypes the buffer protocol refuses (bfloat16)
+        if writable and not obj.flags.writeable:
+            raise InvalidArgumentError(
+                f"{what} is a read-only array; pass a writable one", call="host buffer")
+        if not obj.flags.c_contiguous:
+            raise InvalidArgumentError(
+                f"{what} is not C-contiguous; pass numpy.ascontiguousarray(...) instead",
+                call="host buffer")
+        return (obj.__array_interface__["data"][0] if obj.nbytes else 0), obj.nbytes, obj
     try:
         view = memoryview(obj)
     except TypeError:
         raise TypeError(f"{what} must be a host buffer (bytes, bytearray, memoryview, NumPy "
                         f"array or HostMemory), not {type(obj).__name__}") from None
+    except ValueError as exc:
+        raise InvalidArgumentError(f"{what} cannot be read as bytes: {exc}",
+                                   call="host buffer") from None
     if writable and view.readonly:
         raise InvalidArgumentError(
             f"{what} is read-only; pass a writable buffer such as a bytearray or a NumPy array",
@@ -68,8 +82,6 @@ def host_buffer(obj: Any, writable: bool, what: str) -> Tuple[int, int, Any]:
         raise InvalidArgumentError(
             f"{what} is not C-contiguous; pass numpy.ascontiguousarray(...) instead",
             call="host buffer")
-    import numpy as np
-
     array = np.frombuffer(view.cast("B") if view.ndim != 1 or view.format != "B" else view,
                           dtype=np.uint8)
     return (array.ctypes.data if array.size else 0), array.nbytes, (view, array)
@@ -132,6 +144,9 @@ class StreamExecutor:
         self._deferred_warnings: List[Tuple[str, type]] = []
         self._closed = False
         self._internal_stream: Optional["Stream"] = None
+        # Made on first use; `allocator_options` may be changed until then (config).
+        self.allocator_options: Dict[str, Any] = {}
+        self._allocator = self._host_allocator = self._event_manager = None
         self._create_device()
         try:
             self._create_device_fns()
@@ -422,6 +437,49 @@ class StreamExecutor:
                 for name, _ in plugin_ext.PLUGGABLE_LiveHandles._fields_
                 if name != "struct_size"}
 
+    # -- pools and the event manager, made on first use --------------------------------------
+    @property
+    def allocator(self):
+        """The device's BFC allocator (`pluggable.allocator.BFCAllocator`), made on first use
+        with `allocator_options` (memory_limit, allow_growth)."""
+        if self._allocator is None:
+            from .allocator import BFCAllocator
+
+            with self._lock:
+                if self._allocator is None:
+                    self._check_open()
+                    self._allocator = BFCAllocator(self, "device", **self.allocator_options)
+        return self._allocator
+
+    @property
+    def allocator_created(self) -> bool:
+        return self._allocator is not None
+
+    @property
+    def host_allocator(self):
+        """The pinned host pool that stages copies for plugins needing pinned memory."""
+        if self._host_allocator is None:
+            from .allocator import BFCAllocator
+
+            with self._lock:
+                if self._host_allocator is None:
+                    self._check_open()
+                    self._fn("host_memory_allocate")
+                    self._host_allocator = BFCAllocator(self, "host")
+        return self._host_allocator
+
+    @property
+    def event_manager(self):
+        """The device's `EventManager` (one poller thread, started on first use)."""
+        if self._event_manager is None:
+            from .event_manager import EventManager
+
+            with self._lock:
+                if self._event_manager is None:
+                    self._check_open()
+                    self._event_manager = EventManager(self)
+        return self._event_manager
+
     # -- copies ------------------------------------------------------------------------------
     def _copy_size(self, size: Optional[int], limits: List[Tuple[int, str]], call: str) -> int:
         """``size``, by default the whole source (the first limit), checked against every
@@ -653,6 +711,8 @@ class StreamExecutor:
         """Destroys the device: waits for its work, then frees everything the plugin made."""
         if self._closed:
             return
+        if self._event_manager is not None:
+            self._event_manager.close()  # runs the pending releases
         if self._internal_stream is not None:
             self._internal_stream.close()
         self.flush_releases()
@@ -661,6 +721,9 @@ class StreamExecutor:
         except Exception as exc:
             warnings.warn(f"{self.name}: synchronising before close failed: {exc}",
                           PluggableWarning, stacklevel=2)
+        for pool in (self._allocator, self._host_allocator):
+            if pool is not None:
+                pool.close()
         self._closed = True
         p = self.platform
         p._platform_fns.destroy_stream_executor(p._platform_ref, ctypes.byref(self._se_storage))

@@ -1,0 +1,461 @@
+"""Tensors: typed, shaped data on a device.
+
+`tensor(data, dtype=None, device=None)` puts host data on a device; `Tensor.numpy()` brings
+it back, `Tensor.to(device)` moves it. Device memory comes from the device's BFC allocator and
+is returned to it only once the device is done with it (the event manager tracks the work
+that used it). Each tensor on a plugin device carries a `Marker` for the work that produced
+it, so `numpy()` and copies wait for that work only.
+
+Copies take the shortest path the plugin allows: straight from and to NumPy's buffer when
+the plugin accepts pageable host memory (``PLUGGABLE_PLATFORM_PAGEABLE_ASYNC_COPY``), else
+staged through the pinned host pool; between devices of one plugin with a peer copy on the
+destination's device-to-device stream (``PLUGGABLE_PLATFORM_PEER_DTOD``), else through the
+host.
+"""
+from __future__ import annotations
+
+import collections
+import ctypes
+import operator
+import threading
+import weakref
+from typing import TYPE_CHECKING, Any, List, Optional, Tuple, Union
+
+import numpy as np
+
+from .abi.plugin_ext import PLUGGABLE_PLATFORM_PAGEABLE_ASYNC_COPY
+from .device import PluggableDevice, parse_device_name
+from .dtypes import DType, as_dtype
+from .errors import FailedPreconditionError, InvalidArgumentError
+from .memory import DeviceMemory
+
+if TYPE_CHECKING:
+    from .event_manager import Marker
+    from .executor import StreamExecutor
+
+__all__ = ["Tensor", "tensor", "zeros", "empty", "CPU_DEVICE"]
+
+_REPR_MAX_ELEMENTS = 1000
+_MAX_BYTES = 1 << 62
+
+
+class CPUDevice:
+    """The host's built-in CPU device: tensors there are NumPy arrays."""
+
+    device_type = "CPU"
+    subdevice_type = "CPU"
+    index = 0
+    name = "/device:CPU:0"
+    is_closed = False
+
+    def __repr__(self):
+        return "<CPUDevice /device:CPU:0>"
+
+
+CPU_DEVICE = CPUDevice()
+AnyDevice = Union[CPUDevice, PluggableDevice]
+
+
+def resolve_device(spec: Any) -> AnyDevice:
+    """The device named by ``spec``: None (CPU), a name ("/device:XPU:0", "xpu:1", "CPU"),
+    a `PhysicalDevice`, or a device object."""
+    if spec is None or spec is CPU_DEVICE:
+        return CPU_DEVICE
+    if isinstance(spec, PluggableDevice):
+        if spec.is_closed:
+            raise FailedPreconditionError(f"{spec.name} is closed", call="device")
+        return spec
+    name = getattr(spec, "name", spec)
+    device_type, index = parse_device_name(name)
+    if device_type == "CPU":
+        if index != 0:
+            raise InvalidArgumentError(f"there is one CPU device, CPU:0, not {name!r}",
+                                       call="device")
+        return CPU_DEVICE
+    from . import get_device
+
+    return get_device(f"{device_type}:{index}")
+
+
+class DeviceBuffer:
+    """Device memory holding a tensor's bytes, from the device's allocator.
+
+    ``uses`` are markers of asynchronous work that reads or writes the memory; when the
+    buffer is dropped, the memory goes back to the allocator once all of them are passed.
+    """
+
+    __slots__ = ("executor", "address", "nbytes", "uses", "_finalizer", "__weakref__")
+
+    def __init__(self, executor: "StreamExecutor", nbytes: int):
+        self.executor = executor
+        self.nbytes = nbytes
+        self.address = executor.allocator.allocate(nbytes) if nbytes else 0
+        self.uses: List["Marker"] = []
+        self._finalizer = weakref.finalize(self, _release_buffer, executor, self.address,
+                                           self.uses) if nbytes else None
+
+    def memory(self) -> DeviceMemory:
+        return DeviceMemory.unchecked(self.executor, self.address, self.nbytes)
+
+    def used_by(self, marker: "Marker") -> None:
+        self.uses[:] = [m for m in self.uses if m.event is not None]
+        self.uses.append(marker)
+
+    def release_now(self) -> None:
+        """Gives the memory back immediately: only for buffers no pending work touches."""
+        if self._finalizer is not None and self._finalizer.detach():
+            self.executor.allocator.deallocate(self.address)
+
+
+def _release_buffer(executor: "StreamExecutor", address: int, uses: List["Marker"]) -> None:
+    """Finalizer of a DeviceBuffer: free once every use is passed."""
+    if executor.is_closed:
+        return
+    allocator = executor.allocator
+    pending = [m for m in uses if m.event is not None]
+    if not pending:
+        allocator.deallocate(address)
+    else:
+        from .event_manager import EventManager
+
+        EventManager.when_done(pending, lambda: allocator.deallocate(address))
+
+
+class Tensor:
+    """A tensor on a device. Made by `pluggable.tensor`, `zeros`, `empty` and `to`."""
+
+    __slots__ = ("_shape", "_dtype", "_device", "_array", "_buffer", "_ready", "__weakref__")
+
+    def __init__(self, shape: Tuple[int, ...], dtype: DType, device: AnyDevice,
+                 array: Optional[np.ndarray] = None, buffer: Optional[DeviceBuffer] = None,
+                 ready: Optional["Marker"] = None):
+        self._shape = shape
+        self._dtype = dtype
+        self._device = device
+        self._array = array
+        self._buffer = buffer
+        self._ready = ready
+
+    # -- description -----------------------------------------------------------------------
+    @property
+    def shape(self) -> Tuple[int, ...]:
+        return self._shape
+
+    @property
+    def dtype(self) -> DType:
+        return self._dtype
+
+    @property
+    def device(self) -> str:
+        """The name of the device holding the data, e.g. "/device:XPU:0"."""
+        return self._device.name
+
+    @property
+    def ndim(self) -> int:
+        return len(self._shape)
+
+    @property
+    def size(self) -> int:
+        return _element_count(self._shape)
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self._dtype.itemsize
+
+    def __len__(self) -> int:
+        if not self._shape:
+            raise TypeError("len() of a scalar (0-d) tensor")
+        return self._shape[0]
+
+    def __repr__(self) -> str:
+        head = f"<pluggable.Tensor: shape={self._shape}, dtype={self._dtype.name}, " \
+               f"device={self.device}"
+        if self._device.is_closed:
+            return head + " (device closed)>"
+        if self.size <= _REPR_MAX_ELEMENTS:
+            return head + f", numpy={self.numpy()!r}>"
+        return head + ">"
+
+    # -- data ------------------------------------------------------------------------------
+    def numpy(self) -> np.ndarray:
+        """The values as a NumPy array: a read-only view for a CPU tensor, a new array copied
+        from the device otherwise. Waits only for the work that produced this tensor."""
+        if self._array is not None:
+            return self._array
+        device = self._live_device()
+        executor = device.executor
+        out = _HOST_ARRAYS.empty(self._shape, self._dtype, self.nbytes)
+        if not out.nbytes:
+            return out
+        if device.platform.has_capability(PLUGGABLE_PLATFORM_PAGEABLE_ASYNC_COPY):
+            stream = device.device_to_host_stream
+            if self._ready is not None:
+                self._ready.make_wait(stream)
+            executor.memcpy_dtoh(stream, out, self._buffer.memory(), out.nbytes)
+            stream.synchronize()
+        else:  # a synchronous copy may write to any host memory
+            if self._ready is not None:
+                self._ready.synchronize()
+            executor.sync_memcpy_dtoh(out, self._buffer.memory(), out.nbytes)
+        return out
+
+    def __array__(self, dtype=None, copy=None):
+        values = self.numpy()
+        if dtype is not None:
+            values = values.astype(dtype, copy=False)
+        return values.copy() if copy else values
+
+    def to(self, device: Any) -> "Tensor":
+        """This tensor on ``device`` (itself if it is there already)."""
+        target = resolve_device(device)
+        if target is self._device:
+            return self
+        if target is CPU_DEVICE:
+            values = self.numpy()
+            values.flags.writeable = False
+            return Tensor(self._shape, self._dtype, CPU_DEVICE, array=values)
+        if self._array is not None:
+            return _upload(self._array, self._dtype, target, owned=True)
+        source = self._live_device()
+        if (source.platform is target.platform and _peer_copies(target)):
+            return self._peer_copy(source, target)
+        return _upload(self.numpy(), self._dtype, target, owned=True)
+
+    def _peer_copy(self, source: PluggableDevice, target: PluggableDevice) -> "Tensor":
+        """A copy on the target's device-to-device stream, reading the source's memory."""
+        if self._ready is not None:
+            self._ready.synchronize()  # produced on another device: the host waits
+        executor = target.executor
+        buffer = DeviceBuffer(executor, self.nbytes)
+        if not self.nbytes:
+            return Tensor(self._shape, self._dtype, target, buffer=buffer)
+        stream = target.device_to_device_stream
+        try:
+            executor.memcpy_dtod(stream, buffer.memory(), self._buffer.memory(), self.nbytes)
+        except BaseException:
+            buffer.release_now()
+            raise
+        marker = executor.event_manager.mark(stream)
+        buffer.used_by(marker)
+        self._buffer.used_by(marker)  # the source stays allocated until the copy is done
+        return Tensor(self._shape, self._dtype, target, buffer=buffer, ready=marker)
+
+    def _live_device(self) -> PluggableDevice:
+        device = self._device
+        if device.is_closed:
+            raise FailedPreconditionError(
+                f"the tensor's device {device.name} was closed; its data is gone",
+                call="Tensor")
+        return device
+
+
+class _HostArrayCache:
+    """Recycles the memory of large arrays that `numpy()` returned, once they are collected.
+
+    A fresh NumPy array pays a page fault per page on its first write, which costs as much as
+    the copy itself; memory that comes back here stays mapped and touched. The memory is
+    NumPy's own (not a plugin's), so an array never outlives what it points to.
+    """
+
+    MIN_BYTES = 1 << 20
+    MAX_CACHED_BYTES = 512 << 20
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._free: "collections.OrderedDict[int, List[np.ndarray]]" = collections.OrderedDict()
+        self._cached = 0
+
+    def empty(self, shape: Tuple[int, ...], dtype: DType, nbytes: int) -> np.ndarray:
+        if nbytes < self.MIN_BYTES:
+            return np.empty(shape, dtype.numpy_dtype)
+        size = -(-nbytes // 4096) * 4096
+        with self._lock:
+            spares = self._free.get(size)
+            raw = spares.pop() if spares else None
+            if raw is not None:
+                self._cached -= size
+                if not spares:
+                    del self._free[size]
+        if raw is None:
+            raw = np.empty(size, np.uint8)
+        view = (ctypes.c_char * nbytes).from_address(raw.__array_interface__["data"][0])
+        weakref.finalize(view, self._give_back, raw)
+        return np.frombuffer(view, dtype.numpy_dtype).reshape(shape)
+
+    def _give_back(self, raw: np.ndarray) -> None:
+        size = raw.nbytes
+        if size > self.MAX_CACHED_BYTES:
+            return
+        with self._lock:
+            self._free.setdefault(size, []).append(raw)
+            self._free.move_to_end(size)
+            self._cached += size
+            while self._cached > self.MAX_CACHED_BYTES:
+                oldest, spares = next(iter(self._free.items()))
+                spares.pop()
+                self._cached -= oldest
+                if not spares:
+                    del self._free[oldest]
+
+
+_HOST_ARRAYS = _HostArrayCache()
+
+
+def _element_count(shape: Tuple[int, ...]) -> int:
+    count = 1
+    for n in shape:
+        count *= n
+    return count
+
+
+def _peer_copies(device: PluggableDevice) -> bool:
+    from .abi.plugin_ext import PLUGGABLE_PLATFORM_PEER_DTOD
+
+    return device.platform.has_capability(PLUGGABLE_PLATFORM_PEER_DTOD)
+
+
+def _host_array(data: Any, dtype: Optional[Any]) -> Tuple[np.ndarray, DType, bool]:
+    """``data`` as a C-contiguous array of a supported dtype, and whether the array is the
+    caller's own object (which may change after we return)."""
+    if isinstance(data, Tensor):
+        data = data.numpy()
+    wanted = as_dtype(dtype) if dtype is not None else None
+    try:
+        array = np.asarray(data, dtype=wanted.numpy_dtype if wanted else None)
+    except (TypeError, ValueError) as exc:
+        raise InvalidArgumentError(f"cannot make a tensor from {type(data).__name__}: {exc}",
+                                   call="tensor") from None
+    if array.dtype == object:
+        raise InvalidArgumentError(
+            "cannot make a tensor of Python objects (NumPy dtype object); pass numbers, "
+            "nested lists of numbers of equal lengths, or a numeric array", call="tensor")
+    dtype_ = wanted or as_dtype(array.dtype)
+    shared = array is data or (isinstance(data, np.ndarray) and np.shares_memory(array, data))
+    if not array.flags.c_contiguous:
+        array, shared = np.ascontiguousarray(array), False
+    return array, dtype_, shared
+
+
+def _upload(array: np.ndarray, dtype: DType, device: PluggableDevice, owned: bool) -> Tensor:
+    """Copies a C-contiguous host array to ``device``. When ``owned`` is False the array is
+    the caller's, so the copy completes before returning."""
+    executor = device.executor
+    buffer = DeviceBuffer(executor, array.nbytes)
+    shape = tuple(array.shape)
+    if not array.nbytes:
+        return Tensor(shape, dtype, device, buffer=buffer)
+    stream = device.host_to_device_stream
+    try:
+        if device.platform.has_capability(PLUGGABLE_PLATFORM_PAGEABLE_ASYNC_COPY):
+            executor.memcpy_htod(stream, buffer.memory(), array, array.nbytes)
+            done = _Keep(array)
+        elif executor._fns.get("host_memory_allocate") is None:
+            # Neither pageable nor pinned memory for asynchronous copies: a synchronous one.
+            executor.sync_memcpy_htod(buffer.memory(), array, array.nbytes)
+            return Tensor(shape, dtype, device, buffer=buffer)
+        else:
+            staged, free_staged = _stage_in_pinned_memory(executor, array)
+            try:
+                executor.memcpy_htod(stream, buffer.memory(), staged, array.nbytes)
+            except BaseException:
+                free_staged()
+                raise
+            done, owned = free_staged, True
+        marker = executor.event_manager.then_execute(stream, done)
+    except BaseException:
+        buffer.release_now()
+        raise
+    buffer.used_by(marker)
+    if not owned:
+        marker.synchronize()
+        try:
+            stream.raise_if_error()
+        except BaseException:
+            buffer.uses.clear()
+            buffer.release_now()
+            raise
+    return Tensor(shape, dtype, device, buffer=buffer, ready=marker)
+
+
+def _stage_in_pinned_memory(executor: "StreamExecutor", array: np.ndarray):
+    """Copies ``array`` into the executor's pinned host pool; returns the staged bytes and
+    the function that gives them back to the pool."""
+    pool = executor.host_allocator
+    address = pool.allocate(array.nbytes)
+    staged = np.frombuffer((ctypes.c_char * array.nbytes).from_address(address), np.uint8)
+    np.copyto(staged, array.reshape(-1).view(np.uint8))
+    return staged, lambda: pool.deallocate(address)
+
+
+class _Keep:
+    """Holds a host buffer until the event manager runs (drops) it."""
+
+    __slots__ = ("obj",)
+
+    def __init__(self, obj):
+        self.obj = obj
+
+    def __call__(self):
+        self.obj = None
+
+
+def _check_shape(shape: Any) -> Tuple[int, ...]:
+    if isinstance(shape, (int, np.integer)):
+        shape = (shape,)
+    try:
+        dims = tuple(operator.index(n) for n in shape)
+    except TypeError:
+        raise InvalidArgumentError(f"a shape must be a sequence of integers, not {shape!r}",
+                                   call="shape") from None
+    if any(n < 0 for n in dims):
+        raise InvalidArgumentError(f"shape {dims} has a negative dimension", call="shape")
+    return dims
+
+
+def tensor(data: Any, dtype: Any = None, device: Any = None) -> Tensor:
+    """A tensor holding ``data`` (a NumPy array, nested lists, a scalar, another tensor) on
+    ``device`` (default: the CPU). ``dtype`` converts the data first."""
+    target = resolve_device(device)
+    array, dtype_, shared = _host_array(data, dtype)
+    if target is CPU_DEVICE:
+        array = array.copy() if shared else array
+        array.flags.writeable = False
+        return Tensor(tuple(array.shape), dtype_, CPU_DEVICE, array=array)
+    return _upload(array, dtype_, target, owned=not shared)
+
+
+def empty(shape: Any, dtype: Any = "float32", device: Any = None) -> Tensor:
+    """An uninitialised tensor."""
+    dims = _check_shape(shape)
+    dtype_ = as_dtype(dtype)
+    nbytes = _element_count(dims) * dtype_.itemsize
+    if nbytes > _MAX_BYTES:
+        raise InvalidArgumentError(f"shape {dims} of {dtype_.name} needs {nbytes} bytes, "
+                                   f"more than any device has", call="empty")
+    target = resolve_device(device)
+    if target is CPU_DEVICE:
+        array = np.empty(dims, dtype_.numpy_dtype)
+        array.flags.writeable = False
+        return Tensor(dims, dtype_, CPU_DEVICE, array=array)
+    return Tensor(dims, dtype_, target, buffer=DeviceBuffer(target.executor, nbytes))
+
+
+def zeros(shape: Any, dtype: Any = "float32", device: Any = None) -> Tensor:
+    """A tensor of zeros, filled on the device's compute stream."""
+    result = empty(shape, dtype, device)
+    if result._array is not None:
+        result._array.flags.writeable = True
+        result._array.fill(0)
+        result._array.flags.writeable = False
+        return result
+    if result.nbytes:
+        device = result._device
+        stream = device.compute_stream
+        try:
+            device.executor.mem_zero(stream, result._buffer.memory(), result.nbytes)
+        except BaseException:
+            result._buffer.release_now()
+            raise
+        result._ready = device.executor.event_manager.mark(stream)
+        result._buffer.used_by(result._ready)
+    return result
