@@ -12,6 +12,18 @@ if TYPE_CHECKING:
     from .executor import StreamExecutor
 
 
+def finalizer(obj, fn, *args) -> weakref.finalize:
+    """``weakref.finalize(obj, fn, *args)`` that does not run at interpreter exit.
+
+    At exit the plugin manager's shutdown closes every executor in order (event managers,
+    pools, streams, then the device), which frees everything in the plugin; finalizers that
+    ran before it, as weakref's exit hook would, leave live objects looking closed to it.
+    """
+    f = weakref.finalize(obj, fn, *args)
+    f.atexit = False
+    return f
+
+
 class PluginHandle:
     _destroy = ""  # the SP_StreamExecutor callback that frees the handle
     _kind = ""
@@ -22,8 +34,7 @@ class PluginHandle:
         self._handle = handle
         # `keep` (host buffers the plugin may still read) outlives the object until the
         # queued release has run.
-        self._finalizer = weakref.finalize(self, executor._queue_release, self._destroy, handle,
-                                           keep)
+        self._finalizer = finalizer(self, executor._queue_release, self._destroy, handle, keep)
 
     @property
     def handle(self):

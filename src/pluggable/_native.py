@@ -13,7 +13,6 @@ from __future__ import annotations
 import ctypes
 import os
 import threading
-from typing import Optional
 
 from .abi.tf_status import TF_Code
 

@@ -17,10 +17,10 @@ from __future__ import annotations
 import ctypes
 import operator
 import os
-import weakref
 from typing import TYPE_CHECKING, Dict, List, NamedTuple, Optional
 
 from . import _native
+from ._handle import finalizer
 from .abi.stream_executor import SP_AllocatorStats
 from .errors import (
     FailedPreconditionError, InvalidArgumentError, ResourceExhaustedError, error_for_code)
@@ -219,7 +219,7 @@ class BFCAllocator:
             _native.release_status(status)
         self._handle = handle
         self.memory_limit = memory_limit & ~255
-        self._finalizer = weakref.finalize(self, _delete, handle, executor)
+        self._finalizer = finalizer(self, _delete, handle, executor)
 
     @staticmethod
     def _default_limit(executor: "StreamExecutor", kind: str) -> int:

@@ -189,7 +189,11 @@ class EventManager:
             event = marker.event
             if event is None or id(marker.stream) in blocked:
                 continue
-            if event.status() not in _DONE:
+            try:
+                state = event.status()
+            except PluggableError:  # the device is gone: nothing will complete any more
+                state = EventStatus.ERROR
+            if state not in _DONE:
                 blocked.add(id(marker.stream))
                 continue
             with self._cond:

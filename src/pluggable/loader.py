@@ -28,7 +28,7 @@ import threading
 import warnings
 from typing import Dict, Iterator, List, Optional, Tuple
 
-from . import _native  # loads the runtime library (RTLD_GLOBAL) before any plugin
+from . import _native  # noqa: F401  (loads the runtime library, RTLD_GLOBAL, before plugins)
 from .errors import PluggableError, PluginLoadError, PluginLoadWarning
 from .platform import Platform, PlatformRegistry, PluginCallError
 

@@ -10,9 +10,9 @@ executor alive.
 from __future__ import annotations
 
 import ctypes
-import weakref
 from typing import TYPE_CHECKING, Optional
 
+from ._handle import finalizer
 from .abi.stream_executor import SP_DeviceMemoryBase
 from .errors import FailedPreconditionError, InvalidArgumentError
 
@@ -35,7 +35,7 @@ class DeviceMemory:
         self._base = base
         self._ref = ctypes.byref(base)
         self._owner = owner
-        self._finalizer = (weakref.finalize(self, executor._queue_release, "deallocate", base)
+        self._finalizer = (finalizer(self, executor._queue_release, "deallocate", base)
                            if owning else None)
 
     @property
@@ -121,7 +121,7 @@ class HostMemory:
         import numpy as np
 
         self._array = np.frombuffer(buffer, dtype=np.uint8)
-        self._finalizer = (weakref.finalize(self, executor._queue_release, release, address)
+        self._finalizer = (finalizer(self, executor._queue_release, release, address)
                            if release else None)
 
     @property

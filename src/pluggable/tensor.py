@@ -18,11 +18,11 @@ import collections
 import ctypes
 import operator
 import threading
-import weakref
 from typing import TYPE_CHECKING, Any, List, Optional, Tuple, Union
 
 import numpy as np
 
+from ._handle import finalizer
 from .abi.plugin_ext import PLUGGABLE_PLATFORM_PAGEABLE_ASYNC_COPY
 from .device import PluggableDevice, parse_device_name
 from .dtypes import DType, as_dtype
@@ -91,7 +91,7 @@ class DeviceBuffer:
         self.nbytes = nbytes
         self.address = executor.allocator.allocate(nbytes) if nbytes else 0
         self.uses: List["Marker"] = []
-        self._finalizer = weakref.finalize(self, _release_buffer, executor, self.address,
+        self._finalizer = finalizer(self, _release_buffer, executor, self.address,
                                            self.uses) if nbytes else None
 
     def memory(self) -> DeviceMemory:
@@ -279,7 +279,7 @@ class _HostArrayCache:
         if raw is None:
             raw = np.empty(size, np.uint8)
         view = (ctypes.c_char * nbytes).from_address(raw.__array_interface__["data"][0])
-        weakref.finalize(view, self._give_back, raw)
+        finalizer(view, self._give_back, raw)
         return np.frombuffer(view, dtype.numpy_dtype).reshape(shape)
 
     def _give_back(self, raw: np.ndarray) -> None:

@@ -69,7 +69,7 @@ def test_struct_size_smaller_than_first_version(private_manager, build_test_plug
     error = load_error(private_manager, build_test_plugin(PLATFORM_STRUCT_SIZE=16))
     assert error.step == "validation"
     from pluggable.abi.stream_executor import SP_Platform
-    assert f"SP_Platform.struct_size to 16" in str(error)
+    assert "SP_Platform.struct_size to 16" in str(error)
     assert f"({SP_Platform.min_struct_size()} bytes" in str(error)
 
 

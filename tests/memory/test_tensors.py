@@ -10,7 +10,7 @@ import pytest
 import pluggable
 from pluggable import config, dtypes
 from pluggable.errors import (
-    FailedPreconditionError, InternalError, InvalidArgumentError, ResourceExhaustedError)
+    InternalError, InvalidArgumentError, ResourceExhaustedError)
 
 SHAPES = [(), (0,), (1,), (7,), (3, 0, 2), (2, 3, 4), (129, 33)]
 MIB64 = 64 << 20
@@ -30,6 +30,13 @@ def sample(dtype: dtypes.DType, shape, seed=0) -> np.ndarray:
     else:
         values = rng.standard_normal(count) * 1000
     return values.astype(dtype.numpy_dtype).reshape(shape)
+
+
+def settled_use(device: str) -> int:
+    """Bytes in use on ``device`` once deferred frees of earlier tests are done."""
+    gc.collect()
+    pluggable.get_device(device).executor.event_manager.synchronize()
+    return config.get_memory_info(device)["current"]
 
 
 def same_bits(a: np.ndarray, b: np.ndarray) -> bool:
@@ -154,28 +161,27 @@ def test_bad_dtype_shape_and_device():
 
 
 def test_data_larger_than_the_device_leaves_it_usable():
-    before = config.get_memory_info("XPU:0")
+    before = settled_use("XPU:0")
     with pytest.raises(ResourceExhaustedError) as info:
         pluggable.empty((4 << 30,), "uint8", device="xpu:0")
     assert "4294967296" in str(info.value)
-    assert config.get_memory_info("XPU:0")["current"] == before["current"]
+    assert settled_use("XPU:0") == before
     assert pluggable.tensor([1, 2, 3], device="xpu:0").numpy().tolist() == [1, 2, 3]
 
 
 def test_failed_copy_leaves_the_allocator_statistics_unchanged(faults):
     pluggable.tensor([0], device="xpu:0")  # the allocator exists
-    before = config.get_memory_info("XPU:0")["current"]
+    before = settled_use("XPU:0")
     faults("memcpy_htod:1")
     with pytest.raises(InternalError, match="injected fault"):
         pluggable.tensor(np.ones(1000), device="xpu:0")
-    assert config.get_memory_info("XPU:0")["current"] == before
+    assert settled_use("XPU:0") == before
     assert pluggable.tensor(np.ones(3), device="xpu:0").numpy().tolist() == [1, 1, 1]
 
 
 def test_dropping_a_tensor_returns_its_memory_once_the_device_is_done(stream_delay):
     source = pluggable.tensor(np.ones(1 << 20, np.uint8), device="xpu:0")
-    gc.collect()
-    base = config.get_memory_info("XPU:0")["current"]
+    base = settled_use("XPU:0")
     stream_delay(50_000)
     copy = source.to("xpu:1")  # queued on XPU:1's stream, reading XPU:0's memory
     del source
