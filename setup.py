@@ -84,6 +84,7 @@ setup(
             include_dirs=["include"],
             extra_compile_args=C_FLAGS,
             extra_link_args=["-pthread"],
+            libraries=["m"],
         ),
     ],
     cmdclass={"build_ext": build_shared_libraries, "build_py": build_py_with_headers},

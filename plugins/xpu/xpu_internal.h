@@ -7,8 +7,11 @@
  *
  * Locking, in the only order locks are ever taken:
  *   the global platform/device registry lock (xpu_plugin.c)
+ *   or the global stream registry lock (xpu_stream.c, kernels' stream lookup)
  *     ->  XpuDevice.mu  ->  the timer registry lock (xpu_stream.c)
  *                       ->  the fault-injection lock (xpu_faults.c)
+ * The kernel thread pool's lock (xpu_kernels_pool.c) is a leaf: nothing else is taken while
+ * it is held, and it is never taken under a device lock.
  * The registry lock is held over a device lock only by the peer-source lookup
  * (xpu_peer_pin_source), which locks the devices of a platform one at a time. No thread ever
  * holds two XpuDevice.mu at once, and no thread takes the registry lock while it holds a
@@ -215,6 +218,47 @@ bool xpu_stream_on_worker_of(const XpuDevice* dev);
 /* Counts the live streams, events and timers of `dev` into the arguments. */
 void xpu_stream_live_handles(XpuDevice* dev, int64_t* streams, int64_t* events,
                              int64_t* timers);
+
+/* Work a kernel enqueues (xpu_kernels*.c): the worker calls fn(arg, message, message_size)
+ * without holding any lock. It returns TF_OK, or an error code after writing a message (which
+ * names the op) into `message`; the stream then takes that error, as for any failed
+ * operation. */
+typedef TF_Code (*XpuStreamFn)(void* arg, char* message, size_t message_size);
+
+/* A device buffer a kernel will touch, checked when the work is enqueued. */
+typedef struct XpuDeviceRange {
+  const void* ptr;
+  uint64_t size; /* bytes; 0-byte ranges are not checked */
+  const char* role; /* names the argument in messages ("x", "output 0") */
+} XpuDeviceRange;
+
+/* Enqueues fn(arg) on `stream`, a handle that need not be trusted (kernels get it from the
+ * host through TF_GetStream): it must be a live stream of a live XPU device, else
+ * INVALID_ARGUMENT. Every range must lie inside a live allocation of that device
+ * (INVALID_ARGUMENT / OUT_OF_RANGE as for copies). `name` names the operation in messages
+ * (the op: "MatMul"). The stream takes ownership of `arg` whatever happens: it is released
+ * with free_arg (free() when NULL) after fn ran, when fn is skipped because the stream has
+ * already failed, or at once when enqueueing fails. With fn == NULL the stream and ranges are
+ * only checked and nothing is enqueued. Never blocks on the stream. */
+bool xpu_stream_enqueue_fn(SP_Stream stream, const char* name, XpuStreamFn fn, void* arg,
+                           void (*free_arg)(void*), const XpuDeviceRange* ranges,
+                           size_t range_count, TF_Status* status);
+
+/* ---- the kernels' helper-thread pool (xpu_kernels_pool.c) ------------------------------- */
+
+/* Parses XPU_KERNEL_THREADS text (1..256); false with a reason in err when invalid. */
+bool xpu_parse_kernel_threads(const char* text, int* out, char* err, size_t err_size);
+/* Sets how many threads work on one kernel, the stream worker included (0: the number of
+ * online CPUs). Takes effect the next time the pool starts its helpers. */
+void xpu_pool_configure(int threads);
+/* The pool lives while streams do: create_stream retains it, destroy_stream releases it, and
+ * the last release joins the helpers (started lazily by the first parallel job). */
+void xpu_pool_retain(void);
+void xpu_pool_release(void);
+/* Runs fn(ctx, t) for every t in [0, task_count), on the calling thread and the pool's
+ * helpers, and returns when all have finished. Tasks are claimed in increasing order; with
+ * one task, or a pool of one thread, everything runs inline. */
+void xpu_parallel_for(int64_t task_count, void (*fn)(void* ctx, int64_t task), void* ctx);
 
 /* ---- fault injection and test controls (xpu_faults.c) ----------------------------------- */
 

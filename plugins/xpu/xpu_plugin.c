@@ -2,7 +2,8 @@
  *
  * This plugin implements TensorFlow's StreamExecutor C API
  * (tensorflow/c/experimental/stream_executor/stream_executor.h) for an imaginary accelerator,
- * the "XPU", that lives entirely in host memory but behaves like real hardware, so that a host
+ * the "XPU", that lives entirely in host memory but behaves like real hardware, and registers
+ * kernels for it through TensorFlow's kernel C API (tensorflow/c/kernels.h), so that a host
  * (TensorFlow, or this project's Python host) can be exercised on any machine.
  *
  * What is simulated:
@@ -15,8 +16,9 @@
  *     event records and waits, timer marks, host callbacks. Events really complete later;
  *     waits and stream dependencies really order work across streams; errors are sticky per
  *     stream (xpu_stream.c).
- *   - Fault injection (XPU_FAIL) and an artificial per-operation delay (XPU_STREAM_DELAY_US),
- *     both also settable at run time through xpu_control.h (xpu_faults.c).
+ *   - Fault injection (XPU_FAIL: allocation, copy, fill, stream, kernel and other faults) and
+ *     an artificial per-operation delay (XPU_STREAM_DELAY_US), both also settable at run time
+ *     through xpu_control.h (xpu_faults.c).
  *   - Unified memory: blocks of the same arena, which the host can dereference directly.
  *   - Handle validation: streams, events, timers, devices and host allocations are kept in
  *     registries, so a destroyed or foreign handle is an error status, not a crash.
@@ -28,10 +30,19 @@
  *     (xpu_peer_pin_source below) and its arena mapping stays pinned until the copy is done,
  *     so even a source device destroyed too early cannot make the copy fault. The copy is
  *     ordered on D's stream only; the host waits for the source's producer before enqueueing.
+ *   - Kernels (TF_InitKernel, xpu_kernels*.c): element-wise math with NumPy broadcasting,
+ *     Cast, Select, BiasAdd, shape ops (Identity, Fill, Reshape, Transpose, ...), reductions,
+ *     ArgMax, Softmax, MatMul, BatchMatMulV2 and Conv2D, registered with TF_NewKernelBuilder.
+ *     compute() validates synchronously, allocates outputs and enqueues the work on the
+ *     stream TF_GetStream gives (checked to be a live XPU stream, with every device buffer
+ *     inside a live allocation); the stream's worker runs it later, splitting large kernels
+ *     across a helper-thread pool of XPU_KERNEL_THREADS threads (xpu_kernels_pool.c). Errors
+ *     found while running (integer division by zero) fail the stream. MatMul, BatchMatMulV2
+ *     and Conv2D share a cache-blocked GEMM with AVX-512 / AVX2 / generic micro-kernels chosen
+ *     at run time (xpu_kernels_gemm.c).
  *
  * What is left out:
- *   - Kernels and the profiler (TF_InitKernel, TF_InitProfiler): not in this plugin yet; the
- *     `kernel` fault kind is already accepted so specs stay valid when kernels arrive.
+ *   - The profiler (TF_InitProfiler).
  *   - Other peer access: apart from the source of a device-to-device copy, a device only
  *     accepts its own memory (kernels, fills, host copies, copy destinations).
  *   - Memory spaces other than 0, and real NUMA placement (every device reports node 0).
@@ -39,7 +50,8 @@
  *     descriptive only.
  *
  * The plugin calls nothing from its host except TensorFlow's C API (TF_SetStatus,
- * TF_GetCode, TF_Message, TF_NewStatus, TF_DeleteStatus); those symbols stay undefined in the
+ * TF_GetCode, TF_Message, TF_NewStatus, TF_DeleteStatus, and the kernel API: TF_NewKernelBuilder,
+ * TF_GetInput, TF_AllocateOutput, TF_GetStream, ...); those symbols stay undefined in the
  * shared object and are resolved when it is loaded.
  */
 #include "xpu_internal.h"
@@ -513,6 +525,13 @@ __attribute__((visibility("default"))) void SE_InitPlugin(SE_PlatformRegistratio
     xpu_status(status, TF_INVALID_ARGUMENT, "XPU plugin: %s", err);
     return;
   }
+  const char* threads_text = getenv("XPU_KERNEL_THREADS");
+  int kernel_threads = 0;
+  if (threads_text != NULL &&
+      !xpu_parse_kernel_threads(threads_text, &kernel_threads, err, sizeof err)) {
+    xpu_status(status, TF_INVALID_ARGUMENT, "XPU plugin: %s", err);
+    return;
+  }
   const char* fail_text = getenv("XPU_FAIL");
   XpuFaultSpec* faults = NULL;
   if (fail_text != NULL && !xpu_faults_parse(fail_text, "XPU_FAIL", &faults, err, sizeof err)) {
@@ -536,6 +555,7 @@ __attribute__((visibility("default"))) void SE_InitPlugin(SE_PlatformRegistratio
   /* Unset variables leave the run-time settings (xpu_control.h) as they are. */
   if (fail_text != NULL) xpu_faults_install(faults);
   if (delay_text != NULL) XPU_SetStreamDelayUs(delay);
+  if (threads_text != NULL) xpu_pool_configure(kernel_threads);
 
   xp->info.struct_size = PLUGGABLE_PLATFORM_INFO_EXT_STRUCT_SIZE;
   xp->info.type = PLUGGABLE_EXT_PLATFORM_INFO;

@@ -6,6 +6,12 @@
  * progress (the host in block_host_*, other workers in a wait) re-checks its condition. An
  * idle worker sleeps on its stream's work_cv, signalled by every enqueue: no polling.
  *
+ * Kernels (xpu_kernels*.c) enqueue a function and its heap argument (xpu_stream_enqueue_fn):
+ * the worker runs it without the device lock, then frees the argument; a function that
+ * reports an error puts the stream in its error state. Kernels find the device of the
+ * SP_Stream they are handed through a global registry of live streams, which also keeps the
+ * kernels' helper-thread pool alive while any stream exists.
+ *
  * A copy is a single memmove of the whole range; a memcpy_dtod whose source lies in a peer
  * device of the same platform (PLUGGABLE_PLATFORM_PEER_DTOD) is validated against that
  * device when it is enqueued and carries a pin on its arena mapping, dropped once it ran.
@@ -44,6 +50,7 @@ typedef enum OpKind {
   OP_TIMER_START,
   OP_TIMER_STOP,
   OP_CALLBACK,
+  OP_FN, /* kernel work: fn(arg), then free_arg(arg) */
 } OpKind;
 
 typedef struct XpuOp {
@@ -59,6 +66,7 @@ typedef struct XpuOp {
     struct { SP_Event event; uint64_t gen; } event; /* OP_RECORD, OP_WAIT */
     SP_Timer timer;
     struct { SE_StatusCallbackFn fn; void* arg; } callback;
+    struct { XpuStreamFn fn; void* arg; void (*free_arg)(void*); } work;
   } u;
 } XpuOp;
 
@@ -101,6 +109,12 @@ struct SP_Timer_st {
 
 static pthread_mutex_t g_timer_mu = PTHREAD_MUTEX_INITIALIZER;
 static XpuPtrSet g_timers;
+/* Every live SP_Stream of every device, for kernels, which get a stream but no device. A
+ * stream is listed from the end of create_stream until just before destroy_stream frees it,
+ * and a device outlives its streams, so while this lock is held a listed stream and its
+ * device are alive. Taken before a device's mu, never under it. */
+static pthread_mutex_t g_stream_registry_mu = PTHREAD_MUTEX_INITIALIZER;
+static XpuPtrSet g_live_streams;
 /* The stream whose worker runs on this thread, so re-entrant calls that would wait for the
  * calling worker itself fail instead of deadlocking. */
 static _Thread_local SP_Stream tl_worker_stream;
@@ -185,6 +199,10 @@ static void enqueue(SP_Stream s, XpuOp* op) {
 /* Drops the references a finished operation held and frees it. Under dev->mu. */
 static void op_release(XpuOp* op) {
   if (op->kind == OP_COPY) xpu_mapping_unref(op->u.copy.pin); /* normally already dropped */
+  if (op->kind == OP_FN && op->u.work.arg != NULL) { /* normally already freed by the worker */
+    if (op->u.work.free_arg != NULL) op->u.work.free_arg(op->u.work.arg);
+    else free(op->u.work.arg);
+  }
   if (op->kind == OP_RECORD || op->kind == OP_WAIT) event_unref(op->u.event.event);
   if (op->kind == OP_TIMER_START || op->kind == OP_TIMER_STOP) {
     pthread_mutex_lock(&g_timer_mu);
@@ -292,6 +310,22 @@ static void run_callback(SP_Stream s, XpuOp* op) {
   TF_DeleteStatus(cb_status);
 }
 
+/* Runs a kernel's function (unless the stream has failed) and frees its argument; an error
+ * it reports fails the stream. Called and returns with dev->mu held; the work runs without. */
+static void run_work(SP_Stream s, XpuOp* op, bool healthy) {
+  pthread_mutex_unlock(&s->dev->mu);
+  char message[768];
+  message[0] = '\0';
+  TF_Code code = healthy ? op->u.work.fn(op->u.work.arg, message, sizeof message) : TF_OK;
+  if (op->u.work.free_arg != NULL) op->u.work.free_arg(op->u.work.arg);
+  else free(op->u.work.arg);
+  op->u.work.arg = NULL;
+  pthread_mutex_lock(&s->dev->mu);
+  if (code != TF_OK) {
+    stream_fail(s, code, "%s", message[0] != '\0' ? message : op->name);
+  }
+}
+
 /* Executes one operation at the head of `s`. Called and returns with dev->mu held. */
 static void run_op(SP_Stream s, XpuOp* op) {
   XpuDevice* dev = s->dev;
@@ -350,6 +384,9 @@ static void run_op(SP_Stream s, XpuOp* op) {
       break;
     case OP_CALLBACK:
       run_callback(s, op);
+      break;
+    case OP_FN:
+      run_work(s, op, healthy);
       break;
   }
 }
@@ -421,6 +458,11 @@ static void xpu_create_stream(const SP_Device* device, SP_Stream* stream, TF_Sta
                rc != 0 ? strerror(rc) : "out of host memory");
     return;
   }
+  /* Not listed when out of memory: the stream still works, only kernels cannot find it. */
+  pthread_mutex_lock(&g_stream_registry_mu);
+  xpu_ptrset_insert(&g_live_streams, s);
+  pthread_mutex_unlock(&g_stream_registry_mu);
+  xpu_pool_retain();
   *stream = s;
 }
 
@@ -444,9 +486,13 @@ static void stream_destroy(XpuDevice* dev, SP_Stream s) {
   xpu_ptrset_remove(&dev->streams, s);
   pthread_cond_broadcast(&dev->state_cv);
   pthread_mutex_unlock(&dev->mu);
+  pthread_mutex_lock(&g_stream_registry_mu);
+  xpu_ptrset_remove(&g_live_streams, s);
+  pthread_mutex_unlock(&g_stream_registry_mu);
   pthread_cond_destroy(&s->work_cv);
   free(s->error_message);
   free(s);
+  xpu_pool_release();
 }
 
 /* SP_StreamExecutor.destroy_stream: finishes the queued work, joins the worker, frees. */
@@ -949,6 +995,51 @@ static TF_Bool xpu_host_callback(const SP_Device* device, SP_Stream stream,
   }
   pthread_mutex_unlock(&dev->mu);
   return op != NULL;
+}
+
+/* ---- kernel work ------------------------------------------------------------------------ */
+
+/* Releases a kernel's argument that will never reach the worker. */
+static void free_work_arg(void* arg, void (*free_arg)(void*)) {
+  if (arg == NULL) return;
+  if (free_arg != NULL) free_arg(arg);
+  else free(arg);
+}
+
+bool xpu_stream_enqueue_fn(SP_Stream stream, const char* name, XpuStreamFn fn, void* arg,
+                           void (*free_arg)(void*), const XpuDeviceRange* ranges,
+                           size_t range_count, TF_Status* status) {
+  /* Find and lock the stream's device while the registry keeps both alive. */
+  XpuDevice* dev = NULL;
+  pthread_mutex_lock(&g_stream_registry_mu);
+  if (stream != NULL && xpu_ptrset_contains(&g_live_streams, stream)) {
+    dev = stream->dev;
+    pthread_mutex_lock(&dev->mu);
+  }
+  pthread_mutex_unlock(&g_stream_registry_mu);
+  if (dev == NULL) {
+    xpu_status(status, TF_INVALID_ARGUMENT,
+               "%s: stream %p is not a live stream of an XPU device (TF_GetStream returned a "
+               "destroyed or foreign stream)", name, (void*)stream);
+    free_work_arg(arg, free_arg);
+    return false;
+  }
+  bool ok = stream_valid(dev, stream, name, status);
+  for (size_t i = 0; ok && i < range_count; i++) {
+    if (ranges[i].size == 0) continue;
+    ok = xpu_check_device_range(dev, ranges[i].ptr, ranges[i].size, name, ranges[i].role,
+                                status);
+  }
+  XpuOp* op = ok && fn != NULL ? op_new(OP_FN, name, status) : NULL;
+  if (op != NULL) {
+    op->u.work.fn = fn;
+    op->u.work.arg = arg;
+    op->u.work.free_arg = free_arg;
+    enqueue(stream, op);
+  }
+  pthread_mutex_unlock(&dev->mu);
+  if (op == NULL) free_work_arg(arg, free_arg);
+  return ok && (fn == NULL || op != NULL);
 }
 
 /* ---- wiring and teardown ---------------------------------------------------------------- */

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 
 from . import config, errors
-from .device import PluggableDevice
+from .devices import PluggableDevice
 from .errors import PluggableError, PluginLoadError, PluginLoadWarning
 from .loader import get_platform, load_plugin, manager
 
@@ -24,11 +24,12 @@ __all__ = ["config", "errors", "get_include", "load_plugin", "get_platform", "ge
            "PluggableDevice", "PluggableError", "PluginLoadError", "PluginLoadWarning",
            "tensor", "zeros", "empty", "Tensor", "DType", "bool_", "int8", "int16", "int32",
            "int64", "uint8", "uint16", "uint32", "uint64", "float16", "bfloat16", "float32",
-           "float64", "complex64", "complex128"]
+           "float64", "complex64", "complex128", "ops", "raw_ops", "device"]
 
 # Tensors need NumPy, which costs more to import than the rest of the package together:
 # they are imported on first use.
-_LAZY = {"tensor": "tensor", "zeros": "tensor", "empty": "tensor", "Tensor": "tensor",
+_LAZY = {"tensor": "tensors", "zeros": "tensors", "empty": "tensors", "Tensor": "tensors",
+         "ops": None, "raw_ops": None, "dispatch": None,
          "DType": "dtypes", "dtypes": None, "bool_": "dtypes", "int8": "dtypes",
          "int16": "dtypes", "int32": "dtypes", "int64": "dtypes", "uint8": "dtypes",
          "uint16": "dtypes", "uint32": "dtypes", "uint64": "dtypes", "float16": "dtypes",
@@ -55,6 +56,14 @@ def get_include() -> str:
         return installed
     # An editable install: the headers stay in the source tree.
     return os.path.join(os.path.dirname(os.path.dirname(here)), "include")
+
+
+def device(name):
+    """``with pluggable.device("/xpu:1"):`` runs the ops in the block on that device ("XPU",
+    "xpu:1", "/device:XPU:1", "CPU", ...). See `pluggable.dispatch`."""
+    from .dispatch import device as scope
+
+    return scope(name)
 
 
 def get_device(name: str) -> PluggableDevice:

@@ -7,13 +7,16 @@ import operator
 import os
 from typing import Any, Dict, List, Optional, Union
 
-from .device import parse_device_name
+from .devices import parse_device_name
 from .errors import InvalidArgumentError, NotFoundError
 from .loader import PluginRecord, manager
 
 __all__ = ["PhysicalDevice", "list_physical_devices", "get_device_details", "list_plugins",
            "set_subdevice_mapping", "set_memory_growth", "get_memory_growth",
-           "set_memory_limit", "get_memory_limit", "get_memory_info", "reset_memory_stats"]
+           "set_memory_limit", "get_memory_limit", "get_memory_info", "reset_memory_stats",
+           "set_soft_device_placement", "get_soft_device_placement",
+           "set_log_device_placement", "get_log_device_placement", "KernelInfo",
+           "list_kernels"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -167,3 +170,78 @@ def reset_memory_stats(device: Union[PhysicalDevice, str]) -> None:
     executor = _executor(device)
     if executor.allocator_created:
         executor.allocator.reset_peak()
+
+
+def set_soft_device_placement(enabled: bool) -> None:
+    """With soft placement (the default) an op whose device has no kernel for it runs on the
+    CPU, with a warning once per op; without, it raises `NotFoundError`."""
+    from . import dispatch
+
+    dispatch.set_soft_device_placement(enabled)
+
+
+def get_soft_device_placement() -> bool:
+    from . import dispatch
+
+    return dispatch.get_soft_device_placement()
+
+
+def set_log_device_placement(enabled: bool) -> None:
+    """Logs the device every op runs on (logger ``pluggable.placement``)."""
+    from . import dispatch
+
+    dispatch.set_log_device_placement(enabled)
+
+
+def get_log_device_placement() -> bool:
+    from . import dispatch
+
+    return dispatch.get_log_device_placement()
+
+
+@dataclasses.dataclass(frozen=True)
+class KernelInfo:
+    """One kernel: the op it implements, where, and for which types."""
+
+    op: str
+    device_type: str
+    kernel_name: str
+    type_constraints: Dict[str, tuple]  # attribute -> dtype names
+    host_memory: tuple
+    priority: int
+    label: str
+    source: str  # the plugin's path, or "pluggable (NumPy reference)"
+
+
+def list_kernels(op: Optional[str] = None, device_type: Optional[str] = None) -> List[KernelInfo]:
+    """The kernels registered for ``op`` on ``device_type`` (all when None), the CPU's NumPy
+    reference kernels included: the coverage matrix."""
+    from .dispatch import as_dtype_code
+    from .kernels import registered_kernels
+    from .op_defs import OPS
+
+    _manager()
+    wanted_type = device_type.upper() if device_type else None
+    out: List[KernelInfo] = []
+    if wanted_type in (None, "CPU"):
+        for name, definition in sorted(OPS.items()):
+            if op is None or op == name:
+                constraints = {a.name: tuple(t.name for t in a.allowed)
+                               for a in definition.attrs if a.kind == "type" and a.allowed}
+                out.append(KernelInfo(name, "CPU", f"{name}Op", constraints, (), 0, "",
+                                      "pluggable (NumPy reference)"))
+    for r in registered_kernels(op, wanted_type if wanted_type != "CPU" else None):
+        if wanted_type == "CPU":
+            break
+        constraints = {}
+        for attr, codes in sorted(r.constraints.items()):
+            names = []
+            for code in sorted(codes):
+                try:
+                    names.append(as_dtype_code(code).name)
+                except Exception:
+                    names.append(f"type code {code}")
+            constraints[attr] = tuple(names)
+        out.append(KernelInfo(r.op, r.device_type, r.kernel_name, constraints,
+                              tuple(sorted(r.host_memory)), r.priority, r.label, r.plugin))
+    return out

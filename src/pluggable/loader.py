@@ -181,7 +181,7 @@ class PluginManager:
     """Everything loaded: plugin records, platforms and device types. One per process."""
 
     def __init__(self):
-        from .device import DeviceRegistry
+        from .devices import DeviceRegistry
 
         self._lock = threading.RLock()
         self._discovered = False
@@ -258,6 +258,10 @@ class PluginManager:
         record.status = "loaded"
         for message in self.devices.add_platform(platform, record.priority, record):
             warnings.warn(message, PluginLoadWarning, stacklevel=4)
+        if library.kernel_init is not None:  # its device type is registered: now its kernels
+            from .kernels import load_kernels
+
+            load_kernels(platform, {p.device_type for p in self.platforms.all()})
         return platform
 
     def _fail(self, record: PluginRecord, key, step: str, reason: str,
@@ -285,6 +289,9 @@ class PluginManager:
     def shutdown(self) -> None:
         """Closes every device and executor, so no plugin thread outlives the interpreter."""
         with self._lock:
+            from . import kernels  # kernel instances may hold device memory: first
+
+            kernels.close_all()
             self.devices.close_all()
             for platform in self.platforms.all():
                 for executor in platform.executors:

@@ -67,6 +67,161 @@ TF_CAPI_EXPORT int pluggable_BFCCheck(PG_BFC* bfc, char* err, size_t n);
 TF_CAPI_EXPORT size_t pluggable_BFCSnapshot(PG_BFC* bfc, PG_BFCChunkInfo* out,
                                             size_t capacity);
 
+
+/* ---- Kernels (kernels.c, tensor.c) ---------------------------------------------------------
+ * The host side of TensorFlow's kernel C API (tensorflow/c/kernels.h). Plugins register
+ * kernels from their TF_InitKernel with TF_NewKernelBuilder + TF_RegisterKernelBuilder; the
+ * host finds them in the registry below, makes kernel instances (the plugin's create_func)
+ * and runs them (compute_func) with pluggable_KernelRun.
+ *
+ * Registry. Registrations are numbered 0, 1, 2, ... in the order they were made and are never
+ * removed (plugins are never unloaded), so an id and every pointer a PG_KernelInfo holds stay
+ * valid for the life of the process. A registration that failed (a malformed builder, a
+ * duplicate, TF_RegisterKernelBuilderWithKernelDef with a KernelDef) is kept too, with its
+ * error and never enabled, so that the host can tell the user. Thread-safe. */
+#include "tensorflow/c/tf_datatype.h"
+
+/* Attributes registrations made until pluggable_EndKernelRegistration to `source` (copied;
+ * the host passes the plugin's path) — call it around a plugin's TF_InitKernel. Sessions do
+ * not nest: a second Begin replaces the source. */
+TF_CAPI_EXPORT void pluggable_BeginKernelRegistration(const char* source);
+/* Ends the session; returns how many registrations (failed ones included) it made. */
+TF_CAPI_EXPORT int64_t pluggable_EndKernelRegistration(void);
+/* Number of registrations so far; ids are 0 .. count - 1. */
+TF_CAPI_EXPORT int64_t pluggable_KernelRegistrationCount(void);
+
+typedef struct PG_KernelInfo {
+  size_t struct_size;        /* set by the caller: PG_KERNEL_INFO_STRUCT_SIZE */
+  const char* op;            /* "" when the plugin passed NULL */
+  const char* device_type;
+  const char* kernel_name;
+  const char* label;         /* "" without TF_KernelBuilder_Label */
+  const char* source;        /* as given to pluggable_BeginKernelRegistration; "" outside one */
+  int32_t priority;
+  int32_t is_async;          /* made with TF_NewAsyncKernelBuilder */
+  int32_t enabled;           /* 1 when the host may use it */
+  int32_t error_code;        /* TF_OK, or the TF_Code the plugin's status got */
+  const char* error_message; /* "" when error_code is TF_OK */
+  int32_t num_constraints;   /* type constraints, one per attribute */
+  const char* const* constraint_attrs;     /* [num_constraints] attribute names */
+  const int32_t* constraint_num_types;     /* [num_constraints] */
+  const TF_DataType* const* constraint_types; /* [i][constraint_num_types[i]], in order */
+  int32_t num_host_memory_args;
+  const char* const* host_memory_args;     /* input/output argument names in host memory */
+} PG_KernelInfo;
+#define PG_KERNEL_INFO_STRUCT_SIZE TF_OFFSET_OF_END(PG_KernelInfo, host_memory_args)
+
+/* Fills `info` (fields ending within info->struct_size); 0, or -1 for an unknown id. */
+TF_CAPI_EXPORT int pluggable_KernelRegistrationInfo(int64_t id, PG_KernelInfo* info);
+/* Enables (1) or disables (0) a registration; 0, or -1 for an unknown id or for enabling a
+ * registration that failed. A disabled registration cannot be instantiated; instances made
+ * earlier keep working. */
+TF_CAPI_EXPORT int pluggable_KernelRegistrationSetEnabled(int64_t id, int enabled);
+
+/* ---- kernel instances ----
+ * Attribute values a kernel's create_func reads with TF_OpKernelConstruction_GetAttr*. */
+enum { PG_ATTR_INT = 0, PG_ATTR_FLOAT = 1, PG_ATTR_BOOL = 2, PG_ATTR_TYPE = 3,
+       PG_ATTR_STRING = 4 };
+
+typedef struct PG_Attr {
+  const char* name;
+  int32_t kind;    /* PG_ATTR_* */
+  int32_t is_list;
+  int64_t count;   /* number of values: 1 for a scalar, the length for a list */
+  /* int: int64_t[count]; float: float[count]; bool: TF_Bool[count];
+   * type: int32_t[count] (TF_DataType values); string: const char*[count] */
+  const void* values;
+  const uint64_t* lengths; /* string: byte length of each value (no NUL needed) */
+} PG_Attr;
+
+typedef struct PG_Kernel PG_Kernel;
+
+/* A kernel instance of registration `id` for node `node_name`, with `attrs` (all copied).
+ * Calls the plugin's create_func; if that reports failure (TF_OpKernelConstruction_Failure)
+ * calls delete_func on what it returned, as TensorFlow does, and returns NULL with the
+ * plugin's status. NULL with INVALID_ARGUMENT for an unknown id, duplicate or malformed
+ * attributes, FAILED_PRECONDITION for a disabled or failed registration. */
+TF_CAPI_EXPORT PG_Kernel* pluggable_KernelCreate(int64_t id, const char* node_name,
+                                                 const PG_Attr* attrs, int32_t num_attrs,
+                                                 TF_Status* status);
+/* Calls the plugin's delete_func and frees the instance. NULL is a no-op. Must not run
+ * while a pluggable_KernelRun of the instance is in progress. */
+TF_CAPI_EXPORT void pluggable_KernelDelete(PG_Kernel* kernel);
+
+/* ---- running a kernel ----
+ * One call per execution: pluggable_KernelRun(request). `request` is a flat array of
+ * int64_t words (pointers as integers), so that a host fills it in one step and the foreign
+ * call has a single argument:
+ *
+ *   header      PG_RUN_HEADER_WORDS words, indexed by PG_RUN_*
+ *   outputs     num_outputs words: the TF_DataType output i must have, ORed with
+ *               PG_RUN_OUTPUT_HOST_MEMORY when output i lives in host memory
+ *   inputs      per input: data, nbytes, dtype, host_memory (0/1), num_dims, dims[num_dims]
+ *
+ * Input data is borrowed for the duration of the call: the kernel sees it through
+ * TF_GetInput (data is device memory unless host_memory is set); the request itself must
+ * stay unchanged during the call. On success the `out` array of the header receives, per
+ * output, PG_OUT_HEADER_WORDS words indexed by PG_OUT_* followed by its dims; an output is
+ * one of:
+ *   - owned (PG_OUT_OWNED): fresh memory the caller now owns: device memory from the run's
+ *     BFC allocator (free with pluggable_BFCDeallocate) or, with PG_OUT_HOST_MEMORY, host
+ *     memory (free with pluggable_FreeHostMemory);
+ *   - an alias of input `aliased_input` (the kernel passed TF_SetOutput a view of that
+ *     input): the address lies inside that input's memory, nothing to free;
+ *   - empty (no elements): address 0, nbytes 0, aliased_input -1, not owned.
+ * An output the kernel shares with a tensor it keeps (or wrapped with TF_NewTensor) is
+ * copied into fresh memory, on the run's stream for device memory.
+ * Returns the TF_Code; on failure the header's `status` holds the kernel's (or the host's)
+ * message, every output allocated during the call has been freed, and `out` is
+ * unspecified. The kernel's own failures (TF_OpKernelContext_Failure, an unimplemented
+ * function) come back unchanged; an output the kernel never set is TF_INTERNAL, naming the
+ * output.
+ *
+ * Memory the kernel frees during the call (temporaries, replaced outputs) goes back to the
+ * BFC allocator at once: device work enqueued later on the same compute stream is the only
+ * work that can reuse it (TensorFlow's stream-ordered rule), so the host must run every
+ * kernel of a device on one compute stream, or order streams itself.
+ *
+ * Cheap: no allocation by the host for up to PG_RUN_INLINE_ARGS inputs and outputs. Several
+ * threads may run kernels (the same instance too) at once. */
+enum {
+  PG_RUN_KERNEL = 0,          /* PG_Kernel* */
+  PG_RUN_DEVICE,              /* const SP_Device* */
+  PG_RUN_STREAM_EXECUTOR,     /* const SP_StreamExecutor* (for copies of shared outputs) */
+  PG_RUN_STREAM,              /* SP_Stream, what TF_GetStream returns */
+  PG_RUN_ALLOCATOR,           /* PG_BFC* for device outputs and temporaries */
+  PG_RUN_DEVICE_ID,           /* TF_GetDeviceId */
+  PG_RUN_STEP_ID,             /* TF_StepId */
+  PG_RUN_NUM_INPUTS,
+  PG_RUN_NUM_OUTPUTS,
+  PG_RUN_OUT,                 /* int64_t* out: the output records */
+  PG_RUN_OUT_CAPACITY,        /* words of `out` */
+  PG_RUN_STATUS,              /* TF_Status*: the error, when the call fails */
+  PG_RUN_HEADER_WORDS
+};
+#define PG_RUN_OUTPUT_HOST_MEMORY ((int64_t)1 << 32)
+#define PG_RUN_INLINE_ARGS 8
+
+enum {
+  PG_OUT_ADDRESS = 0,
+  PG_OUT_NBYTES,
+  PG_OUT_DTYPE,
+  PG_OUT_FLAGS,               /* PG_OUT_OWNED | PG_OUT_HOST_MEMORY */
+  PG_OUT_ALIASED_INPUT,       /* -1 unless an alias */
+  PG_OUT_NUM_DIMS,
+  PG_OUT_HEADER_WORDS         /* then num_dims words */
+};
+#define PG_OUT_OWNED 1
+#define PG_OUT_HOST_MEMORY 2
+/* Outputs have at most this many dimensions (TensorFlow's TensorShape limit), so
+ * num_outputs * (PG_OUT_HEADER_WORDS + PG_MAX_OUTPUT_DIMS) words always suffice. */
+#define PG_MAX_OUTPUT_DIMS 254
+
+TF_CAPI_EXPORT int pluggable_KernelRun(const int64_t* request);
+
+/* Frees host memory the runtime handed over (host-memory outputs). NULL is a no-op. */
+TF_CAPI_EXPORT void pluggable_FreeHostMemory(void* data);
+
 #ifdef __cplusplus
 }
 #endif

@@ -37,6 +37,7 @@ class PluggableDevice:
         self.executor = executor
         self.platform = executor.platform
         self.name = f"/device:{device_type}:{index}"
+        self._lock = threading.Lock()
         streams = []
         try:
             for _ in range(4):
@@ -65,6 +66,36 @@ class PluggableDevice:
     def synchronize(self) -> None:
         """Waits until every stream of the device is done."""
         self.executor.synchronize_all_activity()
+
+    def synchronize_stream(self, stream: "Stream") -> None:
+        """Waits for one of the device's streams; raises the error of failed work on it,
+        after replacing the streams that failure left unusable."""
+        try:
+            stream.synchronize()
+        except Exception:
+            self.recover_streams()
+            raise
+
+    def check_stream(self, stream: "Stream") -> None:
+        """Raises if work on ``stream`` failed (after replacing the failed streams)."""
+        try:
+            stream.raise_if_error()
+        except Exception:
+            self.recover_streams()
+            raise
+
+    def recover_streams(self) -> None:
+        """Replaces every stream of the device whose status is an error (a plugin's stream
+        errors are sticky): the error was reported once, the device goes on working."""
+        with self._lock:
+            streams = list(self.streams)
+            for i, stream in enumerate(streams):
+                if stream.is_closed or stream.status().ok:
+                    continue
+                streams[i] = self.executor.create_stream()
+                stream.close()
+            (self.compute_stream, self.host_to_device_stream, self.device_to_host_stream,
+             self.device_to_device_stream) = streams
 
     def close(self) -> None:
         if self._closed:

@@ -24,7 +24,7 @@ import numpy as np
 
 from ._handle import finalizer
 from .abi.plugin_ext import PLUGGABLE_PLATFORM_PAGEABLE_ASYNC_COPY
-from .device import PluggableDevice, parse_device_name
+from .devices import PluggableDevice, parse_device_name
 from .dtypes import DType, as_dtype
 from .errors import FailedPreconditionError, InvalidArgumentError
 from .memory import DeviceMemory
@@ -86,13 +86,20 @@ class DeviceBuffer:
 
     __slots__ = ("executor", "address", "nbytes", "uses", "_finalizer", "__weakref__")
 
-    def __init__(self, executor: "StreamExecutor", nbytes: int):
+    def __init__(self, executor: "StreamExecutor", nbytes: int, address: Optional[int] = None):
         self.executor = executor
         self.nbytes = nbytes
-        self.address = executor.allocator.allocate(nbytes) if nbytes else 0
+        if address is None:
+            address = executor.allocator.allocate(nbytes) if nbytes else 0
+        self.address = address
         self.uses: List["Marker"] = []
         self._finalizer = finalizer(self, _release_buffer, executor, self.address,
-                                           self.uses) if nbytes else None
+                                    self.uses) if nbytes else None
+
+    @classmethod
+    def adopt(cls, executor: "StreamExecutor", address: int, nbytes: int) -> "DeviceBuffer":
+        """Takes ownership of an allocation a kernel made from the device's allocator."""
+        return cls(executor, nbytes, address)
 
     def memory(self) -> DeviceMemory:
         return DeviceMemory.unchecked(self.executor, self.address, self.nbytes)
@@ -189,21 +196,108 @@ class Tensor:
             return out
         if device.platform.has_capability(PLUGGABLE_PLATFORM_PAGEABLE_ASYNC_COPY):
             stream = device.device_to_host_stream
-            if self._ready is not None:
-                self._ready.make_wait(stream)
+            self._order_after_producer(device, stream)
             executor.memcpy_dtoh(stream, out, self._buffer.memory(), out.nbytes)
-            stream.synchronize()
+            device.synchronize_stream(stream)
         else:  # a synchronous copy may write to any host memory
-            if self._ready is not None:
-                self._ready.synchronize()
+            self._wait_for_producer(device)
             executor.sync_memcpy_dtoh(out, self._buffer.memory(), out.nbytes)
         return out
+
+    def _order_after_producer(self, device: PluggableDevice, stream) -> None:
+        """Makes ``stream`` wait for the work that produced this tensor: its marker, or the
+        device's compute stream for kernel outputs."""
+        if self._ready is not None:
+            self._ready.make_wait(stream)
+        else:
+            stream.wait_for(device.compute_stream)
+
+    def _wait_for_producer(self, device: PluggableDevice) -> None:
+        """Blocks the host until the work that produced this tensor is done."""
+        if self._ready is not None:
+            self._ready.synchronize()
+        else:
+            device.executor.event_manager.mark(device.compute_stream).synchronize()
 
     def __array__(self, dtype=None, copy=None):
         values = self.numpy()
         if dtype is not None:
             values = values.astype(dtype, copy=False)
         return values.copy() if copy else values
+
+    # -- operators: the op library's ops ------------------------------------------------------
+    __hash__ = None  # == is element-wise, as in TensorFlow 2 and NumPy
+
+    def _binary(self, op: str, other: Any, reverse: bool = False) -> "Tensor":
+        from .dispatch import execute
+
+        inputs = [other, self] if reverse else [self, other]
+        return execute(op, inputs)[0]
+
+    def __add__(self, other):
+        return self._binary("AddV2", other)
+
+    def __radd__(self, other):
+        return self._binary("AddV2", other, reverse=True)
+
+    def __sub__(self, other):
+        return self._binary("Sub", other)
+
+    def __rsub__(self, other):
+        return self._binary("Sub", other, reverse=True)
+
+    def __mul__(self, other):
+        return self._binary("Mul", other)
+
+    def __rmul__(self, other):
+        return self._binary("Mul", other, reverse=True)
+
+    def __truediv__(self, other):
+        return self._binary("RealDiv", other)
+
+    def __rtruediv__(self, other):
+        return self._binary("RealDiv", other, reverse=True)
+
+    def __matmul__(self, other):
+        from .ops import matmul
+
+        return matmul(self, other)
+
+    def __rmatmul__(self, other):
+        from .ops import matmul
+
+        return matmul(other, self)
+
+    def __neg__(self):
+        from .dispatch import execute
+
+        return execute("Neg", [self])[0]
+
+    def __abs__(self):
+        from .dispatch import execute
+
+        return execute("Abs", [self])[0]
+
+    def __eq__(self, other):
+        return self._binary("Equal", other)
+
+    def __lt__(self, other):
+        return self._binary("Less", other)
+
+    def __gt__(self, other):
+        return self._binary("Greater", other)
+
+    def __bool__(self) -> bool:
+        if self.size != 1:
+            raise ValueError(f"the truth value of a tensor of {self.size} elements is "
+                             f"ambiguous; use pluggable.ops.reduce_max/min or .numpy()")
+        return bool(self.numpy().reshape(()))
+
+    def __float__(self) -> float:
+        return float(self.numpy().reshape(()))
+
+    def __int__(self) -> int:
+        return int(self.numpy().reshape(()))
 
     def to(self, device: Any) -> "Tensor":
         """This tensor on ``device`` (itself if it is there already)."""
@@ -223,13 +317,13 @@ class Tensor:
 
     def _peer_copy(self, source: PluggableDevice, target: PluggableDevice) -> "Tensor":
         """A copy on the target's device-to-device stream, reading the source's memory."""
-        if self._ready is not None:
-            self._ready.synchronize()  # produced on another device: the host waits
+        self._wait_for_producer(source)  # produced on another device: the host waits
         executor = target.executor
         buffer = DeviceBuffer(executor, self.nbytes)
         if not self.nbytes:
             return Tensor(self._shape, self._dtype, target, buffer=buffer)
         stream = target.device_to_device_stream
+        stream.wait_for(target.compute_stream)  # the new memory may be in use there still
         try:
             executor.memcpy_dtod(stream, buffer.memory(), self._buffer.memory(), self.nbytes)
         except BaseException:
@@ -346,6 +440,7 @@ def _upload(array: np.ndarray, dtype: DType, device: PluggableDevice, owned: boo
         return Tensor(shape, dtype, device, buffer=buffer)
     stream = device.host_to_device_stream
     try:
+        stream.wait_for(device.compute_stream)  # the new memory may be in use there still
         if device.platform.has_capability(PLUGGABLE_PLATFORM_PAGEABLE_ASYNC_COPY):
             executor.memcpy_htod(stream, buffer.memory(), array, array.nbytes)
             done = _Keep(array)
@@ -369,7 +464,7 @@ def _upload(array: np.ndarray, dtype: DType, device: PluggableDevice, owned: boo
     if not owned:
         marker.synchronize()
         try:
-            stream.raise_if_error()
+            device.check_stream(stream)
         except BaseException:
             buffer.uses.clear()
             buffer.release_now()

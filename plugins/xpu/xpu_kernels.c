@@ -1,0 +1,546 @@
+/* xpu_kernels.c: the XPU plugin's kernel entry point (TF_InitKernel) and the machinery every
+ * kernel file shares: registration tables, attribute readers for create(), the compute()
+ * helpers that fetch inputs, allocate outputs and queue work on the stream, and NumPy
+ * broadcasting.
+ *
+ * Kernels use nothing but TensorFlow's kernel C API (tensorflow/c/kernels.h, tf_tensor.h):
+ * the host provides those functions when it loads the plugin, as TensorFlow would. The
+ * kernels themselves live in xpu_kernels_elementwise.c, xpu_kernels_shape.c,
+ * xpu_kernels_reduce.c and xpu_kernels_matmul.c (with the GEMM engine in
+ * xpu_kernels_gemm.c); README.md lists them with their types and semantics.
+ */
+#include "xpu_kernels.h"
+
+#include "tensorflow/c/kernels.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- entry point ------------------------------------------------------------------------ */
+
+__attribute__((visibility("default"))) void TF_InitKernel(void) {
+  xpu_register_elementwise_kernels();
+  xpu_register_shape_kernels();
+  xpu_register_reduction_kernels();
+  xpu_register_matmul_kernels();
+}
+
+/* ---- dtypes and registration ------------------------------------------------------------ */
+
+const TF_DataType xpu_types_F[] = {TF_FLOAT, TF_DOUBLE, 0};
+const TF_DataType xpu_types_N[] = {TF_FLOAT, TF_DOUBLE, TF_INT32, TF_INT64, 0};
+const TF_DataType xpu_types_NB[] = {TF_FLOAT, TF_DOUBLE, TF_INT32, TF_INT64, TF_BOOL, 0};
+const TF_DataType xpu_types_CAST[] = {TF_BOOL, TF_INT32, TF_INT64, TF_FLOAT, TF_DOUBLE, 0};
+const TF_DataType xpu_types_MATMUL[] = {TF_FLOAT, TF_DOUBLE, TF_INT32, TF_INT64, 0};
+const TF_DataType xpu_types_FIXED[] = {
+    TF_FLOAT,  TF_DOUBLE, TF_INT32,  TF_INT64,    TF_BOOL,   TF_HALF,   TF_BFLOAT16, TF_INT8,
+    TF_INT16,  TF_UINT8,  TF_UINT16, TF_UINT32,   TF_UINT64, TF_COMPLEX64, TF_COMPLEX128, 0};
+
+size_t xpu_dtype_size(TF_DataType dt) {
+  switch (dt) {
+    case TF_BOOL: case TF_INT8: case TF_UINT8: return 1;
+    case TF_HALF: case TF_BFLOAT16: case TF_INT16: case TF_UINT16: return 2;
+    case TF_FLOAT: case TF_INT32: case TF_UINT32: return 4;
+    case TF_DOUBLE: case TF_INT64: case TF_UINT64: case TF_COMPLEX64: return 8;
+    case TF_COMPLEX128: return 16;
+    default: return 0;
+  }
+}
+
+const char* xpu_dtype_name(TF_DataType dt) {
+  switch (dt) {
+    case TF_FLOAT: return "float";
+    case TF_DOUBLE: return "double";
+    case TF_INT32: return "int32";
+    case TF_INT64: return "int64";
+    case TF_BOOL: return "bool";
+    case TF_HALF: return "half";
+    case TF_BFLOAT16: return "bfloat16";
+    case TF_INT8: return "int8";
+    case TF_INT16: return "int16";
+    case TF_UINT8: return "uint8";
+    case TF_UINT16: return "uint16";
+    case TF_UINT32: return "uint32";
+    case TF_UINT64: return "uint64";
+    case TF_COMPLEX64: return "complex64";
+    case TF_COMPLEX128: return "complex128";
+    default: return "unsupported type";
+  }
+}
+
+/* Registers one builder for `def` with the given type constraints. */
+static void register_one(const XpuKernelDef* def, TF_DataType t1, TF_DataType t2,
+                         TF_Status* status) {
+  TF_KernelBuilder* b = TF_NewKernelBuilder(def->op, XPU_DEVICE_TYPE, def->create, def->compute,
+                                            xpu_kernel_delete);
+  if (b == NULL) return;
+  char name[128];
+  if (def->type_attr2 != NULL) {
+    snprintf(name, sizeof name, "XPU:%s:%s:%s", def->op, xpu_dtype_name(t1), xpu_dtype_name(t2));
+  } else if (def->type_attr != NULL) {
+    snprintf(name, sizeof name, "XPU:%s:%s", def->op, xpu_dtype_name(t1));
+  } else {
+    snprintf(name, sizeof name, "XPU:%s", def->op);
+  }
+  TF_SetStatus(status, TF_OK, "");
+  if (def->type_attr != NULL) TF_KernelBuilder_TypeConstraint(b, def->type_attr, t1, status);
+  if (TF_GetCode(status) == TF_OK && def->type_attr2 != NULL) {
+    TF_KernelBuilder_TypeConstraint(b, def->type_attr2, t2, status);
+  }
+  if (TF_GetCode(status) != TF_OK) {
+    TF_DeleteKernelBuilder(b);
+    return;
+  }
+  for (int i = 0; i < 2 && def->host_memory[i] != NULL; i++) {
+    TF_KernelBuilder_HostMemory(b, def->host_memory[i]);
+  }
+  /* TF_InitKernel cannot report anything: a refused registration leaves the op without an
+   * XPU kernel, which the host reports when the op is used. */
+  TF_RegisterKernelBuilder(name, b, status);
+}
+
+void xpu_register_defs(const XpuKernelDef* defs, size_t count) {
+  TF_Status* status = TF_NewStatus();
+  if (status == NULL) return;
+  for (size_t d = 0; d < count; d++) {
+    const XpuKernelDef* def = &defs[d];
+    if (def->type_attr == NULL) {
+      register_one(def, 0, 0, status);
+      continue;
+    }
+    for (const TF_DataType* t1 = def->types; *t1 != 0; t1++) {
+      if (def->type_attr2 == NULL) {
+        register_one(def, *t1, 0, status);
+        continue;
+      }
+      for (const TF_DataType* t2 = def->types2; *t2 != 0; t2++) register_one(def, *t1, *t2, status);
+    }
+  }
+  TF_DeleteStatus(status);
+}
+
+/* ---- create() helpers ------------------------------------------------------------------- */
+
+void* xpu_construction_fail(TF_OpKernelConstruction* k, const char* fmt, ...) {
+  char message[1024];
+  va_list args;
+  va_start(args, fmt);
+  vsnprintf(message, sizeof message, fmt, args);
+  va_end(args);
+  TF_Status* status = TF_NewStatus();
+  if (status != NULL) {
+    TF_SetStatus(status, TF_INVALID_ARGUMENT, message);
+    TF_OpKernelConstruction_Failure(k, status);
+    TF_DeleteStatus(status);
+  }
+  return NULL;
+}
+
+/* True when the node has attribute `name` (false too when the host cannot tell). */
+static bool has_attr(TF_OpKernelConstruction* k, const char* name, TF_Status* status) {
+  TF_SetStatus(status, TF_OK, "");
+  bool has = TF_OpKernelConstruction_HasAttr(k, name, status);
+  return has && TF_GetCode(status) == TF_OK;
+}
+
+bool xpu_attr_type(TF_OpKernelConstruction* k, const char* op, const char* name,
+                   TF_DataType* dt) {
+  TF_Status* status = TF_NewStatus();
+  if (status == NULL) return xpu_construction_fail(k, "%s: out of host memory", op) != NULL;
+  TF_OpKernelConstruction_GetAttrType(k, name, dt, status);
+  bool ok = TF_GetCode(status) == TF_OK;
+  if (!ok) xpu_construction_fail(k, "%s: attribute '%s': %s", op, name, TF_Message(status));
+  TF_DeleteStatus(status);
+  return ok;
+}
+
+bool xpu_attr_type_or(TF_OpKernelConstruction* k, const char* op, const char* name,
+                      TF_DataType dflt, TF_DataType* dt) {
+  TF_Status* status = TF_NewStatus();
+  if (status == NULL) return xpu_construction_fail(k, "%s: out of host memory", op) != NULL;
+  bool has = has_attr(k, name, status);
+  TF_DeleteStatus(status);
+  *dt = dflt;
+  return !has || xpu_attr_type(k, op, name, dt);
+}
+
+bool xpu_attr_bool(TF_OpKernelConstruction* k, const char* op, const char* name, bool dflt,
+                   bool* out) {
+  TF_Status* status = TF_NewStatus();
+  if (status == NULL) return xpu_construction_fail(k, "%s: out of host memory", op) != NULL;
+  bool ok = true;
+  *out = dflt;
+  if (has_attr(k, name, status)) {
+    TF_Bool v = 0;
+    TF_OpKernelConstruction_GetAttrBool(k, name, &v, status);
+    ok = TF_GetCode(status) == TF_OK;
+    if (ok) *out = v != 0;
+    else xpu_construction_fail(k, "%s: attribute '%s': %s", op, name, TF_Message(status));
+  }
+  TF_DeleteStatus(status);
+  return ok;
+}
+
+bool xpu_attr_string(TF_OpKernelConstruction* k, const char* op, const char* name,
+                     const char* dflt, char* buf, size_t size) {
+  TF_Status* status = TF_NewStatus();
+  if (status == NULL) return xpu_construction_fail(k, "%s: out of host memory", op) != NULL;
+  bool ok = true;
+  snprintf(buf, size, "%s", dflt);
+  if (has_attr(k, name, status)) {
+    int32_t list_size = 0, total_size = 0;
+    TF_OpKernelConstruction_GetAttrSize(k, name, &list_size, &total_size, status);
+    ok = TF_GetCode(status) == TF_OK;
+    if (ok && (total_size < 0 || (size_t)total_size >= size)) {
+      xpu_construction_fail(k, "%s: attribute '%s' is too long (%d bytes)", op, name,
+                            (int)total_size);
+      TF_DeleteStatus(status);
+      return false;
+    }
+    if (ok) TF_OpKernelConstruction_GetAttrString(k, name, buf, (size_t)total_size, status);
+    ok = ok && TF_GetCode(status) == TF_OK;
+    if (ok) buf[total_size] = '\0';
+    else xpu_construction_fail(k, "%s: attribute '%s': %s", op, name, TF_Message(status));
+  }
+  TF_DeleteStatus(status);
+  return ok;
+}
+
+bool xpu_attr_ints(TF_OpKernelConstruction* k, const char* op, const char* name, int64_t* vals,
+                   int max, int* n) {
+  TF_Status* status = TF_NewStatus();
+  if (status == NULL) return xpu_construction_fail(k, "%s: out of host memory", op) != NULL;
+  bool ok = true;
+  *n = -1;
+  if (has_attr(k, name, status)) {
+    int32_t list_size = 0, total_size = 0;
+    TF_OpKernelConstruction_GetAttrSize(k, name, &list_size, &total_size, status);
+    ok = TF_GetCode(status) == TF_OK;
+    if (ok && (list_size < 0 || list_size > max)) {
+      xpu_construction_fail(k, "%s: attribute '%s' must be a list of at most %d ints", op, name,
+                            max);
+      TF_DeleteStatus(status);
+      return false;
+    }
+    if (ok && list_size > 0) TF_OpKernelConstruction_GetAttrInt64List(k, name, vals, max, status);
+    ok = ok && TF_GetCode(status) == TF_OK;
+    if (ok) *n = list_size;
+    else xpu_construction_fail(k, "%s: attribute '%s': %s", op, name, TF_Message(status));
+  }
+  TF_DeleteStatus(status);
+  return ok;
+}
+
+void* xpu_kernel_new(TF_OpKernelConstruction* k, size_t size, const char* op, int code,
+                     const char* type_attr) {
+  XpuKernelBase* base = calloc(1, size);
+  if (base == NULL) return xpu_construction_fail(k, "%s: out of host memory", op);
+  base->op = op;
+  base->code = code;
+  if (type_attr != NULL && !xpu_attr_type(k, op, type_attr, &base->dtype)) {
+    free(base);
+    return NULL;
+  }
+  return base;
+}
+
+void xpu_kernel_delete(void* kernel) { free(kernel); }
+
+/* ---- compute() helpers ------------------------------------------------------------------ */
+
+bool xpu_fail(XpuCompute* c, TF_Code code, const char* fmt, ...) {
+  char reason[896];
+  va_list args;
+  va_start(args, fmt);
+  vsnprintf(reason, sizeof reason, fmt, args);
+  va_end(args);
+  if (!c->failed && c->status != NULL) {
+    char message[1024];
+    snprintf(message, sizeof message, "%s: %s", c->op, reason);
+    TF_SetStatus(c->status, code, message);
+    TF_OpKernelContext_Failure(c->ctx, c->status);
+  }
+  c->failed = true;
+  return false;
+}
+
+/* The name of input i for messages. */
+static const char* input_name(const XpuCompute* c, int i) {
+  return c->in_name != NULL && i < c->input_count ? c->in_name[i] : "input";
+}
+
+/* Reads a tensor's shape into *s; false when its rank is beyond XPU_MAX_RANK. */
+static bool read_shape(const TF_Tensor* t, XpuShape* s) {
+  int rank = TF_NumDims(t);
+  if (rank < 0 || rank > XPU_MAX_RANK) return false;
+  s->rank = rank;
+  s->count = 1;
+  for (int d = 0; d < rank; d++) {
+    s->dims[d] = TF_Dim(t, d);
+    s->count *= s->dims[d];
+  }
+  return true;
+}
+
+bool xpu_compute_begin(XpuCompute* c, TF_OpKernelContext* ctx, const char* op,
+                       const char* const* names, unsigned host_mask) {
+  memset(c, 0, sizeof *c);
+  c->ctx = ctx;
+  c->op = op;
+  c->in_name = names;
+  c->status = TF_NewStatus();
+  if (c->status == NULL) {
+    c->failed = true;
+    return false;
+  }
+  uint64_t call = xpu_fault_hit(XPU_FAULT_KERNEL);
+  if (call != 0) {
+    xpu_fault_status(c->status, XPU_FAULT_KERNEL, call, op);
+    TF_OpKernelContext_Failure(ctx, c->status);
+    c->failed = true;
+    return false;
+  }
+  int want = 0;
+  while (names != NULL && names[want] != NULL) want++;
+  int have = TF_NumInputs(ctx);
+  if (have != want || want > XPU_MAX_KERNEL_INPUTS) {
+    return xpu_fail(c, TF_INVALID_ARGUMENT, "expected %d inputs, got %d", want, have);
+  }
+  for (int i = 0; i < want; i++) {
+    TF_GetInput(ctx, i, &c->in[i], c->status);
+    if (TF_GetCode(c->status) != TF_OK || c->in[i] == NULL) {
+      c->in[i] = NULL;
+      return xpu_fail(c, TF_GetCode(c->status) != TF_OK ? TF_GetCode(c->status) : TF_INTERNAL,
+                      "cannot read input %d ('%s'): %s", i, names[i], TF_Message(c->status));
+    }
+    c->input_count = i + 1;
+    c->in_host[i] = (host_mask >> i) & 1u;
+    if (!read_shape(c->in[i], &c->in_shape[i])) {
+      return xpu_fail(c, TF_INVALID_ARGUMENT, "'%s' has rank %d; XPU kernels support up to %d",
+                      names[i], TF_NumDims(c->in[i]), XPU_MAX_RANK);
+    }
+    if (c->in_shape[i].count > 0 && TF_TensorData(c->in[i]) == NULL) {
+      return xpu_fail(c, TF_INVALID_ARGUMENT, "'%s' has no data", names[i]);
+    }
+  }
+  return true;
+}
+
+void xpu_compute_end(XpuCompute* c) {
+  for (int i = 0; i < XPU_MAX_KERNEL_INPUTS; i++) {
+    if (c->in[i] != NULL) TF_DeleteTensor(c->in[i]);
+  }
+  for (int i = 0; i < XPU_MAX_KERNEL_OUTPUTS; i++) {
+    if (c->out[i] != NULL) TF_DeleteTensor(c->out[i]);
+  }
+  if (c->status != NULL) TF_DeleteStatus(c->status);
+  memset(c, 0, sizeof *c);
+}
+
+bool xpu_check_dtype(XpuCompute* c, int i, TF_DataType want) {
+  TF_DataType got = TF_TensorType(c->in[i]);
+  if (got == want) return true;
+  return xpu_fail(c, TF_INVALID_ARGUMENT, "'%s' has type %s, expected %s", input_name(c, i),
+                  xpu_dtype_name(got), xpu_dtype_name(want));
+}
+
+bool xpu_alloc_output(XpuCompute* c, int i, TF_DataType dt, const XpuShape* shape) {
+  size_t bytes = (size_t)shape->count * xpu_dtype_size(dt);
+  TF_SetStatus(c->status, TF_OK, "");
+  TF_Tensor* t = TF_AllocateOutput(c->ctx, i, dt, shape->dims, shape->rank, bytes, c->status);
+  if (TF_GetCode(c->status) != TF_OK || t == NULL) {
+    if (t != NULL) TF_DeleteTensor(t);
+    return xpu_fail(c, TF_GetCode(c->status) != TF_OK ? TF_GetCode(c->status)
+                                                        : TF_RESOURCE_EXHAUSTED,
+                    "cannot allocate output %d (%zu bytes): %s", i, bytes, TF_Message(c->status));
+  }
+  c->out[i] = t;
+  if (i >= c->output_count) c->output_count = i + 1;
+  if (bytes > 0 && TF_TensorData(t) == NULL) {
+    return xpu_fail(c, TF_INTERNAL, "output %d has no data", i);
+  }
+  return true;
+}
+
+bool xpu_forward_input(XpuCompute* c, int input, int output) {
+  TF_SetStatus(c->status, TF_OK, "");
+  TF_SetOutput(c->ctx, output, c->in[input], c->status);
+  if (TF_GetCode(c->status) == TF_OK) return true;
+  return xpu_fail(c, TF_GetCode(c->status), "cannot set output %d: %s", output,
+                  TF_Message(c->status));
+}
+
+bool xpu_host_ints(XpuCompute* c, int i, int64_t* vals, int max, int* n) {
+  const TF_Tensor* t = c->in[i];
+  TF_DataType dt = TF_TensorType(t);
+  const XpuShape* s = &c->in_shape[i];
+  if (dt != TF_INT32 && dt != TF_INT64) {
+    return xpu_fail(c, TF_INVALID_ARGUMENT, "'%s' must be int32 or int64, not %s",
+                    input_name(c, i), xpu_dtype_name(dt));
+  }
+  if (s->rank > 1) {
+    return xpu_fail(c, TF_INVALID_ARGUMENT, "'%s' must be a scalar or a vector, not rank %d",
+                    input_name(c, i), s->rank);
+  }
+  if (s->count > max) {
+    return xpu_fail(c, TF_INVALID_ARGUMENT, "'%s' has %" PRId64 " elements; at most %d allowed",
+                    input_name(c, i), s->count, max);
+  }
+  const void* data = TF_TensorData(t);
+  for (int64_t k = 0; k < s->count; k++) {
+    vals[k] = dt == TF_INT32 ? ((const int32_t*)data)[k] : ((const int64_t*)data)[k];
+  }
+  *n = (int)s->count;
+  return true;
+}
+
+bool xpu_compute_enqueue(XpuCompute* c, XpuStreamFn fn, void* arg, void (*free_arg)(void*)) {
+  TF_SetStatus(c->status, TF_OK, "");
+  SP_Stream stream = TF_GetStream(c->ctx, c->status);
+  if (TF_GetCode(c->status) != TF_OK || stream == NULL) {
+    if (arg != NULL) {
+      if (free_arg != NULL) free_arg(arg);
+      else free(arg);
+    }
+    return xpu_fail(c, TF_INVALID_ARGUMENT, "no XPU stream for the kernel: %s",
+                    TF_GetCode(c->status) != TF_OK ? TF_Message(c->status)
+                                                   : "TF_GetStream returned NULL");
+  }
+  static const char* const kOutputRoles[XPU_MAX_KERNEL_OUTPUTS] = {"output 0", "output 1"};
+  XpuDeviceRange ranges[XPU_MAX_KERNEL_INPUTS + XPU_MAX_KERNEL_OUTPUTS];
+  size_t n = 0;
+  for (int i = 0; i < c->input_count; i++) {
+    if (c->in_host[i]) continue;
+    ranges[n++] = (XpuDeviceRange){TF_TensorData(c->in[i]), TF_TensorByteSize(c->in[i]),
+                                   input_name(c, i)};
+  }
+  for (int i = 0; i < c->output_count; i++) {
+    if (c->out[i] == NULL) continue;
+    ranges[n++] = (XpuDeviceRange){TF_TensorData(c->out[i]), TF_TensorByteSize(c->out[i]),
+                                   kOutputRoles[i]};
+  }
+  if (!xpu_stream_enqueue_fn(stream, c->op, fn, arg, free_arg, ranges, n, c->status)) {
+    c->failed = true;
+    TF_OpKernelContext_Failure(c->ctx, c->status);
+    return false;
+  }
+  return true;
+}
+
+/* ---- shapes, broadcasting, task splitting ----------------------------------------------- */
+
+const char* xpu_shape_str(const XpuShape* s, char* buf, size_t size) {
+  size_t used = 0;
+  buf[0] = '\0';
+  used += (size_t)snprintf(buf, size, "[");
+  for (int d = 0; d < s->rank && used < size; d++) {
+    used += (size_t)snprintf(buf + used, size - used, "%s%" PRId64, d ? "," : "", s->dims[d]);
+  }
+  if (used < size) snprintf(buf + used, size - used, "]");
+  if (used >= size && size > 4) memcpy(buf + size - 4, "...", 4);
+  return buf;
+}
+
+bool xpu_broadcast(int n, const XpuShape* const* shapes, XpuShape* out_shape, XpuBroadcast* bc) {
+  int rank = 0;
+  for (int k = 0; k < n; k++) {
+    if (shapes[k]->rank > rank) rank = shapes[k]->rank;
+  }
+  /* dims[k][d]: operand k's dim under output dim d (1 where it has fewer dims). */
+  int64_t dims[3][XPU_MAX_RANK];
+  out_shape->rank = rank;
+  out_shape->count = 1;
+  for (int d = 0; d < rank; d++) {
+    int64_t out = 1;
+    for (int k = 0; k < n; k++) {
+      int pad = rank - shapes[k]->rank;
+      dims[k][d] = d < pad ? 1 : shapes[k]->dims[d - pad];
+      if (dims[k][d] == 1) continue;
+      if (out == 1) out = dims[k][d];
+      else if (dims[k][d] != out) return false;
+    }
+    out_shape->dims[d] = out;
+    out_shape->count *= out;
+  }
+  memset(bc, 0, sizeof *bc);
+  bc->operands = n;
+  bc->count = out_shape->count;
+  /* Collapse: skip size-1 output dims, merge neighbours with the same broadcast pattern. */
+  unsigned prev_mask = 0;
+  for (int d = 0; d < rank; d++) {
+    int64_t out = out_shape->dims[d];
+    if (out == 1) continue;
+    unsigned mask = 0;
+    for (int k = 0; k < n; k++) mask |= (dims[k][d] == 1 ? 1u : 0u) << k;
+    if (bc->rank > 0 && mask == prev_mask) {
+      bc->dims[bc->rank - 1] *= out;
+    } else {
+      bc->dims[bc->rank] = out;
+      for (int k = 0; k < n; k++) bc->strides[k][bc->rank] = (mask >> k) & 1u; /* temp flag */
+      bc->rank++;
+    }
+    prev_mask = mask;
+  }
+  for (int k = 0; k < n; k++) {
+    int64_t running = 1;
+    for (int d = bc->rank - 1; d >= 0; d--) {
+      bool broadcast = bc->strides[k][d] != 0;
+      bc->strides[k][d] = broadcast ? 0 : running;
+      if (!broadcast) running *= bc->dims[d];
+    }
+  }
+  return true;
+}
+
+bool xpu_broadcast_walk(const XpuBroadcast* bc, int64_t begin, int64_t end, XpuBroadcastRun run,
+                        void* ctx) {
+  int64_t offs[3] = {0, 0, 0}, inner[3] = {0, 0, 0};
+  if (begin >= end) return true;
+  int r = bc->rank;
+  if (r == 0) return run(ctx, offs, inner, 0, 1);
+  int64_t idx[XPU_MAX_RANK];
+  int64_t rem = begin;
+  for (int d = r - 1; d >= 0; d--) {
+    idx[d] = rem % bc->dims[d];
+    rem /= bc->dims[d];
+  }
+  for (int k = 0; k < bc->operands; k++) {
+    for (int d = 0; d < r; d++) offs[k] += idx[d] * bc->strides[k][d];
+    inner[k] = bc->strides[k][r - 1];
+  }
+  bool ok = true;
+  int64_t pos = begin;
+  while (pos < end) {
+    int64_t count = bc->dims[r - 1] - idx[r - 1];
+    if (count > end - pos) count = end - pos;
+    if (!run(ctx, offs, inner, pos, count)) ok = false;
+    pos += count;
+    idx[r - 1] += count;
+    for (int k = 0; k < bc->operands; k++) offs[k] += count * inner[k];
+    for (int d = r - 1; d > 0 && idx[d] == bc->dims[d]; d--) {
+      idx[d] = 0;
+      idx[d - 1]++;
+      for (int k = 0; k < bc->operands; k++) {
+        offs[k] += bc->strides[k][d - 1] - bc->dims[d] * bc->strides[k][d];
+      }
+    }
+  }
+  return ok;
+}
+
+int64_t xpu_task_count(int64_t count, int64_t grain) {
+  if (grain < 1) grain = 1;
+  if (count < 2 * grain) return 1;
+  int64_t tasks = count / grain;
+  return tasks > 4096 ? 4096 : tasks;
+}
+
+void xpu_task_range(int64_t count, int64_t tasks, int64_t t, int64_t* begin, int64_t* end) {
+  /* Even split; the arithmetic avoids overflow for any count below 2^62. */
+  int64_t q = count / tasks, r = count % tasks;
+  *begin = t * q + (t < r ? t : r);
+  *end = *begin + q + (t < r ? 1 : 0);
+}

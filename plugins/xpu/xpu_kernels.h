@@ -1,0 +1,235 @@
+/* xpu_kernels.h: what the XPU kernel files (xpu_kernels*.c) share: shapes, NumPy
+ * broadcasting, the compute()-time helpers around TensorFlow's kernel C API, attribute
+ * readers, registration tables and the GEMM engine.
+ *
+ * Every kernel follows the same pattern. create() reads the node's attributes (an op-specific
+ * create function per op, since TensorFlow's create callback does not say which op it is
+ * for). compute() opens an XpuCompute (counts the `kernel` fault kind, fetches the inputs),
+ * validates shapes and host-memory arguments synchronously, allocates the outputs, packs
+ * everything the device work needs (pointers, shapes, attribute values) into one heap
+ * argument and hands it to xpu_compute_enqueue, which checks the stream and the device
+ * buffers and queues the work on the stream; the worker runs it later. compute() never waits
+ * for the stream. Hidden like everything else in xpu_internal.h.
+ */
+#ifndef XPU_KERNELS_H_
+#define XPU_KERNELS_H_
+
+#include "xpu_internal.h"
+
+#include "tensorflow/c/tf_datatype.h"
+#include "tensorflow/c/tf_tensor.h"
+
+/* The kernel API's opaque types. Only xpu_kernels.c includes tensorflow/c/kernels.h:
+ * TensorFlow's copy defines a const object (TF_InputRange_Args_STRUCT_SIZE) in every C file
+ * that includes it, which would clash at link time; the kernel files reach the kernel API
+ * through the helpers below. (Repeating a typedef is valid C11.) */
+typedef struct TF_OpKernelConstruction TF_OpKernelConstruction;
+typedef struct TF_OpKernelContext TF_OpKernelContext;
+
+#pragma GCC visibility push(hidden)
+
+/* Highest tensor rank the kernels accept (TensorFlow allows 254; more is INVALID_ARGUMENT). */
+#define XPU_MAX_RANK 64
+/* Element counts below this run on the stream worker alone; larger ones are split into tasks
+ * of about this many elements for the helper-thread pool. */
+#define XPU_PARALLEL_GRAIN 32768
+
+/* ---- shapes and NumPy broadcasting (xpu_kernels.c) -------------------------------------- */
+
+typedef struct XpuShape {
+  int rank;
+  int64_t dims[XPU_MAX_RANK];
+  int64_t count; /* product of dims; 1 for a scalar */
+} XpuShape;
+
+/* Up to three operands broadcast to one output, with the output's dims collapsed: dims of
+ * size 1 dropped and neighbouring dims merged where every operand is either contiguous over
+ * both or broadcast over both. strides[k][d] is operand k's element stride along collapsed
+ * dim d (0 where it is broadcast); the innermost stride is 0 or 1. */
+typedef struct XpuBroadcast {
+  int operands;
+  int rank; /* collapsed; 0 for a scalar output */
+  int64_t dims[XPU_MAX_RANK];
+  int64_t strides[3][XPU_MAX_RANK];
+  int64_t count; /* output elements */
+} XpuBroadcast;
+
+/* NumPy broadcasting of `n` (1..3) shapes into *out_shape and *bc; false when some dim
+ * neither matches nor is 1. */
+bool xpu_broadcast(int n, const XpuShape* const* shapes, XpuShape* out_shape, XpuBroadcast* bc);
+
+/* Called for each run of output elements [out, out + count) that is contiguous in the output;
+ * offs[k] is operand k's element offset at the run's start and inner[k] its stride (0 or 1)
+ * within the run. Returns false to report an error (the walk goes on). */
+typedef bool (*XpuBroadcastRun)(void* ctx, const int64_t* offs, const int64_t* inner,
+                                int64_t out, int64_t count);
+/* Walks output elements [begin, end) of `bc` in order, in runs; false if a run failed. */
+bool xpu_broadcast_walk(const XpuBroadcast* bc, int64_t begin, int64_t end, XpuBroadcastRun run,
+                        void* ctx);
+
+/* Formats a shape as "[2,3]" into buf (truncated with "..." when too long). */
+const char* xpu_shape_str(const XpuShape* s, char* buf, size_t size);
+
+/* Splits [0, count) into tasks of about `grain` items (one task when count < 2 * grain), the
+ * same for any number of threads; xpu_task_range gives task t's [begin, end). */
+int64_t xpu_task_count(int64_t count, int64_t grain);
+void xpu_task_range(int64_t count, int64_t tasks, int64_t t, int64_t* begin, int64_t* end);
+
+/* Bytes per element of the fixed-size types the kernels handle; 0 for others. */
+size_t xpu_dtype_size(TF_DataType dt);
+/* "float", "int32", ... for messages. */
+const char* xpu_dtype_name(TF_DataType dt);
+
+/* ---- compute() helpers (xpu_kernels.c) -------------------------------------------------- */
+
+#define XPU_MAX_KERNEL_INPUTS 4
+#define XPU_MAX_KERNEL_OUTPUTS 2
+
+/* One compute() call in progress. */
+typedef struct XpuCompute {
+  TF_OpKernelContext* ctx;
+  const char* op;
+  TF_Status* status;
+  int input_count;
+  const char* const* in_name; /* the op's input names, for messages */
+  TF_Tensor* in[XPU_MAX_KERNEL_INPUTS];
+  XpuShape in_shape[XPU_MAX_KERNEL_INPUTS];
+  bool in_host[XPU_MAX_KERNEL_INPUTS]; /* host-memory input: not a device buffer */
+  int output_count;
+  TF_Tensor* out[XPU_MAX_KERNEL_OUTPUTS];
+  bool failed;
+} XpuCompute;
+
+/* Starts compute() of `op` with the inputs named in `names` (NULL-terminated; host_mask bit
+ * i: input i is a host-memory input): counts the `kernel` fault kind, fetches the inputs and
+ * their shapes. False (after reporting the failure through TF_OpKernelContext_Failure) when
+ * compute() must stop; call xpu_compute_end in every case. */
+bool xpu_compute_begin(XpuCompute* c, TF_OpKernelContext* ctx, const char* op,
+                       const char* const* names, unsigned host_mask);
+/* Releases the tensors and the status. */
+void xpu_compute_end(XpuCompute* c);
+/* Fails compute() with `code` and a message; always returns false. */
+bool xpu_fail(XpuCompute* c, TF_Code code, const char* fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Checks input i's dtype (e.g. against the T attribute); false after failing. */
+bool xpu_check_dtype(XpuCompute* c, int i, TF_DataType want);
+/* Allocates output i; false after failing. Its data pointer is xpu_data(c->out[i]). */
+bool xpu_alloc_output(XpuCompute* c, int i, TF_DataType dt, const XpuShape* shape);
+/* Makes output `output` the input tensor `input` itself (no copy); false after failing. */
+bool xpu_forward_input(XpuCompute* c, int input, int output);
+/* Reads host-memory integer input i (int32 or int64, scalar or vector) into vals (at most
+ * `max`), *n = element count; false after failing. */
+bool xpu_host_ints(XpuCompute* c, int i, int64_t* vals, int max, int* n);
+/* Queues fn(arg) on the kernel's stream (TF_GetStream), after checking that the device
+ * inputs and outputs lie in the stream's device memory. Takes ownership of arg (free_arg or
+ * free). With fn == NULL (nothing to compute: empty outputs) only the stream is checked. */
+bool xpu_compute_enqueue(XpuCompute* c, XpuStreamFn fn, void* arg, void (*free_arg)(void*));
+
+static inline void* xpu_data(const TF_Tensor* t) { return TF_TensorData(t); }
+
+/* ---- create() helpers (xpu_kernels.c) --------------------------------------------------- */
+
+/* The per-instance state of kernels that need only their op name and dtype. */
+typedef struct XpuKernelBase {
+  const char* op;
+  int code;          /* op-specific selector (which binary op, ...) */
+  TF_DataType dtype; /* the T attribute (or the op's main type attribute) */
+} XpuKernelBase;
+
+/* Reads type attribute `name` into *dt; false after TF_OpKernelConstruction_Failure. */
+bool xpu_attr_type(TF_OpKernelConstruction* k, const char* op, const char* name,
+                   TF_DataType* dt);
+/* Reads type attribute `name`, or `dflt` when the node does not have it. */
+bool xpu_attr_type_or(TF_OpKernelConstruction* k, const char* op, const char* name,
+                      TF_DataType dflt, TF_DataType* dt);
+/* Reads bool attribute `name`, or `dflt` when the node does not have it. */
+bool xpu_attr_bool(TF_OpKernelConstruction* k, const char* op, const char* name, bool dflt,
+                   bool* out);
+/* Reads string attribute `name` (NUL-terminated into buf), or `dflt` when absent. */
+bool xpu_attr_string(TF_OpKernelConstruction* k, const char* op, const char* name,
+                     const char* dflt, char* buf, size_t size);
+/* Reads int-list attribute `name` (at most max values, *n = length); when absent, *n = -1. */
+bool xpu_attr_ints(TF_OpKernelConstruction* k, const char* op, const char* name, int64_t* vals,
+                   int max, int* n);
+/* Fails construction with INVALID_ARGUMENT; returns NULL. */
+void* xpu_construction_fail(TF_OpKernelConstruction* k, const char* fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* Allocates an XpuKernelBase (or a larger struct of `size` bytes starting with one) with
+ * dtype read from `type_attr` (none when NULL); NULL after failing construction. */
+void* xpu_kernel_new(TF_OpKernelConstruction* k, size_t size, const char* op, int code,
+                     const char* type_attr);
+/* delete_func for every kernel: the state is one malloc'ed block. */
+void xpu_kernel_delete(void* kernel);
+
+/* ---- registration (xpu_kernels.c) ------------------------------------------------------- */
+
+/* One kernel registration: `op` on "XPU" for every dtype in `types` (type attribute
+ * `type_attr`; with `type_attr2`, for every pair of types x types2), and the host-memory
+ * arguments listed. */
+typedef struct XpuKernelDef {
+  const char* op;
+  void* (*create)(TF_OpKernelConstruction*);
+  void (*compute)(void*, TF_OpKernelContext*);
+  const char* type_attr;
+  const TF_DataType* types;
+  const char* type_attr2;
+  const TF_DataType* types2;
+  const char* host_memory[2];
+} XpuKernelDef;
+
+/* Type lists, each terminated by 0 (not a valid TF_DataType). */
+extern const TF_DataType xpu_types_F[];     /* float, double */
+extern const TF_DataType xpu_types_N[];     /* float, double, int32, int64 */
+extern const TF_DataType xpu_types_NB[];    /* N + bool */
+extern const TF_DataType xpu_types_CAST[];  /* bool, int32, int64, float, double */
+extern const TF_DataType xpu_types_FIXED[]; /* every fixed-size type (Identity) */
+extern const TF_DataType xpu_types_MATMUL[];/* float, double, int32, int64 */
+
+void xpu_register_defs(const XpuKernelDef* defs, size_t count);
+
+/* Each kernel file's registration function, called by TF_InitKernel. */
+void xpu_register_elementwise_kernels(void);
+void xpu_register_shape_kernels(void);
+void xpu_register_reduction_kernels(void);
+void xpu_register_matmul_kernels(void);
+
+/* ---- the GEMM engine (xpu_kernels_gemm.c) ----------------------------------------------- */
+
+/* The geometry of Conv2D's im2col view of its input: row r = (n, oh, ow) of the output, column
+ * p = (kh, kw, c) of the HWIO filter; the element is the input pixel under that filter tap, or
+ * 0 in the padding. */
+typedef struct XpuConvGeometry {
+  int64_t batch, in_h, in_w, in_c;
+  int64_t k_h, k_w;
+  int64_t out_h, out_w;
+  int64_t stride_h, stride_w, dil_h, dil_w;
+  int64_t pad_top, pad_left;
+} XpuConvGeometry;
+
+/* C[m x n] = A[m x k] * B[k x n], for `batches` independent products. A is read as
+ * a[batch_a[b] + i * a_rs + p * a_cs] (or through `conv`, the im2col view of the input at
+ * a + batch_a[b], when not NULL), B as b[batch_b[b] + p * b_rs + j * b_cs] and C is written at
+ * c[b * m * ldc + i * ldc + j] (ldc = n). batch_a / batch_b are element offsets (NULL: 0 for
+ * every batch). dt is TF_FLOAT or TF_DOUBLE. Splits into tasks for the pool when large. */
+typedef struct XpuGemm {
+  TF_DataType dtype;
+  int64_t m, n, k;
+  int64_t batches;
+  const void* a;
+  int64_t a_rs, a_cs;
+  const int64_t* batch_a;
+  const XpuConvGeometry* conv;
+  const void* b;
+  int64_t b_rs, b_cs;
+  const int64_t* batch_b;
+  void* c;
+} XpuGemm;
+
+/* False when the packing buffers could not be allocated (C is then incomplete). */
+bool xpu_gemm(const XpuGemm* g);
+/* The micro-kernel variant in use: "avx512", "avx2" or "generic". */
+const char* xpu_gemm_isa(void);
+
+#pragma GCC visibility pop
+
+#endif /* XPU_KERNELS_H_ */

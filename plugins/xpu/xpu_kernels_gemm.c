@@ -1,0 +1,376 @@
+/* xpu_kernels_gemm.c: the GEMM engine behind MatMul, BatchMatMulV2 and Conv2D (float and
+ * double).
+ *
+ * The classic cache-blocked structure (Goto / BLIS): C is cut into tiles of MC x NC, each a
+ * task for the helper-thread pool. A task walks K in blocks of KC; for each block it packs
+ * the B block (KC x NC) into micro-panels of NR columns and the A block (MC x KC) into
+ * micro-panels of MR rows, zero-padded, so that the micro-kernel reads both sequentially.
+ * The micro-kernel keeps an MR x NR block of C in vector registers and, for every k, adds
+ * the outer product of an A column (broadcast scalars) and a B row (NR / lanes vectors):
+ * MR * NR / lanes fused multiply-adds per k. A micro-panel of B (KC x NR) stays in L1 while
+ * all A micro-panels of the block (in L2) stream past it.
+ *
+ * The micro-kernels are written with GCC vector extensions and compiled three times: for
+ * AVX-512F (zmm, 32 registers), for AVX2+FMA (ymm, 16 registers) and for baseline x86-64 /
+ * any other CPU (16-byte vectors); the best one the CPU supports is picked at run time
+ * (XPU_KERNEL_ISA=generic|avx2|avx512 forces one, for tests), so the plugin needs no
+ * -march flag. Each task packs its own blocks (B blocks are re-packed once per row of tiles,
+ * a few percent of the work), which keeps tasks independent: every element of C is computed
+ * by one task, in the same order, whatever the number of threads, so results are
+ * deterministic. The KC blocking and fused multiply-adds make float results differ from a
+ * naive dot product by normal rounding (relative error ~ sqrt(k) * 2^-24).
+ *
+ * Conv2D's A operand is its input seen through im2col (XpuConvGeometry): the A packer reads
+ * filter taps straight from the NHWC input (zeros in the padding), so the im2col matrix is
+ * never materialized.
+ */
+#include "xpu_kernels.h"
+
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- micro-kernels ---------------------------------------------------------------------- */
+
+/* acc[MR x NR] = sum_p a[p * MR + i] * b[p * NR + j]; then C = acc (or C += acc). */
+typedef void (*MicroKernel)(int64_t kc, const void* a, const void* b, void* c, int64_t ldc,
+                            int accumulate);
+
+/* Defines micro-kernel NAME for element type T, vector type V of W lanes, MR rows and NV
+ * vectors per row (NR = NV * W), compiled with target attribute TARGET. */
+#define DEFINE_MICRO_KERNEL(NAME, TARGET, T, V, W, MR, NV)                               \
+  TARGET static void NAME(int64_t kc, const void* av, const void* bv, void* cv,          \
+                          int64_t ldc, int accumulate) {                                 \
+    const T* a = av;                                                                     \
+    const T* b = bv;                                                                     \
+    T* c = cv;                                                                           \
+    V acc[MR][NV];                                                                       \
+    _Pragma("GCC unroll 16") for (int i = 0; i < MR; i++) {                              \
+      _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) acc[i][v] = (V){0};           \
+    }                                                                                    \
+    for (int64_t p = 0; p < kc; p++) {                                                   \
+      V bq[NV];                                                                          \
+      _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) {                             \
+        bq[v] = *(const V*)(b + p * (NV * W) + v * W);                                   \
+      }                                                                                  \
+      _Pragma("GCC unroll 16") for (int i = 0; i < MR; i++) {                            \
+        T s = a[p * MR + i];                                                             \
+        _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) acc[i][v] += s * bq[v];     \
+      }                                                                                  \
+    }                                                                                    \
+    _Pragma("GCC unroll 16") for (int i = 0; i < MR; i++) {                              \
+      _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) {                             \
+        T* dst = c + i * ldc + v * W;                                                    \
+        V t = acc[i][v];                                                                 \
+        if (accumulate) {                                                                \
+          V old;                                                                         \
+          memcpy(&old, dst, sizeof old);                                                 \
+          t += old;                                                                      \
+        }                                                                                \
+        memcpy(dst, &t, sizeof t);                                                       \
+      }                                                                                  \
+    }                                                                                    \
+  }
+
+/* Vector types; may_alias because they are loaded from float / double buffers. */
+typedef float f32x16 __attribute__((vector_size(64), may_alias));
+typedef double f64x8 __attribute__((vector_size(64), may_alias));
+typedef float f32x8 __attribute__((vector_size(32), may_alias));
+typedef double f64x4 __attribute__((vector_size(32), may_alias));
+typedef float f32x4 __attribute__((vector_size(16), may_alias));
+typedef double f64x2 __attribute__((vector_size(16), may_alias));
+
+/* -std=c11 turns off floating-point contraction; the micro-kernels want a * b + c fused. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC push_options
+#pragma GCC optimize("fp-contract=fast")
+#endif
+
+#if defined(__x86_64__) || defined(__i386__)
+#define XPU_GEMM_X86 1
+#define TARGET_AVX512 __attribute__((target("avx512f")))
+#define TARGET_AVX2 __attribute__((target("avx2,fma")))
+/* AVX-512: 12 x 32 floats (24 zmm accumulators), 12 x 16 doubles. */
+DEFINE_MICRO_KERNEL(ukr_f32_avx512, TARGET_AVX512, float, f32x16, 16, 12, 2)
+DEFINE_MICRO_KERNEL(ukr_f64_avx512, TARGET_AVX512, double, f64x8, 8, 12, 2)
+/* AVX2: 6 x 16 floats (12 ymm accumulators), 6 x 8 doubles. */
+DEFINE_MICRO_KERNEL(ukr_f32_avx2, TARGET_AVX2, float, f32x8, 8, 6, 2)
+DEFINE_MICRO_KERNEL(ukr_f64_avx2, TARGET_AVX2, double, f64x4, 4, 6, 2)
+#endif
+/* Any CPU (SSE2 on x86-64): 6 x 8 floats, 6 x 4 doubles in 16-byte vectors. */
+DEFINE_MICRO_KERNEL(ukr_f32_generic, , float, f32x4, 4, 6, 2)
+DEFINE_MICRO_KERNEL(ukr_f64_generic, , double, f64x2, 2, 6, 2)
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC pop_options
+#endif
+
+/* A micro-kernel with its shape and the blocking that suits it. */
+typedef struct GemmKernel {
+  MicroKernel ukr;
+  int mr, nr;
+  int64_t kc, mc, nc;
+} GemmKernel;
+
+/* The micro-kernels of one instruction set. */
+typedef struct GemmArch {
+  const char* name;
+  GemmKernel f32, f64;
+} GemmArch;
+
+static const GemmArch kArchGeneric = {
+    "generic", {ukr_f32_generic, 6, 8, 256, 96, 512}, {ukr_f64_generic, 6, 4, 256, 96, 256}};
+#ifdef XPU_GEMM_X86
+static const GemmArch kArchAvx2 = {
+    "avx2", {ukr_f32_avx2, 6, 16, 256, 144, 512}, {ukr_f64_avx2, 6, 8, 256, 96, 512}};
+static const GemmArch kArchAvx512 = {
+    "avx512", {ukr_f32_avx512, 12, 32, 256, 192, 512}, {ukr_f64_avx512, 12, 16, 256, 144, 512}};
+#endif
+
+static _Atomic(const GemmArch*) g_arch;
+
+/* The micro-kernels for this CPU (or XPU_KERNEL_ISA), chosen once. */
+static const GemmArch* gemm_arch(void) {
+  const GemmArch* arch = atomic_load(&g_arch);
+  if (arch != NULL) return arch;
+  arch = &kArchGeneric;
+#ifdef XPU_GEMM_X86
+  const char* forced = getenv("XPU_KERNEL_ISA");
+  __builtin_cpu_init();
+  bool avx512 = __builtin_cpu_supports("avx512f");
+  bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  if (forced != NULL && strcmp(forced, "generic") == 0) {
+    avx512 = avx2 = false;
+  } else if (forced != NULL && strcmp(forced, "avx2") == 0) {
+    avx512 = false;
+  }
+  if (avx512) arch = &kArchAvx512;
+  else if (avx2) arch = &kArchAvx2;
+#endif
+  atomic_store(&g_arch, arch);
+  return arch;
+}
+
+const char* xpu_gemm_isa(void) { return gemm_arch()->name; }
+
+/* ---- packing ---------------------------------------------------------------------------- */
+
+/* Defines the packers for element type T (suffix S):
+ *   pack_b_S: B rows [k0, k0 + kc) x columns [j0, j0 + nc) into micro-panels of nr columns,
+ *             each kc x nr row-major, the last padded with zeros;
+ *   pack_a_S: A rows [i0, i0 + mc) x columns [k0, k0 + kc) into micro-panels of mr rows,
+ *             each kc x mr (column by column), the last padded with zeros;
+ *   pack_conv_S: the same for the im2col view of a convolution input. */
+#define DEFINE_PACKERS(S, T)                                                               \
+  static void pack_b_##S(const T* b, int64_t rs, int64_t cs, int64_t k0, int64_t kc,       \
+                         int64_t j0, int64_t nc, int nr, T* dst) {                         \
+    for (int64_t jp = 0; jp < nc; jp += nr, dst += kc * nr) {                              \
+      int64_t w = nc - jp < nr ? nc - jp : nr;                                             \
+      const T* src = b + k0 * rs + (j0 + jp) * cs;                                         \
+      if (cs == 1) {                                                                       \
+        for (int64_t p = 0; p < kc; p++) {                                                 \
+          memcpy(dst + p * nr, src + p * rs, (size_t)w * sizeof(T));                       \
+          for (int64_t j = w; j < nr; j++) dst[p * nr + j] = 0;                            \
+        }                                                                                  \
+      } else {                                                                             \
+        for (int64_t j = 0; j < nr; j++) {                                                 \
+          if (j < w) {                                                                     \
+            for (int64_t p = 0; p < kc; p++) dst[p * nr + j] = src[p * rs + j * cs];       \
+          } else {                                                                         \
+            for (int64_t p = 0; p < kc; p++) dst[p * nr + j] = 0;                          \
+          }                                                                                \
+        }                                                                                  \
+      }                                                                                    \
+    }                                                                                      \
+  }                                                                                        \
+  static void pack_a_##S(const T* a, int64_t rs, int64_t cs, int64_t i0, int64_t mc,       \
+                         int64_t k0, int64_t kc, int mr, T* dst) {                         \
+    for (int64_t ip = 0; ip < mc; ip += mr, dst += kc * mr) {                              \
+      int64_t h = mc - ip < mr ? mc - ip : mr;                                             \
+      const T* src = a + (i0 + ip) * rs + k0 * cs;                                         \
+      if (cs == 1) {                                                                       \
+        for (int64_t i = 0; i < mr; i++) {                                                 \
+          if (i < h) {                                                                     \
+            for (int64_t p = 0; p < kc; p++) dst[p * mr + i] = src[i * rs + p];            \
+          } else {                                                                         \
+            for (int64_t p = 0; p < kc; p++) dst[p * mr + i] = 0;                          \
+          }                                                                                \
+        }                                                                                  \
+      } else {                                                                             \
+        for (int64_t p = 0; p < kc; p++) {                                                 \
+          for (int64_t i = 0; i < h; i++) dst[p * mr + i] = src[i * rs + p * cs];          \
+          for (int64_t i = h; i < mr; i++) dst[p * mr + i] = 0;                            \
+        }                                                                                  \
+      }                                                                                    \
+    }                                                                                      \
+  }                                                                                        \
+  static void pack_conv_##S(const T* x, const XpuConvGeometry* g, int64_t i0, int64_t mc,  \
+                            int64_t k0, int64_t kc, int mr, T* dst) {                      \
+    int64_t pixels = g->out_h * g->out_w;                                                  \
+    for (int64_t ip = 0; ip < mc; ip += mr, dst += kc * mr) {                              \
+      int64_t h = mc - ip < mr ? mc - ip : mr;                                             \
+      for (int64_t i = 0; i < mr; i++) {                                                   \
+        if (i >= h) {                                                                      \
+          for (int64_t p = 0; p < kc; p++) dst[p * mr + i] = 0;                            \
+          continue;                                                                        \
+        }                                                                                  \
+        int64_t r = i0 + ip + i, n = r / pixels, oh = (r % pixels) / g->out_w;            \
+        int64_t ow = r % g->out_w;                                                         \
+        const T* image = x + n * g->in_h * g->in_w * g->in_c;                              \
+        int64_t tap = k0 / g->in_c, ch = k0 % g->in_c;                                     \
+        for (int64_t p = 0; p < kc; tap++, ch = 0) {                                       \
+          int64_t run = g->in_c - ch < kc - p ? g->in_c - ch : kc - p;                     \
+          int64_t ih = oh * g->stride_h - g->pad_top + (tap / g->k_w) * g->dil_h;          \
+          int64_t iw = ow * g->stride_w - g->pad_left + (tap % g->k_w) * g->dil_w;         \
+          if (ih >= 0 && ih < g->in_h && iw >= 0 && iw < g->in_w) {                        \
+            const T* src = image + (ih * g->in_w + iw) * g->in_c + ch;                     \
+            for (int64_t q = 0; q < run; q++) dst[(p + q) * mr + i] = src[q];              \
+          } else {                                                                         \
+            for (int64_t q = 0; q < run; q++) dst[(p + q) * mr + i] = 0;                   \
+          }                                                                                \
+          p += run;                                                                        \
+        }                                                                                  \
+      }                                                                                    \
+    }                                                                                      \
+  }
+DEFINE_PACKERS(f32, float)
+DEFINE_PACKERS(f64, double)
+
+/* ---- the blocked product ---------------------------------------------------------------- */
+
+/* One xpu_gemm call as its tasks see it. */
+typedef struct GemmWork {
+  const XpuGemm* g;
+  const GemmKernel* kern;
+  size_t size;
+  int64_t m_tiles, n_tiles;
+  int64_t mc, nc; /* tile sizes: multiples of mr / nr */
+  atomic_bool out_of_memory;
+} GemmWork;
+
+/* Packs the A block of tile rows [i0, i0 + mc) x K columns [k0, k0 + kc) of batch b. */
+static void pack_a_block(const GemmWork* w, int64_t b, int64_t i0, int64_t mc, int64_t k0,
+                         int64_t kc, void* dst) {
+  const XpuGemm* g = w->g;
+  int64_t off = g->batch_a != NULL ? g->batch_a[b] : 0;
+  int mr = w->kern->mr;
+  if (g->dtype == TF_FLOAT) {
+    const float* a = (const float*)g->a + off;
+    if (g->conv != NULL) pack_conv_f32(a, g->conv, i0, mc, k0, kc, mr, dst);
+    else pack_a_f32(a, g->a_rs, g->a_cs, i0, mc, k0, kc, mr, dst);
+  } else {
+    const double* a = (const double*)g->a + off;
+    if (g->conv != NULL) pack_conv_f64(a, g->conv, i0, mc, k0, kc, mr, dst);
+    else pack_a_f64(a, g->a_rs, g->a_cs, i0, mc, k0, kc, mr, dst);
+  }
+}
+
+/* Packs the B block of K rows [k0, k0 + kc) x tile columns [j0, j0 + nc) of batch b. */
+static void pack_b_block(const GemmWork* w, int64_t b, int64_t k0, int64_t kc, int64_t j0,
+                         int64_t nc, void* dst) {
+  const XpuGemm* g = w->g;
+  int64_t off = g->batch_b != NULL ? g->batch_b[b] : 0;
+  if (g->dtype == TF_FLOAT) {
+    pack_b_f32((const float*)g->b + off, g->b_rs, g->b_cs, k0, kc, j0, nc, w->kern->nr, dst);
+  } else {
+    pack_b_f64((const double*)g->b + off, g->b_rs, g->b_cs, k0, kc, j0, nc, w->kern->nr, dst);
+  }
+}
+
+/* Writes (or adds, with accumulate) the top-left h x wd corner of an mr x nr tile. */
+static void store_partial(const GemmWork* w, const void* tile, void* c, int64_t ldc, int64_t h,
+                          int64_t wd, int accumulate) {
+  int nr = w->kern->nr;
+  if (w->g->dtype == TF_FLOAT) {
+    const float* t = tile;
+    float* d = c;
+    for (int64_t i = 0; i < h; i++) {
+      for (int64_t j = 0; j < wd; j++) {
+        d[i * ldc + j] = accumulate ? d[i * ldc + j] + t[i * nr + j] : t[i * nr + j];
+      }
+    }
+  } else {
+    const double* t = tile;
+    double* d = c;
+    for (int64_t i = 0; i < h; i++) {
+      for (int64_t j = 0; j < wd; j++) {
+        d[i * ldc + j] = accumulate ? d[i * ldc + j] + t[i * nr + j] : t[i * nr + j];
+      }
+    }
+  }
+}
+
+/* One task: the C tile (batch, tile row, tile column), over all of K. */
+static void gemm_task(void* ctx, int64_t t) {
+  GemmWork* w = ctx;
+  const XpuGemm* g = w->g;
+  const GemmKernel* kern = w->kern;
+  int64_t per_batch = w->m_tiles * w->n_tiles;
+  int64_t b = t / per_batch, tile = t % per_batch;
+  int64_t i0 = (tile / w->n_tiles) * w->mc, j0 = (tile % w->n_tiles) * w->nc;
+  int64_t mc = g->m - i0 < w->mc ? g->m - i0 : w->mc;
+  int64_t nc = g->n - j0 < w->nc ? g->n - j0 : w->nc;
+  int64_t kc_max = g->k < kern->kc ? g->k : kern->kc;
+  int64_t mc_pad = (mc + kern->mr - 1) / kern->mr * kern->mr;
+  int64_t nc_pad = (nc + kern->nr - 1) / kern->nr * kern->nr;
+  size_t sz = w->size;
+  /* 64-byte aligned packing buffers plus one tile for the edges of C. */
+  size_t a_bytes = ((size_t)(mc_pad * kc_max) * sz + 63) & ~(size_t)63;
+  size_t b_bytes = ((size_t)(nc_pad * kc_max) * sz + 63) & ~(size_t)63;
+  size_t t_bytes = ((size_t)(kern->mr * kern->nr) * sz + 63) & ~(size_t)63;
+  char* buf = aligned_alloc(64, a_bytes + b_bytes + t_bytes);
+  if (buf == NULL) {
+    atomic_store(&w->out_of_memory, true);
+    return;
+  }
+  char* ap = buf;
+  char* bp = buf + a_bytes;
+  char* tmp = bp + b_bytes;
+  char* c = (char*)g->c + ((b * g->m + i0) * g->n + j0) * (int64_t)sz;
+  int64_t ldc = g->n;
+  for (int64_t k0 = 0; k0 < g->k; k0 += kern->kc) {
+    int64_t kc = g->k - k0 < kern->kc ? g->k - k0 : kern->kc;
+    int accumulate = k0 > 0;
+    pack_b_block(w, b, k0, kc, j0, nc, bp);
+    pack_a_block(w, b, i0, mc, k0, kc, ap);
+    for (int64_t jr = 0; jr < nc; jr += kern->nr) {
+      int64_t wd = nc - jr < kern->nr ? nc - jr : kern->nr;
+      const char* bpanel = bp + (jr * kc) * (int64_t)sz;
+      for (int64_t ir = 0; ir < mc; ir += kern->mr) {
+        int64_t h = mc - ir < kern->mr ? mc - ir : kern->mr;
+        const char* apanel = ap + (ir * kc) * (int64_t)sz;
+        char* cij = c + (ir * ldc + jr) * (int64_t)sz;
+        if (h == kern->mr && wd == kern->nr) {
+          kern->ukr(kc, apanel, bpanel, cij, ldc, accumulate);
+        } else {
+          kern->ukr(kc, apanel, bpanel, tmp, kern->nr, 0);
+          store_partial(w, tmp, cij, ldc, h, wd, accumulate);
+        }
+      }
+    }
+  }
+  free(buf);
+}
+
+/* Fills C of every batch with zeros (k == 0). */
+static void gemm_zero(const XpuGemm* g, size_t sz) {
+  memset(g->c, 0, (size_t)(g->batches * g->m * g->n) * sz);
+}
+
+bool xpu_gemm(const XpuGemm* g) {
+  if (g->m <= 0 || g->n <= 0 || g->batches <= 0) return true;
+  size_t sz = g->dtype == TF_FLOAT ? sizeof(float) : sizeof(double);
+  if (g->k <= 0) {
+    gemm_zero(g, sz);
+    return true;
+  }
+  const GemmArch* arch = gemm_arch();
+  GemmWork w = {.g = g, .kern = g->dtype == TF_FLOAT ? &arch->f32 : &arch->f64, .size = sz};
+  w.mc = w.kern->mc;
+  w.nc = w.kern->nc;
+  w.m_tiles = (g->m + w.mc - 1) / w.mc;
+  w.n_tiles = (g->n + w.nc - 1) / w.nc;
+  atomic_init(&w.out_of_memory, false);
+  xpu_parallel_for(g->batches * w.m_tiles * w.n_tiles, gemm_task, &w);
+  return !atomic_load(&w.out_of_memory);
+}

@@ -1,0 +1,198 @@
+/* xpu_kernels_pool.c: the small pool of helper threads that large kernels split their work
+ * across.
+ *
+ * A kernel runs on its stream's worker thread. When it is large enough to be worth splitting
+ * (MatMul, Conv2D, big element-wise ops and reductions) it calls xpu_parallel_for with a
+ * number of independent tasks; the worker publishes the job, wakes the helpers and claims
+ * tasks itself, so a job always finishes even if no helper ever joins (and several streams
+ * can run jobs at once: helpers take tasks from the oldest job with some left). The pool has
+ * XPU_KERNEL_THREADS - 1 helpers (default: the number of online CPUs minus one), because the
+ * stream worker is the remaining thread. Helpers are started by the first parallel job and
+ * joined when the last stream of the plugin is destroyed (xpu_pool_retain/release, called by
+ * create_stream/destroy_stream), so an idle plugin has no helper threads.
+ *
+ * The split into tasks is chosen by the kernels from the problem size only, never from the
+ * number of threads, so results (floating-point sums in particular) do not depend on
+ * XPU_KERNEL_THREADS. The pool lock is a leaf lock: tasks run without it.
+ */
+#include "xpu_internal.h"
+
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#define XPU_MAX_KERNEL_THREADS 256
+
+/* One parallel_for call; lives on the caller's stack until every helper has let go of it. */
+typedef struct PoolJob {
+  struct PoolJob* next;
+  void (*fn)(void* ctx, int64_t task);
+  void* ctx;
+  int64_t task_count;
+  atomic_int_fast64_t next_task; /* the next unclaimed task */
+  int helpers;                   /* helpers working on it; guarded by g_pool.mu */
+} PoolJob;
+
+static struct {
+  pthread_mutex_t mu;
+  pthread_cond_t work_cv; /* helpers wait here for jobs */
+  pthread_cond_t done_cv; /* callers wait here for helpers to leave their job */
+  PoolJob* jobs;          /* open jobs, oldest first */
+  pthread_t* helpers;
+  int helper_count;       /* started helpers */
+  int64_t refs;           /* live streams */
+  bool stopping;
+  int configured;         /* XPU_KERNEL_THREADS; 0 = online CPUs */
+} g_pool = {
+    .mu = PTHREAD_MUTEX_INITIALIZER,
+    .work_cv = PTHREAD_COND_INITIALIZER,
+    .done_cv = PTHREAD_COND_INITIALIZER,
+};
+
+bool xpu_parse_kernel_threads(const char* text, int* out, char* err, size_t err_size) {
+  int value = 0;
+  bool ok = *text != '\0';
+  for (const char* p = text; ok && *p != '\0'; p++) {
+    ok = *p >= '0' && *p <= '9' && value <= XPU_MAX_KERNEL_THREADS;
+    value = value * 10 + (*p - '0');
+  }
+  if (!ok || value < 1 || value > XPU_MAX_KERNEL_THREADS) {
+    snprintf(err, err_size,
+             "XPU_KERNEL_THREADS='%s' is not valid: expected a whole number of threads from 1 "
+             "to %d", text, XPU_MAX_KERNEL_THREADS);
+    return false;
+  }
+  *out = value;
+  return true;
+}
+
+void xpu_pool_configure(int threads) {
+  pthread_mutex_lock(&g_pool.mu);
+  g_pool.configured = threads;
+  pthread_mutex_unlock(&g_pool.mu);
+}
+
+/* The configured parallelism, or the number of online CPUs. Under g_pool.mu. */
+static int wanted_threads(void) {
+  if (g_pool.configured > 0) return g_pool.configured;
+  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  if (cpus < 1) cpus = 1;
+  if (cpus > XPU_MAX_KERNEL_THREADS) cpus = XPU_MAX_KERNEL_THREADS;
+  return (int)cpus;
+}
+
+/* Claims and runs tasks of `job` until none is left. */
+static void run_tasks(PoolJob* job) {
+  for (;;) {
+    int64_t t = atomic_fetch_add(&job->next_task, 1);
+    if (t >= job->task_count) return;
+    job->fn(job->ctx, t);
+  }
+}
+
+/* The oldest job that still has unclaimed tasks, or NULL. Under g_pool.mu. */
+static PoolJob* open_job(void) {
+  for (PoolJob* j = g_pool.jobs; j != NULL; j = j->next) {
+    if (atomic_load(&j->next_task) < j->task_count) return j;
+  }
+  return NULL;
+}
+
+/* A helper thread: joins open jobs until the pool stops. */
+static void* helper_main(void* arg) {
+  (void)arg;
+  pthread_mutex_lock(&g_pool.mu);
+  for (;;) {
+    PoolJob* job = NULL;
+    while (!g_pool.stopping && (job = open_job()) == NULL) {
+      pthread_cond_wait(&g_pool.work_cv, &g_pool.mu);
+    }
+    if (g_pool.stopping) break;
+    job->helpers++;
+    pthread_mutex_unlock(&g_pool.mu);
+    run_tasks(job);
+    pthread_mutex_lock(&g_pool.mu);
+    if (--job->helpers == 0) pthread_cond_broadcast(&g_pool.done_cv);
+  }
+  pthread_mutex_unlock(&g_pool.mu);
+  return NULL;
+}
+
+/* Starts the helpers if the pool is alive and has none yet. Under g_pool.mu. */
+static void start_helpers(void) {
+  if (g_pool.helper_count > 0 || g_pool.refs == 0 || g_pool.stopping) return;
+  int want = wanted_threads() - 1;
+  if (want <= 0) return;
+  g_pool.helpers = calloc((size_t)want, sizeof(pthread_t));
+  if (g_pool.helpers == NULL) return; /* jobs simply run on their caller */
+  while (g_pool.helper_count < want &&
+         pthread_create(&g_pool.helpers[g_pool.helper_count], NULL, helper_main, NULL) == 0) {
+    g_pool.helper_count++;
+  }
+  if (g_pool.helper_count == 0) {
+    free(g_pool.helpers);
+    g_pool.helpers = NULL;
+  }
+}
+
+void xpu_pool_retain(void) {
+  pthread_mutex_lock(&g_pool.mu);
+  g_pool.refs++;
+  pthread_mutex_unlock(&g_pool.mu);
+}
+
+void xpu_pool_release(void) {
+  pthread_mutex_lock(&g_pool.mu);
+  if (--g_pool.refs > 0 || g_pool.helper_count == 0) {
+    pthread_mutex_unlock(&g_pool.mu);
+    return;
+  }
+  /* The last stream is gone, so no job is running: stop and join the helpers. */
+  g_pool.stopping = true;
+  pthread_cond_broadcast(&g_pool.work_cv);
+  pthread_t* helpers = g_pool.helpers;
+  int count = g_pool.helper_count;
+  g_pool.helpers = NULL;
+  g_pool.helper_count = 0;
+  pthread_mutex_unlock(&g_pool.mu);
+  for (int i = 0; i < count; i++) pthread_join(helpers[i], NULL);
+  free(helpers);
+  pthread_mutex_lock(&g_pool.mu);
+  g_pool.stopping = false;
+  pthread_mutex_unlock(&g_pool.mu);
+}
+
+void xpu_parallel_for(int64_t task_count, void (*fn)(void* ctx, int64_t task), void* ctx) {
+  if (task_count <= 0) return;
+  PoolJob job = {.fn = fn, .ctx = ctx, .task_count = task_count};
+  atomic_init(&job.next_task, 0);
+  if (task_count > 1) {
+    pthread_mutex_lock(&g_pool.mu);
+    start_helpers();
+    bool shared = g_pool.helper_count > 0;
+    if (shared) {
+      PoolJob** tail = &g_pool.jobs;
+      while (*tail != NULL) tail = &(*tail)->next;
+      *tail = &job;
+      if (task_count - 1 >= g_pool.helper_count) pthread_cond_broadcast(&g_pool.work_cv);
+      else for (int64_t i = 0; i < task_count - 1; i++) pthread_cond_signal(&g_pool.work_cv);
+    }
+    pthread_mutex_unlock(&g_pool.mu);
+    if (shared) {
+      run_tasks(&job);
+      /* Unlist the job so no helper joins it late, then wait for those still on it. */
+      pthread_mutex_lock(&g_pool.mu);
+      for (PoolJob** p = &g_pool.jobs; *p != NULL; p = &(*p)->next) {
+        if (*p == &job) {
+          *p = job.next;
+          break;
+        }
+      }
+      while (job.helpers > 0) pthread_cond_wait(&g_pool.done_cv, &g_pool.mu);
+      pthread_mutex_unlock(&g_pool.mu);
+      return;
+    }
+  }
+  run_tasks(&job);
+}

@@ -1,0 +1,385 @@
+"""Dispatch and placement: where an op runs and how.
+
+`execute(op, inputs, attrs)` is the one way an op runs, whichever front end called it
+(`pluggable.raw_ops`, `pluggable.ops`, Tensor operators). It:
+
+1. converts inputs to tensors and completes the attributes (type attributes from the inputs,
+   defaults from the op definition), checking both;
+2. picks the device: the innermost ``with pluggable.device(...)`` scope (per thread and per
+   asyncio task), else the plugin device of the first input that lives on one, else the CPU;
+3. picks the kernel registered for (op, device type, type attributes) with the highest
+   priority. Without one, soft placement (on by default) runs the op on the CPU and warns
+   once per op and device type; strict placement raises `NotFoundError` listing the kernels
+   registered for the op;
+4. runs it: on the CPU with the op's NumPy reference kernel; on a plugin device on its compute
+   stream, with inputs copied to the device first as TensorFlow does, and outputs allocated
+   by the kernel from the device's allocator.
+
+Memory follows TensorFlow's stream-ordered rule: device memory freed by a tensor is reused
+only by work enqueued later on the device's compute stream, and the other streams wait for
+the compute stream before they write to memory they were just given.
+"""
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import itertools
+import logging
+import threading
+import warnings
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
+
+import numpy as np
+
+from .devices import PluggableDevice
+from .dtypes import DType, as_dtype
+from .errors import InternalError, NotFoundError, PluggableWarning
+from .op_defs import OPS, REQUIRED, OpDef, TensorMeta, bad, select_condition_shape
+from .tensors import CPU_DEVICE, DeviceBuffer, Tensor, resolve_device, tensor as make_tensor
+
+__all__ = ["device", "execute", "set_soft_device_placement", "get_soft_device_placement",
+           "set_log_device_placement", "get_log_device_placement", "PlacementWarning"]
+
+placement_log = logging.getLogger("pluggable.placement")
+
+
+class PlacementWarning(PluggableWarning):
+    """An op ran on the CPU because its device has no kernel for it (soft placement)."""
+
+
+_scope: contextvars.ContextVar = contextvars.ContextVar("pluggable_device_scope", default=None)
+_settings = {"soft": True, "log": False}
+_warned: set = set()
+_warned_lock = threading.Lock()
+_step_ids = itertools.count(1)
+
+
+@contextlib.contextmanager
+def device(name: Any) -> Iterator[Any]:
+    """Runs the ops in the block on ``name`` ("/device:XPU:1", "xpu:1", "XPU", "CPU", a
+    `PhysicalDevice` or a device object). Scopes nest; each thread and asyncio task has its
+    own."""
+    target = resolve_device(name)
+    token = _scope.set(target)
+    try:
+        yield target
+    finally:
+        _scope.reset(token)
+
+
+def set_soft_device_placement(enabled: bool) -> None:
+    """With soft placement (the default), an op without a kernel on its device runs on the
+    CPU; without it, the op raises `NotFoundError`."""
+    _settings["soft"] = bool(enabled)
+
+
+def get_soft_device_placement() -> bool:
+    return _settings["soft"]
+
+
+def set_log_device_placement(enabled: bool) -> None:
+    """Logs the device each op runs on (logger ``pluggable.placement``, to stderr unless
+    logging is configured otherwise)."""
+    _settings["log"] = bool(enabled)
+    if enabled and not placement_log.handlers and not logging.getLogger().handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        placement_log.addHandler(handler)
+        placement_log.setLevel(logging.INFO)
+        placement_log.propagate = False
+
+
+def get_log_device_placement() -> bool:
+    return _settings["log"]
+
+
+# -- attributes ---------------------------------------------------------------------------
+def _check_attr(op: OpDef, name: str, value: Any) -> Any:
+    """``value`` converted to the kind of attribute ``name``, or an error naming both."""
+    spec = op.attr(name)
+    kind = spec.kind
+    try:
+        if kind == "type":
+            value = as_dtype(value)
+        elif kind == "bool":
+            if not isinstance(value, (bool, np.bool_)):
+                raise TypeError
+            value = bool(value)
+        elif kind == "int":
+            value = int(value)
+        elif kind == "float":
+            value = float(value)
+        elif kind == "string":
+            if not isinstance(value, str):
+                raise TypeError
+        elif kind == "list(int)":
+            value = tuple(int(v) for v in value)
+    except (TypeError, ValueError):
+        raise bad(op.name, f"attribute {name} must be a {kind}, got {value!r}") from None
+    if spec.allowed is not None and value not in spec.allowed:
+        allowed = ", ".join(getattr(a, "name", repr(a)) for a in spec.allowed)
+        what = value.name if kind == "type" else repr(value)
+        raise bad(op.name, f"{name}={what} is not supported; allowed: {allowed}")
+    return value
+
+
+def _complete_attrs(op: OpDef, given: Mapping[str, Any]) -> Dict[str, Any]:
+    known = {a.name for a in op.attrs}
+    for name in given:
+        if name not in known:
+            raise bad(op.name, f"unknown attribute {name!r}; {op.name} has "
+                               f"{', '.join(sorted(known)) or 'no attributes'}")
+    return {name: _check_attr(op, name, value) for name, value in given.items()}
+
+
+# -- inputs -------------------------------------------------------------------------------
+def _convert_inputs(op: OpDef, inputs: Sequence[Any], attrs: Dict[str, Any]) -> List[Tensor]:
+    """Tensors for every input, with the type attributes they determine set in ``attrs``."""
+    if len(inputs) != len(op.inputs):
+        raise bad(op.name, f"takes {len(op.inputs)} inputs "
+                           f"({', '.join(a.name for a in op.inputs)}), got {len(inputs)}")
+    # Type attributes from tensors first, so Python numbers take the tensors' dtype.
+    for arg, value in zip(op.inputs, inputs):
+        if arg.type_attr and arg.type_attr not in attrs and isinstance(value, Tensor):
+            attrs[arg.type_attr] = _check_attr(op, arg.type_attr, value.dtype)
+    converted = []
+    for arg, value in zip(op.inputs, inputs):
+        wanted = arg.dtype or (attrs.get(arg.type_attr) if arg.type_attr else None)
+        if not isinstance(value, Tensor):
+            if wanted is None:
+                default = op.attr(arg.type_attr).default if arg.type_attr else REQUIRED
+                value = make_tensor(value, dtype=None if default is REQUIRED else default)
+            else:
+                value = make_tensor(_exact_convert(op, arg.name, value, wanted))
+        if arg.type_attr:
+            if arg.type_attr not in attrs:
+                attrs[arg.type_attr] = _check_attr(op, arg.type_attr, value.dtype)
+            elif value.dtype != attrs[arg.type_attr]:
+                raise bad(op.name, f"input {arg.name} is {value.dtype.name} but "
+                                   f"{arg.type_attr} is {attrs[arg.type_attr].name}: inputs "
+                                   f"sharing {arg.type_attr} must have one dtype (use "
+                                   f"pluggable.ops.cast)")
+        elif arg.dtype is not None and value.dtype != arg.dtype:
+            raise bad(op.name, f"input {arg.name} must be {arg.dtype.name}, got "
+                               f"{value.dtype.name}")
+        converted.append(value)
+    return converted
+
+
+def _exact_convert(op: OpDef, arg: str, value: Any, dtype: DType) -> np.ndarray:
+    """Python data as ``dtype``, refusing conversions that change values (3.5 to int32)."""
+    array = np.asarray(value)
+    if array.dtype == object:
+        raise bad(op.name, f"input {arg} cannot be made of Python objects")
+    converted = array.astype(dtype.numpy_dtype)
+    if array.dtype.kind in "fc" and dtype.is_integer and not np.array_equal(converted, array):
+        raise bad(op.name, f"input {arg}: {value!r} cannot be converted to {dtype.name} "
+                           f"without losing its value")
+    return converted
+
+
+def _host_values(op: OpDef, tensors: List[Tensor]) -> List[Optional[np.ndarray]]:
+    return [t.numpy() if arg.host else None for arg, t in zip(op.inputs, tensors)]
+
+
+def _output_dtypes(op: OpDef, attrs: Dict[str, Any]) -> List[DType]:
+    return [arg.dtype or attrs[arg.type_attr] for arg in op.outputs]
+
+
+# -- placement ----------------------------------------------------------------------------
+def _target_device(tensors: Sequence[Tensor]):
+    scoped = _scope.get()
+    if scoped is not None:
+        if isinstance(scoped, PluggableDevice) and scoped.is_closed:
+            scoped = resolve_device(scoped.name)
+        return scoped
+    for t in tensors:
+        if t._device is not CPU_DEVICE:
+            return t._device
+    return CPU_DEVICE
+
+
+def _find_kernel(op: OpDef, device: PluggableDevice, attrs: Dict[str, Any]):
+    from .kernels import registered_kernels
+
+    candidates = [r for r in registered_kernels(op.name, device.device_type,
+                                                plugin=device.platform.path)
+                  if r.matches(attrs)]
+    if not candidates:
+        return None
+    return max(candidates, key=lambda r: r.priority)
+
+
+def _type_summary(op: OpDef, attrs: Dict[str, Any]) -> str:
+    types = [f"{a.name}={attrs[a.name].name}" for a in op.attrs
+             if a.kind == "type" and a.name in attrs]
+    return ", ".join(types) or "no type attributes"
+
+
+def _no_kernel(op: OpDef, device: PluggableDevice, attrs: Dict[str, Any]) -> None:
+    from .kernels import registered_kernels
+
+    summary = _type_summary(op, attrs)
+    if _settings["soft"]:
+        key = (op.name, device.device_type)
+        with _warned_lock:
+            first = key not in _warned
+            _warned.add(key)
+        if first:
+            warnings.warn(
+                f"{op.name} has no {device.device_type} kernel for {summary}; it runs on the "
+                f"CPU instead (soft placement; this is said once per op). "
+                f"pluggable.config.list_kernels({op.name!r}) shows the kernels there are",
+                PlacementWarning, stacklevel=4)
+        return
+    # One line per device type, with the types its kernels take together.
+    by_type: Dict[str, Dict[str, set]] = {}
+    for r in registered_kernels(op.name):
+        merged = by_type.setdefault(r.device_type, {})
+        for attr, codes in r.constraints.items():
+            merged.setdefault(attr, set()).update(codes)
+    listing = "; ".join(
+        f"{device_type} ({', '.join(f'{k} in {{{_names(v)}}}' for k, v in sorted(c.items())) or 'any type'})"
+        for device_type, c in sorted(by_type.items())) or "none"
+    raise NotFoundError(
+        f"no kernel for {op.name} on {device.name} with {summary} and soft placement is off. "
+        f"Kernels registered for {op.name}: {listing}; the CPU runs it for "
+        f"{_cpu_types(op)}. Enable soft placement (pluggable.config.set_soft_device_placement"
+        f"(True)) or run it on another device", call=op.name)
+
+
+def _names(codes) -> str:
+    names = []
+    for code in sorted(codes, key=lambda c: _TYPE_ORDER.get(c, 99)):
+        try:
+            names.append(as_dtype_code(code).name)
+        except Exception:
+            names.append(str(code))
+    return ", ".join(names)
+
+
+def _type_order() -> Dict[int, int]:
+    from .dtypes import ALL_DTYPES
+
+    return {int(d.tf_code): i for i, d in enumerate(ALL_DTYPES)}
+
+
+def as_dtype_code(code: int) -> DType:
+    from .abi.tf_datatype import TF_DataType
+
+    return as_dtype(TF_DataType(code))
+
+
+def _cpu_types(op: OpDef) -> str:
+    parts = [f"{a.name} in {{{', '.join(t.name for t in a.allowed)}}}" for a in op.attrs
+             if a.kind == "type" and a.allowed]
+    return "; ".join(parts) or "any type"
+
+
+# -- execution ----------------------------------------------------------------------------
+def execute(op_name: str, inputs: Sequence[Any], attrs: Optional[Mapping[str, Any]] = None
+            ) -> List[Tensor]:
+    """Runs ``op_name`` on ``inputs`` with ``attrs``; returns its outputs."""
+    op = OPS.get(op_name)
+    if op is None:
+        raise NotFoundError(f"there is no op named {op_name!r}; pluggable.raw_ops lists them",
+                            call="execute")
+    attrs = _complete_attrs(op, attrs or {})
+    tensors = _convert_inputs(op, inputs, attrs)
+    for spec in op.attrs:
+        if spec.name not in attrs:
+            if spec.default is REQUIRED:
+                raise bad(op.name, f"attribute {spec.name} is required")
+            attrs[spec.name] = _check_attr(op, spec.name, spec.default)
+    target = _target_device(tensors)
+    host = _host_values(op, tensors)
+    shapes = op.infer([TensorMeta(t.shape, t.dtype) for t in tensors], attrs, host)
+    out_dtypes = _output_dtypes(op, attrs)
+    if target is not CPU_DEVICE:
+        registration = _find_kernel(op, target, attrs)
+        if registration is not None:
+            _log(op, target)
+            return _run_on_device(op, target, registration, tensors, host, attrs, shapes,
+                                  out_dtypes)
+        _no_kernel(op, target, attrs)
+    _log(op, CPU_DEVICE)
+    arrays = [t.numpy() for t in tensors]
+    outputs = op.cpu(arrays, attrs)
+    result = []
+    for array, shape, dtype in zip(outputs, shapes, out_dtypes):
+        array = np.ascontiguousarray(array, dtype=dtype.numpy_dtype).reshape(shape)
+        array.flags.writeable = False
+        result.append(Tensor(shape, dtype, CPU_DEVICE, array=array))
+    return result
+
+
+def _log(op: OpDef, target) -> None:
+    if _settings["log"]:
+        placement_log.info("Executing op %s in device %s", op.name, target.name)
+
+
+_TYPE_ORDER = _type_order()
+_kernel_cache: Dict[Tuple, Any] = {}
+_kernel_cache_lock = threading.Lock()
+
+
+def _kernel_instance(registration, device: PluggableDevice, attrs: Dict[str, Any]):
+    key = (id(registration), device.executor.ordinal,
+           tuple(sorted((k, v if not isinstance(v, list) else tuple(v)) for k, v in attrs.items())))
+    kernel = _kernel_cache.get(key)
+    if kernel is None or kernel.is_closed:
+        with _kernel_cache_lock:
+            kernel = _kernel_cache.get(key)
+            if kernel is None or kernel.is_closed:
+                kernel = registration.instantiate(registration.op, attrs)
+                _kernel_cache[key] = kernel
+    return kernel
+
+
+def _run_on_device(op: OpDef, target: PluggableDevice, registration, tensors: List[Tensor],
+                   host: List[Optional[np.ndarray]], attrs: Dict[str, Any],
+                   shapes: List[Tuple[int, ...]], out_dtypes: List[DType]) -> List[Tensor]:
+    from .kernels import KernelInput
+
+    executor = target.executor
+    compute = target.compute_stream
+    args, keep = [], []  # `keep`: host arrays and device tensors the kernel reads
+    for arg, t, values in zip(op.inputs, tensors, host):
+        if arg.name in registration.host_memory:
+            array = np.asarray(values if values is not None else t.numpy(), order="C")
+            keep.append(array)
+            args.append(KernelInput(array.__array_interface__["data"][0] if array.nbytes else 0,
+                                    array.nbytes, int(t.dtype.tf_code), t.shape, True))
+            continue
+        if t._device is not target:
+            t = t.to(target)
+        if t._ready is not None:
+            t._ready.make_wait(compute)
+        shape = t.shape
+        if op.name == "Select" and arg.name == "condition":
+            shape = select_condition_shape(shape, tensors[1].shape)
+        args.append(KernelInput(t._buffer.address, t.nbytes, int(t.dtype.tf_code), shape,
+                                False))
+        keep.append(t)
+    kernel = _kernel_instance(registration, target, attrs)
+    outputs = kernel.run(executor, compute, args, [int(d.tf_code) for d in out_dtypes],
+                         next(_step_ids))
+    result = []
+    for i, (out, shape, dtype) in enumerate(zip(outputs, shapes, out_dtypes)):
+        if tuple(out.shape) != tuple(shape) or out.dtype != int(dtype.tf_code):
+            for other in outputs[i:]:
+                if other.owned and other.nbytes:
+                    executor.allocator.deallocate(other.address)
+            raise InternalError(
+                f"{registration.plugin}: kernel {registration.kernel_name} for {op.name} "
+                f"produced output {i} of shape {tuple(out.shape)} and type code {out.dtype}; "
+                f"the op's definition says shape {tuple(shape)} and {dtype.name}",
+                call=op.name)
+        if not out.nbytes:
+            buffer = DeviceBuffer.adopt(executor, 0, 0)
+        elif out.owned:
+            buffer = DeviceBuffer.adopt(executor, out.address, out.nbytes)
+        else:  # the kernel forwarded an input: share its buffer
+            buffer = keep[out.aliased_input]._buffer
+        result.append(Tensor(tuple(shape), dtype, target, buffer=buffer))
+    return result

@@ -1,0 +1,729 @@
+"""Kernels: the registrations plugins make with TensorFlow's kernel C API, and running them.
+
+A plugin's ``TF_InitKernel`` registers kernels exactly as for TensorFlow
+(``TF_NewKernelBuilder`` + ``TF_RegisterKernelBuilder``). The registry lives in the host
+runtime library (``src/pluggable/_runtime/kernels.c``); this module owns the Python side:
+
+- `load_kernels` runs a plugin's ``TF_InitKernel`` once, right after the loader registered
+  its platform, and rejects (disables, with a `PluginLoadWarning`) registrations for a device
+  type no loaded plugin provides, for "CPU" (the host's own device, whose kernels are
+  NumPy's), and registrations that failed (a duplicate, a malformed builder);
+- `registered_kernels` lists the enabled `KernelRegistration` objects;
+- `KernelRegistration.instantiate` makes a `Kernel` (the plugin's ``create_func`` reads the
+  attributes), and `Kernel.run` executes it on a device's stream with one foreign call.
+
+Attribute values: bool, int, float, str, `pluggable.dtypes.DType` (or ``TF_DataType``), and
+lists or tuples of one of those; an empty list whose kind matters is ``AttrList(kind, ())``.
+"""
+from __future__ import annotations
+
+import ctypes
+import numbers
+import struct as _struct
+import threading
+import warnings
+import weakref
+from array import array as _array
+from typing import (TYPE_CHECKING, Any, Dict, FrozenSet, Iterable, List, Mapping, NamedTuple,
+                    Optional, Sequence, Tuple)
+
+from . import _native
+from ._handle import finalizer
+from .abi.kernels import TF_InitKernel_fn
+from .abi.tf_datatype import TF_DataType
+from .abi.tf_status import TF_Code
+from .errors import (FailedPreconditionError, InvalidArgumentError, PluginLoadWarning,
+                     error_for_code)
+
+if TYPE_CHECKING:
+    from .dtypes import DType  # noqa: F401  (NumPy, imported on first use only)
+    from .executor import StreamExecutor
+    from .platform import Platform
+    from .stream import Stream
+
+__all__ = ["KernelRegistration", "Kernel", "KernelInput", "KernelOutput", "AttrList",
+           "registered_kernels", "all_registrations", "load_kernels", "flush_releases", "close_all",
+           "free_host_output"]
+
+
+# -- the foreign functions ------------------------------------------------------------------
+class PG_KernelInfo(ctypes.Structure):
+    """Mirror of ``PG_KernelInfo`` (runtime_internal.h)."""
+
+    _fields_ = [
+        ("struct_size", ctypes.c_size_t),
+        ("op", ctypes.c_char_p),
+        ("device_type", ctypes.c_char_p),
+        ("kernel_name", ctypes.c_char_p),
+        ("label", ctypes.c_char_p),
+        ("source", ctypes.c_char_p),
+        ("priority", ctypes.c_int32),
+        ("is_async", ctypes.c_int32),
+        ("enabled", ctypes.c_int32),
+        ("error_code", ctypes.c_int32),
+        ("error_message", ctypes.c_char_p),
+        ("num_constraints", ctypes.c_int32),
+        ("constraint_attrs", ctypes.POINTER(ctypes.c_char_p)),
+        ("constraint_num_types", ctypes.POINTER(ctypes.c_int32)),
+        ("constraint_types", ctypes.POINTER(ctypes.POINTER(ctypes.c_int32))),
+        ("num_host_memory_args", ctypes.c_int32),
+        ("host_memory_args", ctypes.POINTER(ctypes.c_char_p)),
+    ]
+
+
+class PG_Attr(ctypes.Structure):
+    """Mirror of ``PG_Attr`` (runtime_internal.h)."""
+
+    _fields_ = [
+        ("name", ctypes.c_char_p),
+        ("kind", ctypes.c_int32),
+        ("is_list", ctypes.c_int32),
+        ("count", ctypes.c_int64),
+        ("values", ctypes.c_void_p),
+        ("lengths", ctypes.POINTER(ctypes.c_uint64)),
+    ]
+
+
+_p = ctypes.c_void_p
+# name: (restype, argtypes)                                       C prototype (runtime_internal.h)
+_PROTOTYPES = {
+    "pluggable_BeginKernelRegistration": (None, (ctypes.c_char_p,)),
+    #   void (const char* source)
+    "pluggable_EndKernelRegistration": (ctypes.c_int64, ()),
+    #   int64_t (void)   -> registrations made in the session
+    "pluggable_KernelRegistrationCount": (ctypes.c_int64, ()),
+    #   int64_t (void)
+    "pluggable_KernelRegistrationInfo": (ctypes.c_int,
+                                         (ctypes.c_int64, ctypes.POINTER(PG_KernelInfo))),
+    #   int (int64_t id, PG_KernelInfo* info)   -> 0, or -1 for an unknown id
+    "pluggable_KernelRegistrationSetEnabled": (ctypes.c_int, (ctypes.c_int64, ctypes.c_int)),
+    #   int (int64_t id, int enabled)
+    "pluggable_KernelCreate": (_p, (ctypes.c_int64, ctypes.c_char_p, _p, ctypes.c_int32, _p)),
+    #   PG_Kernel* (int64_t id, const char* node_name, const PG_Attr* attrs, int32_t num_attrs,
+    #               TF_Status* status)
+    "pluggable_KernelDelete": (None, (_p,)),
+    #   void (PG_Kernel*)
+    "pluggable_KernelRun": (ctypes.c_int, (ctypes.c_size_t,)),
+    #   int (const int64_t* request)
+    "pluggable_FreeHostMemory": (None, (_p,)),
+    #   void (void* data)
+}
+
+
+def _bind():
+    fns = {}
+    for name, (restype, argtypes) in _PROTOTYPES.items():
+        fn = getattr(_native.lib, name)
+        fn.restype = restype
+        fn.argtypes = argtypes
+        fns[name] = fn
+    return fns
+
+
+_fns = _bind()
+_Begin = _fns["pluggable_BeginKernelRegistration"]
+_End = _fns["pluggable_EndKernelRegistration"]
+_Count = _fns["pluggable_KernelRegistrationCount"]
+_Info = _fns["pluggable_KernelRegistrationInfo"]
+_SetEnabled = _fns["pluggable_KernelRegistrationSetEnabled"]
+_Create = _fns["pluggable_KernelCreate"]
+_Delete = _fns["pluggable_KernelDelete"]
+_Run = _fns["pluggable_KernelRun"]
+_FreeHostMemory = _fns["pluggable_FreeHostMemory"]
+
+# The request and output layouts of pluggable_KernelRun (runtime_internal.h: PG_RUN_*,
+# PG_OUT_*).
+_RUN_HEADER_WORDS = 12
+_RUN_OUTPUT_HOST_MEMORY = 1 << 32
+_OUT_HEADER_WORDS = 6
+_OUT_OWNED, _OUT_HOST_MEMORY = 1, 2
+_MAX_OUTPUT_DIMS = 254
+_MASK64 = (1 << 64) - 1
+_addressof = ctypes.addressof
+
+_ATTR_KINDS = {"int": 0, "float": 1, "bool": 2, "type": 3, "string": 4}  # PG_ATTR_*
+_KIND_CTYPES = {"int": ctypes.c_int64, "float": ctypes.c_float, "bool": ctypes.c_ubyte,
+                "type": ctypes.c_int32}
+
+
+# -- public value types ---------------------------------------------------------------------
+class AttrList(NamedTuple):
+    """A list attribute with an explicit element kind: "int", "float", "bool", "type" or
+    "string". Needed only for an empty list whose kind matters; ``[1, 2]`` is a list of
+    ints."""
+
+    kind: str
+    values: Tuple[Any, ...] = ()
+
+
+class KernelInput(NamedTuple):
+    """One input of `Kernel.run`: device memory (host memory with ``host_memory``) the
+    kernel reads during the call. ``dtype`` is a ``TF_DataType`` code."""
+
+    address: int
+    nbytes: int
+    dtype: int
+    shape: Tuple[int, ...]
+    host_memory: bool = False
+
+
+class KernelOutput(NamedTuple):
+    """One output of `Kernel.run`.
+
+    - ``owned``: ``address`` is fresh memory the caller now owns: device memory of the run's
+      executor (``executor.allocator.deallocate(address)``) or, with ``host_memory``, host
+      memory the runtime allocated (free it with `free_host_output`);
+    - ``aliased_input >= 0``: the kernel made the output a view of that input; ``address``
+      lies inside the input's memory, nothing to free;
+    - neither (``nbytes == 0``): an empty output, address 0.
+    """
+
+    address: int
+    nbytes: int
+    dtype: int
+    shape: Tuple[int, ...]
+    owned: bool
+    aliased_input: int  # -1 when owned or empty
+    host_memory: bool = False
+
+
+def free_host_output(address: int) -> None:
+    """Frees the host memory of an owned host-memory `KernelOutput`."""
+    _FreeHostMemory(address or None)
+
+
+# -- registrations --------------------------------------------------------------------------
+_MISSING = object()
+
+
+def _type_code(value: Any) -> int:
+    """A TF_DataType code from a DType, a TF_DataType, an int code or anything `as_dtype`
+    takes."""
+    code = getattr(value, "tf_code", None)  # a pluggable.DType
+    if code is not None:
+        return int(code)
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        return int(value)
+    from .dtypes import as_dtype  # NumPy: only when names or NumPy types are used
+
+    return int(as_dtype(value).tf_code)
+
+
+def _is_type(value: Any) -> bool:
+    return isinstance(value, TF_DataType) or getattr(value, "tf_code", None) is not None
+
+
+class KernelRegistration:
+    """One kernel a plugin registered: op, device type, constraints, and its source.
+
+    ``constraints`` maps type attributes to the ``TF_DataType`` codes allowed;
+    ``host_memory`` names the input and output arguments kept in host memory; ``plugin`` is
+    the path of the plugin that registered it.
+    """
+
+    __slots__ = ("id", "op", "device_type", "kernel_name", "label", "priority", "constraints",
+                 "host_memory", "plugin", "is_async", "error_code", "error_message", "_enabled")
+
+    def __init__(self, registration_id: int):
+        info = PG_KernelInfo()
+        info.struct_size = ctypes.sizeof(PG_KernelInfo)
+        if _Info(registration_id, ctypes.byref(info)):
+            raise InvalidArgumentError(f"no kernel registration has id {registration_id}",
+                                       call="KernelRegistration")
+        text = lambda raw: raw.decode("utf-8", "replace") if raw else ""  # noqa: E731
+        self.id = registration_id
+        self.op = text(info.op)
+        self.device_type = text(info.device_type)
+        self.kernel_name = text(info.kernel_name)
+        self.label = text(info.label)
+        self.priority = int(info.priority)
+        self.plugin = info.source.decode("utf-8", "surrogateescape") if info.source else ""
+        self.is_async = bool(info.is_async)
+        self.error_code = int(info.error_code)
+        self.error_message = text(info.error_message)
+        constraints: Dict[str, FrozenSet[int]] = {}
+        for i in range(info.num_constraints):
+            types = info.constraint_types[i]
+            constraints[text(info.constraint_attrs[i])] = frozenset(
+                int(types[j]) for j in range(info.constraint_num_types[i]))
+        self.constraints = constraints
+        self.host_memory = frozenset(text(info.host_memory_args[i])
+                                     for i in range(info.num_host_memory_args))
+        self._enabled = bool(info.enabled)
+
+    @property
+    def enabled(self) -> bool:
+        """Whether the host may use the kernel (rejected and failed registrations are not)."""
+        return self._enabled
+
+    def set_enabled(self, enabled: bool) -> None:
+        """Enables or disables the kernel; a failed registration cannot be enabled."""
+        if _SetEnabled(self.id, int(bool(enabled))):
+            raise FailedPreconditionError(
+                f"kernel {self.kernel_name} for {self.op} on {self.device_type} failed to "
+                f"register ({self.error_message}) and cannot be enabled",
+                plugin=self.plugin, call="KernelRegistration.set_enabled")
+        with _registry_lock:
+            self._enabled = bool(enabled)
+            _rebuild_index()
+
+    def matches(self, attrs: Mapping[str, Any]) -> bool:
+        """Whether a node with ``attrs`` may use this kernel, as TensorFlow decides: every
+        type constraint holds (a type, or every type of a type list, is allowed; a
+        constrained attribute that is missing fails), and the node's ``_kernel`` label (""
+        when absent) equals the kernel's label."""
+        for name, allowed in self.constraints.items():
+            value = attrs.get(name, _MISSING)
+            code = getattr(value, "tf_code", None)
+            if code is not None:  # a DType, the common case
+                if code not in allowed:
+                    return False
+                continue
+            if value is _MISSING:
+                return False
+            if isinstance(value, AttrList):
+                value = value.values
+            values = value if isinstance(value, (list, tuple)) else (value,)
+            try:
+                if any(_type_code(v) not in allowed for v in values):
+                    return False
+            except (TypeError, ValueError):
+                return False
+        return str(attrs.get("_kernel", "") or "") == self.label
+
+    def instantiate(self, node_name: str, attrs: Mapping[str, Any]) -> "Kernel":
+        """A kernel instance for node ``node_name``: the plugin's ``create_func`` runs now and
+        reads ``attrs``. Raises the `pluggable.errors` class of the plugin's status when
+        construction fails."""
+        flush_releases()
+        array, count, _keep = _pack_attrs(attrs)
+        status = _native.acquire_status()
+        try:
+            handle = _Create(self.id, str(node_name).encode("utf-8"), array, count,
+                             status.address)
+            if not handle:
+                message = status.message
+                raise error_for_code(status.code)(
+                    f"{self.plugin}: creating kernel {self.kernel_name} for {self.op} (node "
+                    f"{node_name!r}) failed: {message or '(the plugin gave no message)'}",
+                    plugin=self.plugin, call=f"kernel {self.kernel_name}",
+                    plugin_message=message)
+        finally:
+            _native.release_status(status)
+        kernel = Kernel(self, str(node_name), handle)
+        _live_kernels.add(kernel)
+        return kernel
+
+    def __repr__(self):
+        state = "" if self._enabled else (" failed" if self.error_code else " disabled")
+        extra = f" label={self.label!r}" if self.label else ""
+        return (f"<KernelRegistration {self.kernel_name!r} op={self.op} "
+                f"device_type={self.device_type} priority={self.priority}{extra}{state}>")
+
+
+def _attr_kind(name: str, value: Any) -> str:
+    if isinstance(value, (bool,)) or type(value).__name__ == "bool_":
+        return "bool"
+    if _is_type(value):
+        return "type"
+    if isinstance(value, numbers.Integral):
+        return "int"
+    if isinstance(value, numbers.Real):
+        return "float"
+    if isinstance(value, (str, bytes)):
+        return "string"
+    raise InvalidArgumentError(
+        f"attribute {name!r}: {value!r} ({type(value).__name__}) is not a kernel attribute "
+        f"value; use bool, int, float, str, a DType, or a list of one of those",
+        call="KernelRegistration.instantiate")
+
+
+def _list_kind(name: str, values: Sequence[Any]) -> str:
+    kinds = {_attr_kind(name, v) for v in values}
+    if not kinds:
+        return "int"
+    if kinds == {"int", "float"}:
+        return "float"
+    if len(kinds) > 1:
+        raise InvalidArgumentError(
+            f"attribute {name!r}: a list mixes {', '.join(sorted(kinds))} values",
+            call="KernelRegistration.instantiate")
+    return kinds.pop()
+
+
+def _pack_attrs(attrs: Mapping[str, Any]):
+    """``(PG_Attr array, count, keep)`` for ``attrs``; ``keep`` holds the memory the array
+    points to (pluggable_KernelCreate copies it all)."""
+    keep: List[Any] = []  # the value arrays and names the PG_Attr array points to
+    structs: List[Tuple] = []
+    for name, value in attrs.items():
+        if isinstance(value, AttrList):
+            kind, values, is_list = value.kind, tuple(value.values), True
+            if kind not in _ATTR_KINDS:
+                raise InvalidArgumentError(
+                    f"attribute {name!r}: AttrList kind must be one of "
+                    f"{', '.join(_ATTR_KINDS)}, not {kind!r}",
+                    call="KernelRegistration.instantiate")
+        elif isinstance(value, (list, tuple)):
+            values, is_list = tuple(value), True
+            kind = _list_kind(name, values)
+        else:
+            values, is_list = (value,), False
+            kind = _attr_kind(name, value)
+        lengths = None
+        try:
+            if kind == "string":
+                raw = [v if isinstance(v, bytes) else str(v).encode("utf-8") for v in values]
+                keep.extend(raw)
+                array = (ctypes.c_char_p * max(1, len(raw)))(*raw)
+                lengths = (ctypes.c_uint64 * max(1, len(raw)))(*(len(r) for r in raw))
+                keep.append(lengths)
+            elif kind == "type":
+                array = (ctypes.c_int32 * max(1, len(values)))(*(_type_code(v) for v in values))
+            elif kind == "bool":
+                array = (ctypes.c_ubyte * max(1, len(values)))(*(bool(v) for v in values))
+            elif kind == "int":
+                ints = [int(v) for v in values]
+                if any(not -(1 << 63) <= v < (1 << 63) for v in ints):
+                    raise OverflowError
+                array = (ctypes.c_int64 * max(1, len(ints)))(*ints)
+            else:
+                array = (ctypes.c_float * max(1, len(values)))(*(float(v) for v in values))
+        except (TypeError, ValueError, OverflowError) as exc:
+            raise InvalidArgumentError(
+                f"attribute {name!r}: {value!r} cannot be passed as {kind} value(s): "
+                f"{exc or 'out of range'}", call="KernelRegistration.instantiate") from None
+        encoded = str(name).encode("utf-8")
+        keep.extend((array, encoded))
+        structs.append((encoded, _ATTR_KINDS[kind], int(is_list), len(values),
+                        ctypes.cast(array, ctypes.c_void_p), lengths))
+    array = (PG_Attr * max(1, len(structs)))()
+    for i, (encoded, kind, is_list, count, values_p, lengths) in enumerate(structs):
+        entry = array[i]
+        entry.name, entry.kind, entry.is_list, entry.count = encoded, kind, is_list, count
+        entry.values = values_p
+        if lengths is not None:
+            entry.lengths = ctypes.cast(lengths, ctypes.POINTER(ctypes.c_uint64))
+    return array, len(structs), keep
+
+
+_registry_lock = threading.RLock()
+_registrations: List[KernelRegistration] = []
+_index: Dict[Tuple[str, str], List[KernelRegistration]] = {}
+_by_op: Dict[str, List[KernelRegistration]] = {}
+_loaded: Dict[int, List[KernelRegistration]] = {}  # TF_InitKernel address -> accepted
+
+
+def _refresh() -> None:
+    """Mirrors registrations made since the last call."""
+    count = _Count()
+    if count == len(_registrations):
+        return
+    with _registry_lock:
+        for i in range(len(_registrations), _Count()):
+            _registrations.append(KernelRegistration(i))
+        _rebuild_index()
+
+
+def _rebuild_index() -> None:
+    _index.clear()
+    _by_op.clear()
+    for r in _registrations:
+        if r._enabled:
+            _index.setdefault((r.op, r.device_type), []).append(r)
+            _by_op.setdefault(r.op, []).append(r)
+
+
+def registered_kernels(op: Optional[str] = None, device_type: Optional[str] = None,
+                       plugin: Optional[str] = None) -> List[KernelRegistration]:
+    """The enabled kernel registrations, in registration order, for ``op`` and
+    ``device_type`` when given.
+
+    Two plugins may provide one device type (one of them enabled); a kernel must run on
+    devices of the plugin that registered it: pass ``plugin`` (a platform's ``path``) to
+    keep only that plugin's kernels."""
+    _refresh()
+    if op is not None and device_type is not None:
+        found = _index.get((op, device_type), ())
+    elif op is not None:
+        found = _by_op.get(op, ())
+    else:
+        with _registry_lock:
+            found = [r for r in _registrations if r._enabled
+                     and (device_type is None or r.device_type == device_type)]
+    if plugin is not None:
+        return [r for r in found if r.plugin == plugin]
+    return list(found)
+
+
+def all_registrations() -> List[KernelRegistration]:
+    """Every registration, disabled and failed ones included."""
+    _refresh()
+    with _registry_lock:
+        return list(_registrations)
+
+
+def load_kernels(platform: "Platform",
+                 device_types: Optional[Iterable[str]] = None) -> List[KernelRegistration]:
+    """Runs ``platform``'s ``TF_InitKernel`` (once per process) and returns the kernels it
+    registered that the host accepted.
+
+    ``device_types`` are the device types of every loaded platform (the loader passes them;
+    default: the process's plugin manager's, plus ``platform``'s own). A registration for
+    another device type, or for "CPU", is disabled, as is one that failed; each is reported
+    with a `PluginLoadWarning`.
+    """
+    init = platform.library.kernel_init
+    if init is None:
+        return []
+    if device_types is None:
+        from .loader import manager
+
+        device_types = {p.device_type for p in manager().platforms.all()}
+    known = set(device_types) | {platform.device_type}
+    messages: List[str] = []
+    with _registry_lock:
+        if init in _loaded:
+            return list(_loaded[init])
+        start = _Count()
+        _Begin(platform.path.encode("utf-8", "surrogateescape"))
+        try:
+            TF_InitKernel_fn(init)()
+        finally:
+            _End()
+        _refresh()
+        mine = [r for r in _registrations[start:] if r.plugin == platform.path]
+        accepted = []
+        for r in mine:
+            where = (f"pluggable: plugin {platform.path}: kernel {r.kernel_name!r} for op "
+                     f"{r.op!r} on device type {r.device_type!r}")
+            if r.error_code != TF_Code.TF_OK:
+                messages.append(
+                    f"{where} was not registered: TF_RegisterKernelBuilder failed with "
+                    f"{_code_name(r.error_code)}: {r.error_message}. The kernel is ignored")
+            elif r.device_type == "CPU":
+                r.set_enabled(False)
+                messages.append(
+                    f"{where} is ignored: CPU is the host's own device, whose kernels are "
+                    f"NumPy's; plugins register kernels for the device types they provide "
+                    f"({platform.device_type})")
+            elif r.device_type not in known:
+                r.set_enabled(False)
+                messages.append(
+                    f"{where} is ignored: no loaded plugin provides device type "
+                    f"{r.device_type!r} (loaded device types: {', '.join(sorted(known))}). "
+                    f"Register kernels for the plugin's own device type "
+                    f"({platform.device_type}), or load the plugin that provides "
+                    f"{r.device_type!r} first")
+            else:
+                accepted.append(r)
+        _rebuild_index()
+        _loaded[init] = accepted
+    for message in messages:  # after every decision: a warning may be raised as an error
+        warnings.warn(message, PluginLoadWarning, stacklevel=3)
+    return list(accepted)
+
+
+def _code_name(code: int) -> str:
+    try:
+        return TF_Code(code).name
+    except ValueError:
+        return f"code {code}"
+
+
+# -- kernel instances -----------------------------------------------------------------------
+_pending_deletes: List[int] = []
+_pending_lock = threading.Lock()
+
+
+def _queue_delete(handle: int) -> None:
+    """A finalizer's release: the plugin's delete_func runs at the next safe point."""
+    with _pending_lock:
+        _pending_deletes.append(handle)
+
+
+def flush_releases() -> None:
+    """Runs the delete_func of every kernel instance that was dropped without close()."""
+    if not _pending_deletes:
+        return
+    with _pending_lock:
+        pending = _pending_deletes[:]
+        del _pending_deletes[:]
+    for handle in pending:
+        _Delete(handle)
+
+
+_live_kernels: "weakref.WeakSet[Kernel]" = weakref.WeakSet()
+
+
+def close_all() -> None:
+    """Closes every kernel instance (their ``delete_func`` runs now). Call it before closing
+    the devices they ran on: a kernel may keep device tensors, which its ``delete_func``
+    gives back to the device's allocator."""
+    for kernel in list(_live_kernels):
+        kernel.close()
+    flush_releases()
+
+
+class _Scratch(threading.local):
+    """Per-thread buffers of `Kernel.run`: ``state`` is ``(out array, its address, its
+    length in words, TF_Status address)``.
+
+    Sharing them between the runs of one thread is safe even when a kernel's compute makes
+    the host run another kernel on the same thread (a host callback that runs inline): the
+    inner run writes and reads them completely before the outer run's C code writes its
+    outputs and status, which happens after compute returns. The request is not shared: the
+    kernel reads its input shapes from it during compute."""
+
+    def __init__(self):
+        self.status = _native.Status()
+        self.grow(8)
+
+    def grow(self, outputs: int):
+        out = _array("q", bytes(8 * max(outputs, 8) * _OUT_RECORD_WORDS))
+        self.state = (out, *out.buffer_info(), self.status.address)
+        return self.state
+
+
+_OUT_RECORD_WORDS = _OUT_HEADER_WORDS + _MAX_OUTPUT_DIMS
+_scratch = _Scratch()
+_new_output = tuple.__new__
+_unpack_head = _struct.Struct("6q").unpack_from  # PG_OUT_ADDRESS .. PG_OUT_NUM_DIMS
+_DIMS = [_struct.Struct(f"{n}q") for n in range(9)]
+
+
+class Kernel:
+    """An instance of a registered kernel for one node: what the plugin's ``create_func``
+    returned. Made by `KernelRegistration.instantiate`; `run` executes it; `close` (or a
+    ``with`` block, or dropping it) calls the plugin's ``delete_func``.
+
+    Several threads may run one kernel at once, as TensorFlow allows. A kernel that keeps
+    device tensors between runs must be closed before the device's allocator.
+    """
+
+    __slots__ = ("registration", "node_name", "_handle", "_finalizer", "__weakref__")
+
+    def __init__(self, registration: KernelRegistration, node_name: str, handle: int):
+        self.registration = registration
+        self.node_name = node_name
+        self._handle = handle
+        self._finalizer = finalizer(self, _queue_delete, handle)
+
+    @property
+    def is_closed(self) -> bool:
+        return self._handle is None
+
+    def close(self) -> None:
+        """Calls the plugin's delete_func now; idempotent."""
+        if self._handle is None:
+            return
+        handle, self._handle = self._handle, None
+        self._finalizer.detach()
+        _Delete(handle)
+        flush_releases()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __repr__(self):
+        r = self.registration
+        state = " closed" if self._handle is None else ""
+        return f"<Kernel {r.kernel_name!r} for {r.op} node={self.node_name!r}{state}>"
+
+    def run(self, executor: "StreamExecutor", stream: "Stream", inputs: Sequence[KernelInput],
+            output_dtypes: Sequence[int], step_id: int = 0,
+            output_host_memory: Optional[Sequence[bool]] = None) -> List[KernelOutput]:
+        """Runs the kernel once on ``executor``'s device: the plugin's ``compute_func`` reads
+        ``inputs`` and enqueues its work on ``stream`` (what ``TF_GetStream`` returns).
+        Device outputs and temporaries come from ``executor.allocator``; an output listed
+        in ``output_host_memory`` (a flag per output) is in host memory.
+
+        Inputs must stay valid until the work on ``stream`` is done. Outputs are ready once
+        that work is. Raises the `pluggable.errors` class of the kernel's status, with every
+        output of the call freed.
+        """
+        handle = self._handle
+        if handle is None:
+            raise FailedPreconditionError(
+                f"kernel {self.registration.kernel_name} for node {self.node_name!r} is "
+                f"closed", call="Kernel.run")
+        if _pending_deletes:
+            flush_releases()
+        allocator = executor._allocator
+        if allocator is None or allocator._handle is None:
+            executor._check_open()
+            allocator = executor.allocator
+        n_out = len(output_dtypes)
+        # `out` stays referenced here even if a nested run on this thread grows the scratch.
+        out, out_address, out_words, status = _scratch.state
+        if out_words < n_out * _OUT_RECORD_WORDS:
+            out, out_address, out_words, status = _scratch.grow(n_out)
+        words = [handle, _addressof(executor._device), _addressof(executor._se),
+                 stream._handle or 0, allocator._handle, executor.ordinal, step_id & _MASK64,
+                 len(inputs), n_out, out_address, out_words, status]
+        if output_host_memory:
+            words += [int(d) | (_RUN_OUTPUT_HOST_MEMORY if h else 0)
+                      for d, h in zip(output_dtypes, output_host_memory)]
+            words += output_dtypes[len(output_host_memory):]
+        else:
+            words += output_dtypes
+        for address, nbytes, dtype, shape, host in inputs:
+            words += (address, nbytes, dtype, 1 if host else 0, len(shape))
+            words += shape
+        try:
+            request = _array("Q", words)
+        except (TypeError, OverflowError):
+            request = self._slow_request(words)
+        code = _Run(request.buffer_info()[0])
+        if code:
+            message = _native.TF_Message(status)
+            raise self._error(executor, code, message.decode("utf-8", "replace") if message
+                              else "")
+        if n_out == 1:  # the common case, without the loop
+            address, nbytes, dtype, flags, alias, ndims = _unpack_head(out, 0)
+            if address < 0:
+                address &= _MASK64
+            shape = (_DIMS[ndims] if ndims < 9 else _struct.Struct(f"{ndims}q")).unpack_from(
+                out, 48)
+            return [_new_output(KernelOutput, (address, nbytes, dtype, shape, flags & 1 == 1,
+                                               alias, flags & 2 == 2))]
+        results = []
+        at = 0
+        for _ in range(n_out):
+            address, nbytes, dtype, flags, alias, ndims = _unpack_head(out, at)
+            if address < 0:
+                address &= _MASK64
+            at += 48
+            shape = (_DIMS[ndims] if ndims < 9 else _struct.Struct(f"{ndims}q")).unpack_from(
+                out, at)
+            at += 8 * ndims
+            results.append(_new_output(KernelOutput, (address, nbytes, dtype, shape,
+                                                      flags & 1 == 1, alias, flags & 2 == 2)))
+        return results
+
+    @staticmethod
+    def _slow_request(words):
+        """The request when some value is not a plain int (a DType, a NumPy integer, ...)."""
+        fixed = []
+        for value in words:
+            if _is_type(value):
+                value = _type_code(value)
+            try:
+                fixed.append(int(value) & _MASK64)
+            except (TypeError, ValueError):
+                raise TypeError(
+                    f"Kernel.run: {value!r} is not an integer; inputs are KernelInput(address, "
+                    f"nbytes, dtype code, shape, host_memory) and output_dtypes TF_DataType "
+                    f"codes") from None
+        return _array("Q", fixed)
+
+    def _error(self, executor: "StreamExecutor", code: int, message: str):
+        r = self.registration
+        label = executor.platform.label
+        return error_for_code(code)(
+            f"{label}, device {executor.ordinal}: kernel {r.kernel_name} for {r.op} failed: "
+            f"{message or '(the kernel gave no message)'}",
+            plugin=label, call=f"kernel {r.kernel_name}", plugin_message=message)

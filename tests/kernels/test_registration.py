@@ -1,0 +1,193 @@
+"""Kernel registration: what the registry records, how the host chooses among kernels, and
+which registrations it rejects (with a PluginLoadWarning naming plugin, op, kernel and
+device type)."""
+from __future__ import annotations
+
+import ctypes
+import os
+
+import pytest
+
+import pluggable
+from pluggable import kernels
+from pluggable.abi.tf_datatype import TF_DataType
+from pluggable.abi.tf_status import TF_Code
+from pluggable.errors import FailedPreconditionError, PluginLoadWarning
+
+PLUGINS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "plugins")
+KERNEL_C_PLUGIN = os.path.join(PLUGINS, "kernel_c_plugin.c")
+
+F32, F64, I32 = (int(TF_DataType.TF_FLOAT), int(TF_DataType.TF_DOUBLE),
+                 int(TF_DataType.TF_INT32))
+
+
+def mine(path):
+    return {r.kernel_name: r for r in kernels.all_registrations() if r.plugin == path}
+
+
+def test_registrations_record_what_the_builder_said(kc):
+    regs = mine(kc.path)
+    typed = regs["TypedKernel"]
+    assert (typed.op, typed.device_type, typed.label, typed.priority) == ("Typed", "KC", "", 0)
+    # Two TypeConstraint calls for T accumulate; U has its own constraint.
+    assert typed.constraints == {"T": frozenset({F32, F64}), "U": frozenset({I32})}
+    assert regs["LabelledKernel"].label == "special"
+    assert (regs["PrioLow"].priority, regs["PrioHigh"].priority) == (1, 5)
+    assert regs["HostArgsKernel"].host_memory == frozenset({"shape", "count"})
+    assert all(r.enabled and r.error_code == TF_Code.TF_OK for r in regs.values())
+    assert os.path.isabs(typed.plugin) and typed.plugin == kc.platform.path
+
+
+def test_registered_kernels_filters_by_op_and_device_type(kc):
+    prio = kernels.registered_kernels("Prio", "KC")
+    assert {r.kernel_name for r in prio if r.plugin == kc.path} == {"PrioLow", "PrioHigh"}
+    assert all(r.op == "Prio" for r in kernels.registered_kernels("Prio"))
+    assert all(r.device_type == "KC" for r in kernels.registered_kernels(device_type="KC"))
+    assert kernels.registered_kernels("NoSuchOp") == []
+    assert {r.plugin for r in kernels.registered_kernels("Prio", "KC", plugin=kc.path)} == \
+        {kc.path}
+    assert kernels.registered_kernels("Prio", "KC", plugin="/elsewhere.so") == []
+
+
+def test_type_constraints_decide_matches(kc):
+    typed = mine(kc.path)["TypedKernel"]
+    assert typed.matches({"T": pluggable.float32, "U": pluggable.int32})
+    assert typed.matches({"T": TF_DataType.TF_DOUBLE, "U": I32})       # enum and code
+    assert typed.matches({"T": "float64", "U": "int32"})               # names
+    assert not typed.matches({"T": pluggable.float16, "U": pluggable.int32})
+    assert not typed.matches({"T": pluggable.float32})                 # U missing
+    assert typed.matches({"T": [pluggable.float32, pluggable.float64], "U": I32})  # list(type)
+    assert not typed.matches({"T": [pluggable.float32, pluggable.int8], "U": I32})
+    assert typed.matches({"T": kernels.AttrList("type", ()), "U": I32})
+    assert not typed.matches({"T": object(), "U": I32})
+
+
+def test_labels_match_only_nodes_that_ask_for_them(kc):
+    labelled = mine(kc.path)["LabelledKernel"]
+    plain = mine(kc.path)["TypedKernel"]
+    assert labelled.matches({"_kernel": "special"})
+    assert not labelled.matches({})
+    assert not plain.matches({"T": F32, "U": I32, "_kernel": "special"})
+
+
+def test_the_highest_priority_kernel_is_chosen_and_runs(kc):
+    import numpy as np
+
+    chosen = max(kernels.registered_kernels("Prio", "KC"), key=lambda r: r.priority)
+    assert chosen.kernel_name == "PrioHigh"
+    with chosen.instantiate("p", {}) as kernel:
+        (y,) = kernel.run(kc.executor, kc.stream, [kc.upload(np.zeros(3, np.float32))], [F32])
+        assert list(kc.download(y, np.float32)) == [5.0] * 3
+
+
+def test_disabling_a_registration(kc):
+    low = mine(kc.path)["PrioLow"]
+    low.set_enabled(False)
+    try:
+        assert low not in kernels.registered_kernels("Prio", "KC")  # the caller re-lists
+        with pytest.raises(FailedPreconditionError, match="disabled"):
+            low.instantiate("p", {})
+    finally:
+        low.set_enabled(True)
+    assert low in kernels.registered_kernels("Prio", "KC")
+
+
+def test_tf_init_kernel_runs_once_per_process(kc, private_manager, build_kernel_plugin):
+    before = len(kernels.all_registrations())
+    again = kernels.load_kernels(kc.platform)
+    assert len(kernels.all_registrations()) == before
+    assert {r.kernel_name for r in again} == set(mine(kc.path))
+
+
+def test_list_plugins_records_provide_kernels(kc, private_manager):
+    record = next(r for r in private_manager.records if r.path == kc.path)
+    assert record.provides_kernels and record.status == "loaded"
+
+
+def test_a_plugin_that_registers_nothing_is_fine(private_manager, build_kernel_plugin):
+    path = build_kernel_plugin(KERNEL_C_PLUGIN, PLATFORM_NAME="KC_EMPTY", DEVICE_TYPE="KCEMPTY",
+                               NO_KERNELS=True)
+    private_manager.load_plugin(path)  # no warning (warnings are errors in the tests)
+    assert mine(path) == {}
+    record = next(r for r in private_manager.records if r.path == path)
+    assert record.provides_kernels  # it exports TF_InitKernel, which did nothing
+
+
+def test_unknown_device_types_and_cpu_are_rejected_with_warnings(private_manager,
+                                                                 build_kernel_plugin):
+    path = build_kernel_plugin(KERNEL_C_PLUGIN, PLATFORM_NAME="KC_REJ", DEVICE_TYPE="KCREJ",
+                               REJECTED=True)
+    with pytest.warns(PluginLoadWarning) as caught:
+        private_manager.load_plugin(path)
+    messages = [str(w.message) for w in caught]
+    nope = next(m for m in messages if "'NOPE'" in m)
+    assert path in nope and "'ForNopeKernel'" in nope and "op 'ForNope'" in nope
+    assert "no loaded plugin provides device type 'NOPE'" in nope and "is ignored" in nope
+    cpu = next(m for m in messages if "'CPU'" in m)
+    assert "'ForCpuKernel'" in cpu and "the host's own device" in cpu and "ignored" in cpu
+    assert len(messages) == 2
+    regs = mine(path)
+    assert not regs["ForNopeKernel"].enabled and not regs["ForCpuKernel"].enabled
+    assert regs["TypedKernel"].enabled
+    assert kernels.registered_kernels("ForNope") == []
+    with pytest.raises(FailedPreconditionError):
+        regs["ForNopeKernel"].instantiate("n", {})
+
+
+def test_a_device_type_of_another_loaded_plugin_is_accepted(private_manager, build_test_plugin,
+                                                            build_kernel_plugin):
+    # The "NOPE" device type exists once a plugin provides it.
+    private_manager.load_plugin(build_test_plugin(PLATFORM_NAME="NOPE_DEV", DEVICE_TYPE="NOPE"))
+    path = build_kernel_plugin(KERNEL_C_PLUGIN, PLATFORM_NAME="KC_REJ_TWO",
+                               DEVICE_TYPE="KCREJTWO", REJECTED=True)
+    with pytest.warns(PluginLoadWarning) as caught:
+        private_manager.load_plugin(path)
+    assert [str(w.message) for w in caught if "'NOPE'" in str(w.message)] == []
+    assert len(caught) == 1  # CPU only
+    assert mine(path)["ForNopeKernel"].enabled
+
+
+def test_a_duplicate_registration_is_already_exists(private_manager, build_kernel_plugin):
+    path = build_kernel_plugin(KERNEL_C_PLUGIN, PLATFORM_NAME="KC_DUP", DEVICE_TYPE="KCDUP",
+                               DUPLICATE=True)
+    with pytest.warns(PluginLoadWarning) as caught:
+        private_manager.load_plugin(path)
+    lib = ctypes.CDLL(path)
+    # codes: AsyncKernel, DupFirst, DupSecond
+    assert [lib.kc_registration_code(i) for i in range(3)] == [0, 0, TF_Code.TF_ALREADY_EXISTS]
+    (message,) = [str(w.message) for w in caught]
+    assert path in message and "'DupSecond'" in message and "op 'Dup'" in message
+    assert "TF_ALREADY_EXISTS" in message and "duplicates kernel 'DupFirst'" in message
+    regs = mine(path)
+    assert regs["DupFirst"].enabled and not regs["DupSecond"].enabled
+    with pytest.raises(FailedPreconditionError, match="cannot be enabled"):
+        regs["DupSecond"].set_enabled(True)
+
+
+def test_malformed_registrations_fail_with_a_status_and_a_warning(private_manager,
+                                                                  build_kernel_plugin):
+    path = build_kernel_plugin(KERNEL_C_PLUGIN, PLATFORM_NAME="KC_BAD", DEVICE_TYPE="KCBAD",
+                               MALFORMED=True)
+    with pytest.warns(PluginLoadWarning) as caught:
+        private_manager.load_plugin(path)
+    lib = ctypes.CDLL(path)
+    codes = [lib.kc_registration_code(i) for i in range(6)]
+    assert codes == [0, TF_Code.TF_INVALID_ARGUMENT, TF_Code.TF_INVALID_ARGUMENT,
+                     TF_Code.TF_UNIMPLEMENTED, TF_Code.TF_INVALID_ARGUMENT,
+                     TF_Code.TF_UNIMPLEMENTED]
+    text = "\n".join(str(w.message) for w in caught)
+    assert "compute_func is NULL for op 'NoCompute'" in text
+    assert "was set twice ('one', then 'two')" in text
+    assert "serialized KernelDef is not implemented by pluggable" in text
+    assert "the builder is NULL" in text
+    assert len(caught) == 4  # the bad type constraint is only the plugin's status
+    regs = mine(path)
+    assert not any(regs[n].enabled for n in ("NoComputeKernel", "TwoLabelsKernel",
+                                              "WithDefKernel", "NullBuilder"))
+
+
+def test_kernels_of_the_cpp_plugin(ktest):
+    (registration,) = [r for r in kernels.registered_kernels(device_type="KTEST")
+                       if r.plugin == ktest.path]
+    assert (registration.op, registration.kernel_name) == ("ScaleAndShift", "ScaleAndShiftOp")
+    assert "ScaleAndShiftOp" in repr(registration)
