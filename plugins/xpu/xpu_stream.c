@@ -35,6 +35,7 @@
 #include "xpu_internal.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -84,6 +85,8 @@ struct SP_Stream_st {
   bool shutdown;    /* the worker exits once the queue is empty */
   TF_Code error_code; /* TF_OK until an operation fails, then sticky */
   char* error_message;
+  bool sleeping;            /* the worker waits on work_cv: enqueue must wake it */
+  atomic_uint_fast64_t enqueued; /* operations ever enqueued; read unlocked while spinning */
 };
 
 /* Guarded by dev->mu. */
@@ -193,7 +196,39 @@ static void enqueue(SP_Stream s, XpuOp* op) {
   s->last_ticket = op->ticket;
   if (s->tail != NULL) s->tail->next = op; else s->head = op;
   s->tail = op;
-  pthread_cond_signal(&s->work_cv);
+  atomic_fetch_add_explicit(&s->enqueued, 1, memory_order_release);
+  if (s->sleeping) pthread_cond_signal(&s->work_cv);
+}
+
+/* How long a worker whose queue ran empty keeps looking for new work before it sleeps. A
+ * burst of small operations then costs no wake-up (a futex call and a scheduler round trip
+ * per operation); an idle stream costs this much CPU once. */
+#define XPU_WORKER_SPIN_NS UINT64_C(20000)
+
+/* Hints the CPU that this is a spin-wait loop. */
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+/* Waits, briefly spinning then sleeping, until `s` has work or shuts down. Under dev->mu. */
+static void wait_for_work(SP_Stream s) {
+  XpuDevice* dev = s->dev;
+  if (s->head != NULL || s->shutdown) return;
+  uint_fast64_t seen = atomic_load_explicit(&s->enqueued, memory_order_acquire);
+  pthread_mutex_unlock(&dev->mu);
+  uint64_t deadline = now_ns() + XPU_WORKER_SPIN_NS;
+  for (unsigned i = 1; atomic_load_explicit(&s->enqueued, memory_order_acquire) == seen; i++) {
+    cpu_relax();
+    if ((i & 63) == 0 && now_ns() >= deadline) break;
+  }
+  pthread_mutex_lock(&dev->mu);
+  while (s->head == NULL && !s->shutdown) {
+    s->sleeping = true;
+    pthread_cond_wait(&s->work_cv, &dev->mu);
+    s->sleeping = false;
+  }
 }
 
 /* Drops the references a finished operation held and frees it. Under dev->mu. */
@@ -398,7 +433,7 @@ static void* stream_worker(void* arg) {
   tl_worker_stream = s;
   pthread_mutex_lock(&dev->mu);
   for (;;) {
-    while (s->head == NULL && !s->shutdown) pthread_cond_wait(&s->work_cv, &dev->mu);
+    wait_for_work(s);
     if (s->head == NULL) break;
     XpuOp* op = s->head;
     uint64_t delay = xpu_stream_delay_us();

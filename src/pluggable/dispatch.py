@@ -277,9 +277,94 @@ def _cpu_types(op: OpDef) -> str:
 
 
 # -- execution ----------------------------------------------------------------------------
+# -- the fast path ------------------------------------------------------------------------
+# An op run on a plugin device, with tensor inputs already there and no attributes given,
+# is remembered as a plan under (op, scope, each input's dtype, shape and device): the
+# checks, inference, kernel choice and the kernel's request were made once; a new run only
+# fills in the input addresses.
+_plans: Dict[Tuple, "_Plan"] = {}
+_MAX_PLANS = 4096
+
+
+class _Plan:
+    """How to run one op on one device for given input types and shapes; `run` returns
+    None when the plan went stale (streams replaced, kernels changed or closed)."""
+
+    __slots__ = ("device", "compute", "prepared", "kernel", "outputs", "generation",
+                 "kernels")
+
+    def __init__(self, device: PluggableDevice, prepared, outputs, generation: int):
+        self.device = device
+        self.compute = device.compute_stream
+        self.prepared = prepared
+        self.kernel = prepared.kernel
+        self.outputs = outputs  # (shape, dtype, nbytes) per output
+        self.generation = generation
+        self.kernels = _kernels_module()
+
+    def run(self, tensors: Sequence[Tensor]) -> Optional[List[Tensor]]:
+        # Plain attribute reads only: this is the per-op cost of every repeated op.
+        device = self.device
+        compute = self.compute
+        if (device._closed or device.compute_stream is not compute
+                or self.generation != self.kernels.generation
+                or self.kernel._handle is None):
+            return None
+        for t in tensors:
+            ready = t._ready
+            if ready is not None and ready.event is not None:
+                ready.make_wait(compute)
+        results = self.prepared.run([t._buffer.address for t in tensors])
+        executor = device.executor
+        out = []
+        for (address, owned, alias), (shape, dtype, nbytes) in zip(results, self.outputs):
+            if owned or not nbytes:
+                buffer = DeviceBuffer(executor, nbytes if owned else 0, address if owned else 0)
+            else:
+                buffer = tensors[alias]._buffer
+            out.append(Tensor(shape, dtype, device, buffer=buffer))
+        return out
+
+
+_kernels = None
+
+
+def _kernels_module():
+    global _kernels
+    if _kernels is None:
+        from . import kernels as module
+
+        _kernels = module
+    return _kernels
+
+
+def _plan_key(op_name: str, inputs: Sequence[Any]) -> Optional[Tuple]:
+    # dtype codes rather than DTypes: an int hashes in C, a DType in Python.
+    key = [op_name, _scope.get()]
+    for t in inputs:
+        if type(t) is not Tensor:
+            return None
+        key += (t._dtype.code, t._shape, t._device)
+    return tuple(key)
+
+
 def execute(op_name: str, inputs: Sequence[Any], attrs: Optional[Mapping[str, Any]] = None
             ) -> List[Tensor]:
     """Runs ``op_name`` on ``inputs`` with ``attrs``; returns its outputs."""
+    key = None
+    if not attrs and not _settings["log"]:
+        key = _plan_key(op_name, inputs)
+        if key is not None:
+            plan = _plans.get(key)
+            if plan is not None:
+                outputs = plan.run(inputs)
+                if outputs is not None:
+                    return outputs
+    return _execute(op_name, inputs, attrs, key)
+
+
+def _execute(op_name: str, inputs: Sequence[Any], attrs: Optional[Mapping[str, Any]],
+             key: Optional[Tuple]) -> List[Tensor]:
     op = OPS.get(op_name)
     if op is None:
         raise NotFoundError(f"there is no op named {op_name!r}; pluggable.raw_ops lists them",
@@ -299,8 +384,12 @@ def execute(op_name: str, inputs: Sequence[Any], attrs: Optional[Mapping[str, An
         registration = _find_kernel(op, target, attrs)
         if registration is not None:
             _log(op, target)
-            return _run_on_device(op, target, registration, tensors, host, attrs, shapes,
-                                  out_dtypes)
+            outputs = _run_on_device(op, target, registration, tensors, host, attrs, shapes,
+                                     out_dtypes)
+            if key is not None:
+                _remember_plan(key, op, target, registration, tensors, attrs, shapes,
+                               out_dtypes)
+            return outputs
         _no_kernel(op, target, attrs)
     _log(op, CPU_DEVICE)
     arrays = [t.numpy() for t in tensors]
@@ -334,6 +423,34 @@ def _kernel_instance(registration, device: PluggableDevice, attrs: Dict[str, Any
                 kernel = registration.instantiate(registration.op, attrs)
                 _kernel_cache[key] = kernel
     return kernel
+
+
+def _remember_plan(key, op: OpDef, target: PluggableDevice, registration,
+                   tensors: List[Tensor], attrs: Dict[str, Any], shapes, out_dtypes) -> None:
+    """Stores the plan of a run that can take the fast path next time."""
+    from .kernels import KernelInput
+
+    if (any(arg.host for arg in op.inputs) or op.name == "Select"
+            or any(t._device is not target for t in tensors)):
+        return
+    from . import kernels
+
+    kernel = _kernel_instance(registration, target, attrs)
+    inputs = [KernelInput(0, t.nbytes, int(t.dtype.tf_code), t.shape, False) for t in tensors]
+    prepared = kernel.prepare(target.executor, target.compute_stream, inputs,
+                              [int(d.tf_code) for d in out_dtypes])
+    outputs = [(tuple(shape), dtype, _count(shape) * dtype.itemsize)
+               for shape, dtype in zip(shapes, out_dtypes)]
+    if len(_plans) >= _MAX_PLANS:
+        _plans.clear()
+    _plans[key] = _Plan(target, prepared, outputs, kernels.generation)
+
+
+def _count(shape) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
 
 
 def _run_on_device(op: OpDef, target: PluggableDevice, registration, tensors: List[Tensor],

@@ -22,12 +22,13 @@ class DType:
     ``TF_DataType`` code's DType, so ``t.dtype == "float32"`` and ``t.dtype == np.float32``
     both work."""
 
-    __slots__ = ("name", "numpy_dtype", "tf_code", "itemsize")
+    __slots__ = ("name", "numpy_dtype", "tf_code", "code", "itemsize")
 
     def __init__(self, name: str, numpy_dtype: Any, tf_code: TF_DataType):
         self.name = name
         self.numpy_dtype = np.dtype(numpy_dtype)
         self.tf_code = tf_code
+        self.code = int(tf_code)  # a plain int: cheap to hash and to hand to C
         self.itemsize = self.numpy_dtype.itemsize
 
     @property

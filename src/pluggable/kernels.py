@@ -425,7 +425,13 @@ def _refresh() -> None:
         _rebuild_index()
 
 
+# Counts changes of the set of enabled kernels; plans made from an older set are stale.
+generation = 0
+
+
 def _rebuild_index() -> None:
+    global generation
+    generation += 1
     _index.clear()
     _by_op.clear()
     for r in _registrations:
@@ -704,6 +710,29 @@ class Kernel:
                                                       flags & 1 == 1, alias, flags & 2 == 2)))
         return results
 
+    def prepare(self, executor: "StreamExecutor", stream: "Stream",
+                inputs: Sequence[KernelInput], output_dtypes: Sequence[int]) -> "PreparedRun":
+        """A run of this kernel with everything but the input addresses fixed: the op
+        library's fast path for an op it has run before with the same shapes and types.
+        Inputs and outputs are device memory; ``inputs`` give the shapes (their addresses
+        are ignored)."""
+        if self._handle is None:
+            raise FailedPreconditionError(
+                f"kernel {self.registration.kernel_name} for node {self.node_name!r} is "
+                f"closed", call="Kernel.prepare")
+        words = [self._handle, _addressof(executor._device), _addressof(executor._se),
+                 stream._handle or 0, executor.allocator._handle, executor.ordinal, 0,
+                 len(inputs), len(output_dtypes), 0, 0, 0, *map(int, output_dtypes)]
+        slots = []
+        for _address, nbytes, dtype, shape, host in inputs:
+            if host:
+                raise InvalidArgumentError("Kernel.prepare: host-memory inputs change between "
+                                           "runs; use Kernel.run", call="Kernel.prepare")
+            slots.append(len(words))
+            words += (0, nbytes, dtype, 0, len(shape), *shape)
+        return PreparedRun(self, executor, _array("Q", [w & _MASK64 for w in words]),
+                           tuple(slots), len(output_dtypes))
+
     @staticmethod
     def _slow_request(words):
         """The request when some value is not a plain int (a DType, a NumPy integer, ...)."""
@@ -727,3 +756,46 @@ class Kernel:
             f"{label}, device {executor.ordinal}: kernel {r.kernel_name} for {r.op} failed: "
             f"{message or '(the kernel gave no message)'}",
             plugin=label, call=f"kernel {r.kernel_name}", plugin_message=message)
+
+
+class PreparedRun:
+    """`Kernel.prepare`'s result: ``run(addresses)`` runs the kernel on inputs at those
+    addresses and returns ``(address, owned, aliased_input)`` per output. Thread-safe: each
+    call copies the request and uses its thread's output records."""
+
+    __slots__ = ("kernel", "executor", "_template", "_slots", "_n_out")
+
+    def __init__(self, kernel: Kernel, executor: "StreamExecutor", template, slots, n_out):
+        self.kernel = kernel
+        self.executor = executor
+        self._template = template
+        self._slots = slots
+        self._n_out = n_out
+
+    def run(self, addresses: Sequence[int]) -> List[Tuple[int, bool, int]]:
+        if self.kernel._handle is None:
+            raise FailedPreconditionError(
+                f"kernel {self.kernel.registration.kernel_name} is closed", call="Kernel.run")
+        if _pending_deletes:
+            flush_releases()
+        request = _array("Q", self._template)
+        out, out_address, out_words, status = _scratch.state
+        if out_words < self._n_out * _OUT_RECORD_WORDS:
+            out, out_address, out_words, status = _scratch.grow(self._n_out)
+        request[9] = out_address
+        request[10] = out_words
+        request[11] = status
+        for slot, address in zip(self._slots, addresses):
+            request[slot] = address
+        code = _Run(request.buffer_info()[0])
+        if code:
+            message = _native.TF_Message(status)
+            raise self.kernel._error(self.executor, code, message.decode("utf-8", "replace")
+                                     if message else "")
+        results = []
+        at = 0
+        for _ in range(self._n_out):
+            address, _nbytes, _dtype, flags, alias, ndims = _unpack_head(out, at)
+            results.append((address & _MASK64, flags & 1 == 1, alias))
+            at += 48 + 8 * ndims
+        return results

@@ -24,33 +24,34 @@ def _one(op: str, inputs, attrs=None) -> Tensor:
     return execute(op, inputs, attrs)[0]
 
 
+
 def identity(x) -> Tensor:
     return _one("Identity", [x])
 
 
 def add(x, y) -> Tensor:
-    return _one("AddV2", [x, y])
+    return execute("AddV2", (x, y))[0]
 
 
 def subtract(x, y) -> Tensor:
-    return _one("Sub", [x, y])
+    return execute("Sub", (x, y))[0]
 
 
 def multiply(x, y) -> Tensor:
-    return _one("Mul", [x, y])
+    return execute("Mul", (x, y))[0]
 
 
 def divide(x, y) -> Tensor:
     """RealDiv: true division for floating point, truncating division for integers."""
-    return _one("RealDiv", [x, y])
+    return execute("RealDiv", (x, y))[0]
 
 
 def maximum(x, y) -> Tensor:
-    return _one("Maximum", [x, y])
+    return execute("Maximum", (x, y))[0]
 
 
 def minimum(x, y) -> Tensor:
-    return _one("Minimum", [x, y])
+    return execute("Minimum", (x, y))[0]
 
 
 def negative(x) -> Tensor:
@@ -197,15 +198,15 @@ def ones_like(x) -> Tensor:
 
 
 def equal(x, y) -> Tensor:
-    return _one("Equal", [x, y])
+    return execute("Equal", (x, y))[0]
 
 
 def less(x, y) -> Tensor:
-    return _one("Less", [x, y])
+    return execute("Less", (x, y))[0]
 
 
 def greater(x, y) -> Tensor:
-    return _one("Greater", [x, y])
+    return execute("Greater", (x, y))[0]
 
 
 def where(condition, x, y) -> Tensor:

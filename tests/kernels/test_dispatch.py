@@ -193,3 +193,28 @@ def test_unknown_device_names():
     with pytest.raises(NotFoundError, match="no plugin provides device type TPU"):
         with pluggable.device("/device:TPU:0"):
             pass
+
+
+def test_repeated_ops_take_the_fast_path_and_stay_correct():
+    from pluggable import dispatch, kernels
+
+    x = pluggable.tensor(np.arange(5, dtype=np.float32), device="xpu:0")
+    first = ops.add(x, x)
+    key = dispatch._plan_key("AddV2", (x, x))
+    assert key in dispatch._plans  # remembered after the first run
+    second = ops.add(x, x)
+    assert second.numpy().tolist() == first.numpy().tolist() == [0, 2, 4, 6, 8]
+    assert second._buffer.address != first._buffer.address
+    # A closed kernel or replaced streams make the plan stale: the slow path runs again.
+    kernels.close_all()
+    assert ops.add(x, x).numpy().tolist() == [0, 2, 4, 6, 8]
+    device = pluggable.get_device("xpu:0")
+    old = device.compute_stream
+    bad = pluggable.tensor(np.array([1], np.int32), device="xpu:0")
+    with pytest.raises(InvalidArgumentError):
+        (bad / pluggable.tensor(np.array([0], np.int32), device="xpu:0")).numpy()
+    assert device.compute_stream is not old  # replaced after the failure
+    assert ops.add(x, x).numpy().tolist() == [0, 2, 4, 6, 8]
+    # Other shapes or dtypes are other plans.
+    other = pluggable.tensor(np.ones(3, np.float32), device="xpu:0")
+    assert ops.add(other, 1.0).numpy().tolist() == [2, 2, 2]
