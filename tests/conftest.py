@@ -17,6 +17,8 @@ from pluggable.loader import PluginManager
 HERE = os.path.dirname(os.path.abspath(__file__))
 TEST_PLUGIN_SOURCE = os.path.join(HERE, "plugins", "test_plugin.c")
 C_FLAGS = ["-std=c11", "-Wall", "-Wextra", "-Werror", "-O1", "-fPIC", "-shared", "-pthread"]
+CXX_FLAGS = ["-std=c++17", "-Wall", "-Wextra", "-Werror", "-O1", "-fPIC", "-shared",
+             "-pthread"]
 
 
 @pytest.fixture(scope="session")
@@ -26,20 +28,23 @@ def plugin_build_dir(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def build_test_plugin(plugin_build_dir):
-    """``build_test_plugin(NAME=value, FLAG=True, ...)`` compiles tests/plugins/test_plugin.c
-    with those macros (once per set) and returns the path of the shared library."""
+    """``build_test_plugin(source=tests/plugins/test_plugin.c, NAME=value, FLAG=True, ...)``
+    compiles a test plugin with those macros (once per set) and returns the path of the
+    shared library: a .c source as C11, a .cc source as C++17."""
     cache = {}
 
     def build(source: str = TEST_PLUGIN_SOURCE, **macros) -> str:
-        defines = []
-        for name, value in sorted(macros.items()):
-            defines.append(f"-D{name}" if value is True else f"-D{name}={value}")
+        defines = [f"-D{name}" if value is True else f"-D{name}={value}"
+                   for name, value in sorted(macros.items())]
         key = (source, tuple(defines))
         if key not in cache:
             digest = hashlib.sha1(repr(key).encode()).hexdigest()[:12]
             out = os.path.join(str(plugin_build_dir), f"libtest_{digest}.so")
-            cmd = [os.environ.get("CC", "cc"), *C_FLAGS, "-I", pluggable.get_include(),
-                   *defines, "-o", out, source]
+            if source.endswith(".cc"):
+                compiler, flags = os.environ.get("CXX", "g++"), CXX_FLAGS
+            else:
+                compiler, flags = os.environ.get("CC", "cc"), C_FLAGS
+            cmd = [compiler, *flags, "-I", pluggable.get_include(), *defines, "-o", out, source]
             result = subprocess.run(cmd, capture_output=True, text=True)
             if result.returncode:
                 raise AssertionError(f"compiling {' '.join(cmd)} failed:\n{result.stderr}")

@@ -49,11 +49,20 @@ def _load_runtime() -> ctypes.CDLL:
         raise RuntimeLibraryError(
             f"cannot load pluggable's runtime library {path}: {exc}. Reinstall pluggable "
             "with `pip install --force-reinstall .`.") from exc
-    for name, (restype, argtypes) in _PROTOTYPES.items():
-        fn = getattr(lib, name)
+    bind(lib, _PROTOTYPES)
+    return lib
+
+
+def bind(library: ctypes.CDLL, prototypes) -> dict:
+    """Sets the prototypes of ``library``'s functions, ``{name: (restype, argtypes)}``, and
+    returns them by name: the one place where foreign functions get their types."""
+    fns = {}
+    for name, (restype, argtypes) in prototypes.items():
+        fn = getattr(library, name)
         fn.restype = restype
         fn.argtypes = argtypes
-    return lib
+        fns[name] = fn
+    return fns
 
 
 lib = _load_runtime()

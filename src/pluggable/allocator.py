@@ -85,17 +85,7 @@ _PROTOTYPES = {
 }
 
 
-def _bind():
-    fns = {}
-    for name, (restype, argtypes) in _PROTOTYPES.items():
-        fn = getattr(_native.lib, name)
-        fn.restype = restype
-        fn.argtypes = argtypes
-        fns[name] = fn
-    return fns
-
-
-_fns = _bind()
+_fns = _native.bind(_native.lib, _PROTOTYPES)
 _BFCNew = _fns["pluggable_BFCNew"]
 _BFCDelete = _fns["pluggable_BFCDelete"]
 _BFCAllocate = _fns["pluggable_BFCAllocate"]

@@ -110,17 +110,7 @@ _PROTOTYPES = {
 }
 
 
-def _bind():
-    fns = {}
-    for name, (restype, argtypes) in _PROTOTYPES.items():
-        fn = getattr(_native.lib, name)
-        fn.restype = restype
-        fn.argtypes = argtypes
-        fns[name] = fn
-    return fns
-
-
-_fns = _bind()
+_fns = _native.bind(_native.lib, _PROTOTYPES)
 _Begin = _fns["pluggable_BeginKernelRegistration"]
 _End = _fns["pluggable_EndKernelRegistration"]
 _Count = _fns["pluggable_KernelRegistrationCount"]

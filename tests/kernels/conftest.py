@@ -3,48 +3,24 @@ tests/conftest.py builds test_plugin.c, and helpers to run kernels on device mem
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import os
-import subprocess
 
 import numpy as np
 import pytest
 
-import pluggable
 from pluggable.memory import DeviceMemory
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PLUGINS = os.path.join(os.path.dirname(HERE), "plugins")
 KERNEL_PLUGIN_CC = os.path.join(PLUGINS, "kernel_plugin.cc")
 KERNEL_C_PLUGIN = os.path.join(PLUGINS, "kernel_c_plugin.c")
-CXX_FLAGS = ["-std=c++17", "-Wall", "-Wextra", "-Werror", "-O1", "-fPIC", "-shared",
-             "-pthread"]
 
 
 @pytest.fixture(scope="session")
-def build_kernel_plugin(plugin_build_dir, build_test_plugin):
-    """``build_kernel_plugin(source, NAME=value, ...)``: a .c source is built like
-    test_plugin.c (C11), a .cc source with the C++ compiler (C++17); once per set of
-    macros."""
-    cache = {}
-
-    def build(source: str, **macros) -> str:
-        if source.endswith(".c"):
-            return build_test_plugin(source, **macros)
-        defines = sorted(f"-D{k}" if v is True else f"-D{k}={v}" for k, v in macros.items())
-        key = (source, tuple(defines))
-        if key not in cache:
-            digest = hashlib.sha1(repr(key).encode()).hexdigest()[:12]
-            out = os.path.join(str(plugin_build_dir), f"libkernel_{digest}.so")
-            cmd = [os.environ.get("CXX", "g++"), *CXX_FLAGS, "-I", pluggable.get_include(),
-                   *defines, "-o", out, source]
-            result = subprocess.run(cmd, capture_output=True, text=True)
-            if result.returncode:
-                raise AssertionError(f"compiling {' '.join(cmd)} failed:\n{result.stderr}")
-            cache[key] = out
-        return cache[key]
-
-    return build
+def build_kernel_plugin(build_test_plugin):
+    """``build_kernel_plugin(source, NAME=value, ...)``: tests/conftest.py's builder (C11 for
+    .c, C++17 for .cc), under the name these tests use."""
+    return build_test_plugin
 
 
 class Loaded:
