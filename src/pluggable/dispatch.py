@@ -314,8 +314,15 @@ class _Plan:
             ready = t._ready
             if ready is not None and ready.event is not None:
                 ready.make_wait(compute)
-        results = self.prepared.run([t._buffer.address for t in tensors])
+        results = self.prepared.run_tensors(tensors)
         executor = device.executor
+        if len(self.outputs) == 1:  # most ops: one output, usually a fresh allocation
+            shape, dtype, nbytes = self.outputs[0]
+            address, owned, alias = results
+            if owned:
+                return [Tensor(shape, dtype, device, None,
+                               DeviceBuffer(executor, nbytes, address))]
+            results = [results]
         out = []
         for (address, owned, alias), (shape, dtype, nbytes) in zip(results, self.outputs):
             if owned or not nbytes:
@@ -339,7 +346,14 @@ def _kernels_module():
 
 
 def _plan_key(op_name: str, inputs: Sequence[Any]) -> Optional[Tuple]:
-    # dtype codes rather than DTypes: an int hashes in C, a DType in Python.
+    # dtype codes rather than DTypes: an int hashes in C, a DType in Python. One and two
+    # inputs, most ops, are spelled out.
+    if len(inputs) == 2:
+        a, b = inputs
+        if type(a) is Tensor and type(b) is Tensor:
+            return (op_name, _scope.get(), a._dtype.code, a._shape, a._device,
+                    b._dtype.code, b._shape, b._device)
+        return None
     key = [op_name, _scope.get()]
     for t in inputs:
         if type(t) is not Tensor:

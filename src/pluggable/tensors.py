@@ -24,6 +24,7 @@ import numpy as np
 
 from ._handle import finalizer
 from .abi.plugin_ext import PLUGGABLE_PLATFORM_PAGEABLE_ASYNC_COPY
+from .allocator import _BFCDeallocate
 from .devices import PluggableDevice, parse_device_name
 from .dtypes import DType, as_dtype
 from .errors import FailedPreconditionError, InvalidArgumentError
@@ -99,7 +100,7 @@ class DeviceBuffer:
         if address is None:
             address = executor.allocator.allocate(nbytes) if nbytes else 0
         self.address = address
-        self.uses: List["Marker"] = []
+        self.uses: Optional[List["Marker"]] = None  # made by the first `used_by`
 
     @classmethod
     def adopt(cls, executor: "StreamExecutor", address: int, nbytes: int) -> "DeviceBuffer":
@@ -110,8 +111,9 @@ class DeviceBuffer:
         return DeviceMemory.unchecked(self.executor, self.address, self.nbytes)
 
     def used_by(self, marker: "Marker") -> None:
-        self.uses[:] = [m for m in self.uses if m.event is not None]
-        self.uses.append(marker)
+        uses = [m for m in self.uses or () if m.event is not None]
+        uses.append(marker)
+        self.uses = uses
 
     def release_now(self) -> None:
         """Gives the memory back immediately: only for buffers no pending work touches."""
@@ -124,19 +126,27 @@ class DeviceBuffer:
         if not address:
             return
         try:
+            if not self.uses:  # the common case, spelled out: it runs for every op output
+                executor = self.executor
+                allocator = executor._allocator
+                if allocator is not None and not executor._closed:
+                    if _BFCDeallocate(allocator._handle, address):
+                        allocator._deallocate_failed(address)
+                return
             _release_buffer(self.executor, address, self.uses)
         except Exception:  # interpreter shutdown, or a closed allocator: nothing to give back
             pass
 
 
-def _release_buffer(executor: "StreamExecutor", address: int, uses: List["Marker"]) -> None:
+def _release_buffer(executor: "StreamExecutor", address: int,
+                    uses: Optional[List["Marker"]]) -> None:
     """Returns a dropped buffer's memory: now, or once every use is passed."""
     if executor._closed:
         return
     allocator = executor._allocator
     if allocator is None:
         return
-    for marker in uses:
+    for marker in uses or ():
         if marker.event is not None:
             break
     else:
@@ -486,7 +496,7 @@ def _upload(array: np.ndarray, dtype: DType, device: PluggableDevice, owned: boo
         try:
             device.check_stream(stream)
         except BaseException:
-            buffer.uses.clear()
+            buffer.uses = None
             buffer.release_now()
             raise
     return Tensor(shape, dtype, device, buffer=buffer, ready=marker)

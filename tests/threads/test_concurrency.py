@@ -122,3 +122,27 @@ print("exiting", flush=True)
     result = run_python(code)
     assert result.stdout.strip() == "exiting"
     assert result.stderr == ""
+
+
+def test_threads_share_the_per_op_fast_path():
+    import pluggable
+    from pluggable import ops
+
+    x = pluggable.tensor(np.arange(8, dtype=np.float32), device="xpu:0")
+    ops.add(x, x)  # the plan exists before the threads start
+    errors = []
+
+    def work():
+        try:
+            for i in range(300):
+                y = ops.add(x, pluggable.tensor(np.full(8, i, np.float32), device="xpu:0"))
+                assert (y.numpy() == np.arange(8) + i).all()
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not any(t.is_alive() for t in threads) and errors == []
