@@ -28,13 +28,11 @@ class PluginHandle:
     _destroy = ""  # the SP_StreamExecutor callback that frees the handle
     _kind = ""
 
-    def __init__(self, executor: "StreamExecutor", handle, keep=None):
+    def __init__(self, executor: "StreamExecutor", handle):
         self.executor = executor
         # A plugin may use NULL as a valid handle value: the host never tests it for truth.
         self._handle = handle
-        # `keep` (host buffers the plugin may still read) outlives the object until the
-        # queued release has run.
-        self._finalizer = finalizer(self, executor._queue_release, self._destroy, handle, keep)
+        self._finalizer = finalizer(self, executor._queue_release, self._destroy, handle)
 
     @property
     def handle(self):

@@ -28,6 +28,19 @@ if TYPE_CHECKING:
 _DONE = (EventStatus.COMPLETE, EventStatus.ERROR)
 
 
+class Keep:
+    """A function for `EventManager.then_execute` that holds ``obj`` (host memory the device
+    still uses) until it runs, and then lets go."""
+
+    __slots__ = ("obj",)
+
+    def __init__(self, obj):
+        self.obj = obj
+
+    def __call__(self):
+        self.obj = None
+
+
 class Marker:
     """A point in a stream. ``event`` is None once the stream has passed it."""
 

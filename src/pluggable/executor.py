@@ -26,7 +26,8 @@ from .abi.stream_executor import (
     SP_DeviceMemoryBase, SP_StreamExecutor)
 from .abi.tf_status import TF_Code
 from .errors import (
-    CallbackWarning, FailedPreconditionError, InvalidArgumentError, PluggableWarning,
+    CallbackWarning, FailedPreconditionError, InvalidArgumentError, PluggableError,
+    PluggableWarning,
     ResourceExhaustedError, UnimplementedError, error_for_code)
 from .memory import DeviceMemory, HostMemory
 from .platform import PluginCallError
@@ -492,26 +493,47 @@ class StreamExecutor:
                     plugin=self.platform.label, call=call)
         return size
 
+    def after_work(self, stream: "Stream", fn: Callable[[], Any]):
+        """Runs ``fn`` once the work enqueued on ``stream`` so far is done (on the event
+        manager's thread) and returns the `Marker` of that point. When no event can be
+        recorded, waits for the stream instead, runs ``fn`` and returns None: whatever
+        ``fn`` releases is never released under the device's feet."""
+        try:
+            return self.event_manager.then_execute(stream, fn)
+        except PluggableError:
+            self.block_host_until_done(stream)
+            fn()
+            return None
+
+    def _keep_until_done(self, stream: "Stream", obj: Any):
+        """Keeps ``obj``, host memory that work just enqueued on ``stream`` reads or writes,
+        alive until the stream has passed this point."""
+        from .event_manager import Keep
+
+        return self.after_work(stream, Keep(obj))
+
     def memcpy_htod(self, stream: "Stream", dst: DeviceMemory, src: Any,
-                    size: Optional[int] = None) -> None:
+                    size: Optional[int] = None):
         """Enqueues a copy of ``size`` bytes (default: all of ``src``) from host ``src`` to
-        ``dst`` on ``stream``. ``src`` stays referenced until the stream is synchronised."""
+        ``dst`` on ``stream``. ``src`` stays referenced until the copy is done; returns the
+        event manager's `Marker` of that point."""
         self._check_stream(stream)
         address, nbytes, keep = host_buffer(src, False, "memcpy_htod source")
         size = self._copy_size(size, [(nbytes, "host source"), (dst.size, "device destination")],
                                "memcpy_htod")
-        stream._hold(keep)
         self._call("memcpy_htod", stream._handle, dst._ref, address, size)
+        return self._keep_until_done(stream, keep)
 
     def memcpy_dtoh(self, stream: "Stream", dst: Any, src: DeviceMemory,
-                    size: Optional[int] = None) -> None:
-        """Enqueues a copy from device ``src`` into the writable host buffer ``dst``."""
+                    size: Optional[int] = None):
+        """Enqueues a copy from device ``src`` into the writable host buffer ``dst``, which
+        stays referenced until the copy is done; returns the `Marker` of that point."""
         self._check_stream(stream)
         address, nbytes, keep = host_buffer(dst, True, "memcpy_dtoh destination")
         size = self._copy_size(size, [(src.size, "device source"), (nbytes, "host destination")],
                                "memcpy_dtoh")
-        stream._hold(keep)
         self._call("memcpy_dtoh", stream._handle, address, src._ref, size)
+        return self._keep_until_done(stream, keep)
 
     def memcpy_dtod(self, stream: "Stream", dst: DeviceMemory, src: DeviceMemory,
                     size: Optional[int] = None) -> None:
@@ -582,9 +604,9 @@ class StreamExecutor:
 
         dtype = np.uint32 if element == 4 else np.uint8
         staged = np.full(size // element, pattern or 0, dtype=dtype)
-        stream._hold(staged)
         self._call("memcpy_htod", stream._handle, dst._ref, staged.ctypes.data if size else 0,
                    size)
+        self._keep_until_done(stream, staged)
 
     def mem_zero(self, stream: "Stream", dst: DeviceMemory, size: Optional[int] = None) -> None:
         """Enqueues zeroing ``size`` bytes (default: all) of ``dst``."""
@@ -680,7 +702,6 @@ class StreamExecutor:
                 with self.create_event() as event:
                     event.record(stream)
                     self.block_host_for_event(event)
-            stream._release_held()
         finally:
             self._flush_warnings()
 

@@ -1,8 +1,7 @@
 """Streams: ordered queues of device work (``SP_Stream``)."""
 from __future__ import annotations
 
-import threading
-from typing import TYPE_CHECKING, Any, List, NamedTuple, Set
+from typing import TYPE_CHECKING, NamedTuple, Set
 
 from . import _native
 from ._handle import PluginHandle
@@ -26,26 +25,16 @@ class Stream(PluginHandle):
     """A stream of one device. Work enqueued on it runs in order; `synchronize()` waits for
     it. Made by `StreamExecutor.create_stream()`.
 
-    Host buffers handed to asynchronous copies on the stream stay referenced until the
-    stream is synchronised or closed.
+    Host buffers handed to asynchronous copies on the stream stay referenced by the device's
+    event manager until the copies are done.
     """
 
     _destroy = "destroy_stream"
     _kind = "stream"
 
     def __init__(self, executor, handle):
-        self._held: List[Any] = []
-        self._held_lock = threading.Lock()
         self._callback_tokens: Set[int] = set()
-        super().__init__(executor, handle, keep=self._held)
-
-    def _hold(self, obj: Any) -> None:
-        with self._held_lock:
-            self._held.append(obj)
-
-    def _release_held(self) -> None:
-        with self._held_lock:
-            self._held.clear()
+        super().__init__(executor, handle)
 
     def wait_for(self, other: "Stream") -> None:
         """Makes work enqueued on this stream from now on wait for everything enqueued on
@@ -103,9 +92,8 @@ class Stream(PluginHandle):
     def _after_close(self) -> None:
         from .executor import CALLBACKS
 
-        # destroy_stream finished the queued work: held buffers are free to go, and
-        # callbacks the plugin skipped (after an error) can no longer run.
-        self._release_held()
+        # destroy_stream finished the queued work: callbacks the plugin skipped (after an
+        # error) can no longer run.
         for token in self._callback_tokens:
             CALLBACKS.discard(token)
         self._callback_tokens.clear()

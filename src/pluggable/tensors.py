@@ -359,9 +359,10 @@ class Tensor:
         except BaseException:
             buffer.release_now()
             raise
-        marker = executor.event_manager.mark(stream)
-        buffer.used_by(marker)
-        self._buffer.used_by(marker)  # the source stays allocated until the copy is done
+        # The source stays allocated until the copy is done.
+        marker = executor.after_work(stream, _keep_buffer(self._buffer))
+        if marker is not None:
+            buffer.used_by(marker)
         return Tensor(self._shape, self._dtype, target, buffer=buffer, ready=marker)
 
     def _live_device(self) -> PluggableDevice:
@@ -472,8 +473,7 @@ def _upload(array: np.ndarray, dtype: DType, device: PluggableDevice, owned: boo
     try:
         stream.wait_for(device.compute_stream)  # the new memory may be in use there still
         if device.platform.has_capability(PLUGGABLE_PLATFORM_PAGEABLE_ASYNC_COPY):
-            executor.memcpy_htod(stream, buffer.memory(), array, array.nbytes)
-            done = _Keep(array)
+            marker = executor.memcpy_htod(stream, buffer.memory(), array, array.nbytes)
         elif executor._fns.get("host_memory_allocate") is None:
             # Neither pageable nor pinned memory for asynchronous copies: a synchronous one.
             executor.sync_memcpy_htod(buffer.memory(), array, array.nbytes)
@@ -483,13 +483,15 @@ def _upload(array: np.ndarray, dtype: DType, device: PluggableDevice, owned: boo
             try:
                 executor.memcpy_htod(stream, buffer.memory(), staged, array.nbytes)
             except BaseException:
-                free_staged()
+                free_staged()  # the copy was refused: nothing reads the staged bytes
                 raise
-            done, owned = free_staged, True
-        marker = executor.event_manager.then_execute(stream, done)
+            marker = executor.after_work(stream, free_staged)
+            owned = True
     except BaseException:
         buffer.release_now()
         raise
+    if marker is None:  # the copy was waited for: nothing is pending
+        return Tensor(shape, dtype, device, buffer=buffer)
     buffer.used_by(marker)
     if not owned:
         marker.synchronize()
@@ -502,6 +504,14 @@ def _upload(array: np.ndarray, dtype: DType, device: PluggableDevice, owned: boo
     return Tensor(shape, dtype, device, buffer=buffer, ready=marker)
 
 
+def _keep_buffer(buffer: DeviceBuffer):
+    """A function for the event manager that holds ``buffer`` (device memory another
+    device's stream reads) until it runs."""
+    from .event_manager import Keep
+
+    return Keep(buffer)
+
+
 def _stage_in_pinned_memory(executor: "StreamExecutor", array: np.ndarray):
     """Copies ``array`` into the executor's pinned host pool; returns the staged bytes and
     the function that gives them back to the pool."""
@@ -510,18 +520,6 @@ def _stage_in_pinned_memory(executor: "StreamExecutor", array: np.ndarray):
     staged = np.frombuffer((ctypes.c_char * array.nbytes).from_address(address), np.uint8)
     np.copyto(staged, array.reshape(-1).view(np.uint8))
     return staged, lambda: pool.deallocate(address)
-
-
-class _Keep:
-    """Holds a host buffer until the event manager runs (drops) it."""
-
-    __slots__ = ("obj",)
-
-    def __init__(self, obj):
-        self.obj = obj
-
-    def __call__(self):
-        self.obj = None
 
 
 def _check_shape(shape: Any) -> Tuple[int, ...]:
@@ -581,6 +579,5 @@ def zeros(shape: Any, dtype: Any = "float32", device: Any = None) -> Tensor:
         except BaseException:
             result._buffer.release_now()
             raise
-        result._ready = device.executor.event_manager.mark(stream)
-        result._buffer.used_by(result._ready)
+        # Filled on the compute stream: `_ready` None says just that.
     return result

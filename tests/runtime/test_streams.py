@@ -186,3 +186,20 @@ def test_host_buffers_stay_alive_until_the_copy_is_done(xpu, stream_delay):
         xpu.memcpy_dtoh(stream, out, memory)
         stream.synchronize()
         assert (out == 5).all()
+
+
+def test_host_buffers_are_let_go_once_the_copy_is_done(xpu):
+    import gc
+    import weakref
+
+    with xpu.create_stream() as stream, xpu.allocate(4096) as memory:
+        for _ in range(3):
+            source = np.ones(4096, np.uint8)
+            alive = weakref.ref(source)
+            marker = xpu.memcpy_htod(stream, memory, source)
+            del source
+            marker.synchronize()
+            xpu.event_manager.synchronize()
+            gc.collect()
+            # Nobody synchronised the stream: the event manager let go of it by itself.
+            assert alive() is None
