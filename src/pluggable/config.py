@@ -216,7 +216,7 @@ class KernelInfo:
 def list_kernels(op: Optional[str] = None, device_type: Optional[str] = None) -> List[KernelInfo]:
     """The kernels registered for ``op`` on ``device_type`` (all when None), the CPU's NumPy
     reference kernels included: the coverage matrix."""
-    from .dispatch import as_dtype_code
+    from .dtypes import type_names
     from .kernels import registered_kernels
     from .op_defs import OPS
 
@@ -230,18 +230,9 @@ def list_kernels(op: Optional[str] = None, device_type: Optional[str] = None) ->
                                for a in definition.attrs if a.kind == "type" and a.allowed}
                 out.append(KernelInfo(name, "CPU", f"{name}Op", constraints, (), 0, "",
                                       "pluggable (NumPy reference)"))
-    for r in registered_kernels(op, wanted_type if wanted_type != "CPU" else None):
-        if wanted_type == "CPU":
-            break
-        constraints = {}
-        for attr, codes in sorted(r.constraints.items()):
-            names = []
-            for code in sorted(codes):
-                try:
-                    names.append(as_dtype_code(code).name)
-                except Exception:
-                    names.append(f"type code {code}")
-            constraints[attr] = tuple(names)
+    plugin_kernels = [] if wanted_type == "CPU" else registered_kernels(op, wanted_type)
+    for r in plugin_kernels:
+        constraints = {attr: type_names(codes) for attr, codes in sorted(r.constraints.items())}
         out.append(KernelInfo(r.op, r.device_type, r.kernel_name, constraints,
                               tuple(sorted(r.host_memory)), r.priority, r.label, r.plugin))
     return out

@@ -32,8 +32,8 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 
 from .devices import PluggableDevice
-from .dtypes import DType, as_dtype
-from .errors import InternalError, NotFoundError, PluggableWarning
+from .dtypes import DType, as_dtype, type_names
+from .errors import InternalError, InvalidArgumentError, NotFoundError, PluggableWarning
 from .op_defs import OPS, REQUIRED, OpDef, TensorMeta, bad, select_condition_shape
 from .tensors import CPU_DEVICE, DeviceBuffer, Tensor, resolve_device, tensor as make_tensor
 
@@ -150,7 +150,10 @@ def _convert_inputs(op: OpDef, inputs: Sequence[Any], attrs: Dict[str, Any]) -> 
                 default = op.attr(arg.type_attr).default if arg.type_attr else REQUIRED
                 value = make_tensor(value, dtype=None if default is REQUIRED else default)
             else:
-                value = make_tensor(_exact_convert(op, arg.name, value, wanted))
+                try:
+                    value = make_tensor(value, dtype=wanted)
+                except InvalidArgumentError as exc:
+                    raise bad(op.name, f"input {arg.name}: {exc}") from None
         if arg.type_attr:
             if arg.type_attr not in attrs:
                 attrs[arg.type_attr] = _check_attr(op, arg.type_attr, value.dtype)
@@ -163,18 +166,6 @@ def _convert_inputs(op: OpDef, inputs: Sequence[Any], attrs: Dict[str, Any]) -> 
             raise bad(op.name, f"input {arg.name} must be {arg.dtype.name}, got "
                                f"{value.dtype.name}")
         converted.append(value)
-    return converted
-
-
-def _exact_convert(op: OpDef, arg: str, value: Any, dtype: DType) -> np.ndarray:
-    """Python data as ``dtype``, refusing conversions that change values (3.5 to int32)."""
-    array = np.asarray(value)
-    if array.dtype == object:
-        raise bad(op.name, f"input {arg} cannot be made of Python objects")
-    converted = array.astype(dtype.numpy_dtype)
-    if array.dtype.kind in "fc" and dtype.is_integer and not np.array_equal(converted, array):
-        raise bad(op.name, f"input {arg}: {value!r} cannot be converted to {dtype.name} "
-                           f"without losing its value")
     return converted
 
 
@@ -239,7 +230,7 @@ def _no_kernel(op: OpDef, device: PluggableDevice, attrs: Dict[str, Any]) -> Non
         for attr, codes in r.constraints.items():
             merged.setdefault(attr, set()).update(codes)
     listing = "; ".join(
-        f"{device_type} ({', '.join(f'{k} in {{{_names(v)}}}' for k, v in sorted(c.items())) or 'any type'})"
+        f"{device_type} ({', '.join(f'{k} in {{{_list(type_names(v))}}}' for k, v in sorted(c.items())) or 'any type'})"
         for device_type, c in sorted(by_type.items())) or "none"
     raise NotFoundError(
         f"no kernel for {op.name} on {device.name} with {summary} and soft placement is off. "
@@ -248,26 +239,8 @@ def _no_kernel(op: OpDef, device: PluggableDevice, attrs: Dict[str, Any]) -> Non
         f"(True)) or run it on another device", call=op.name)
 
 
-def _names(codes) -> str:
-    names = []
-    for code in sorted(codes, key=lambda c: _TYPE_ORDER.get(c, 99)):
-        try:
-            names.append(as_dtype_code(code).name)
-        except Exception:
-            names.append(str(code))
+def _list(names) -> str:
     return ", ".join(names)
-
-
-def _type_order() -> Dict[int, int]:
-    from .dtypes import ALL_DTYPES
-
-    return {int(d.tf_code): i for i, d in enumerate(ALL_DTYPES)}
-
-
-def as_dtype_code(code: int) -> DType:
-    from .abi.tf_datatype import TF_DataType
-
-    return as_dtype(TF_DataType(code))
 
 
 def _cpu_types(op: OpDef) -> str:
@@ -421,7 +394,6 @@ def _log(op: OpDef, target) -> None:
         placement_log.info("Executing op %s in device %s", op.name, target.name)
 
 
-_TYPE_ORDER = _type_order()
 _kernel_cache: Dict[Tuple, Any] = {}
 _kernel_cache_lock = threading.Lock()
 

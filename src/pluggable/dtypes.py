@@ -4,7 +4,7 @@
 """
 from __future__ import annotations
 
-from typing import Any, Dict
+from typing import Any, Dict, Tuple
 
 import ml_dtypes
 import numpy as np
@@ -93,11 +93,7 @@ def as_dtype(value: Any) -> DType:
     if isinstance(value, DType):
         return value
     if isinstance(value, TF_DataType):
-        found = _BY_CODE.get(int(value))
-        if found is None:
-            raise InvalidArgumentError(f"{value.name} is not a supported tensor element type; "
-                                       f"supported: {_supported()}", call="dtype")
-        return found
+        return from_code(value)
     if isinstance(value, str) and value in _BY_NAME:
         return _BY_NAME[value]
     try:
@@ -111,6 +107,23 @@ def as_dtype(value: Any) -> DType:
             f"element type {numpy_dtype} ({value!r}) is not supported; supported: "
             f"{_supported()}", call="dtype")
     return found
+
+
+def from_code(code: int) -> DType:
+    """The DType of a ``TF_DataType`` code; `InvalidArgumentError` for codes with none."""
+    found = _BY_CODE.get(int(code))
+    if found is None:
+        raise InvalidArgumentError(f"TF_DataType code {code} is not a supported tensor "
+                                   f"element type; supported: {_supported()}", call="dtype")
+    return found
+
+
+def type_names(codes) -> Tuple[str, ...]:
+    """The names of ``TF_DataType`` codes in the order of `ALL_DTYPES`, unknown codes last
+    as "type code N": how messages and `list_kernels` spell a set of types."""
+    order = {d.code: i for i, d in enumerate(ALL_DTYPES)}
+    return tuple(_BY_CODE[c].name if c in _BY_CODE else f"type code {c}"
+                 for c in sorted({int(c) for c in codes}, key=lambda c: (order.get(c, 99), c)))
 
 
 def _supported() -> str:

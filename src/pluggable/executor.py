@@ -465,7 +465,6 @@ class StreamExecutor:
             with self._lock:
                 if self._host_allocator is None:
                     self._check_open()
-                    self._fn("host_memory_allocate")
                     self._host_allocator = BFCAllocator(self, "host")
         return self._host_allocator
 

@@ -45,7 +45,6 @@ class Platform:
         self.library = library
         self.path = library.path
         self._init_symbol = init_symbol
-        self._lock = threading.Lock()
         self._executors: List["StreamExecutor"] = []
         self._destroy_platform = self._destroy_platform_fns = None
         try:

@@ -446,7 +446,7 @@ def _host_array(data: Any, dtype: Optional[Any]) -> Tuple[np.ndarray, DType, boo
         data = data.numpy()
     wanted = as_dtype(dtype) if dtype is not None else None
     try:
-        array = np.asarray(data, dtype=wanted.numpy_dtype if wanted else None)
+        array = np.asarray(data)
     except (TypeError, ValueError) as exc:
         raise InvalidArgumentError(f"cannot make a tensor from {type(data).__name__}: {exc}",
                                    call="tensor") from None
@@ -454,11 +454,35 @@ def _host_array(data: Any, dtype: Optional[Any]) -> Tuple[np.ndarray, DType, boo
         raise InvalidArgumentError(
             "cannot make a tensor of Python objects (NumPy dtype object); pass numbers, "
             "nested lists of numbers of equal lengths, or a numeric array", call="tensor")
+    if wanted is not None and array.dtype != wanted.numpy_dtype:
+        array = _convert_exactly(array, wanted)
     dtype_ = wanted or as_dtype(array.dtype)
     shared = array is data or (isinstance(data, np.ndarray) and np.shares_memory(array, data))
     if not array.flags.c_contiguous:
         array, shared = np.ascontiguousarray(array), False
     return array, dtype_, shared
+
+
+def _convert_exactly(array: np.ndarray, dtype: DType) -> np.ndarray:
+    """``array`` as ``dtype``, refusing what changes values rather than precision: 3.5 or NaN
+    to an integer, 2 to bool, 3e9 to int32, a complex number with an imaginary part to a
+    real type (as ``tf.constant`` refuses them)."""
+    if array.dtype.kind == "U" or array.dtype.kind == "S":
+        raise InvalidArgumentError(f"cannot make a {dtype.name} tensor from strings",
+                                   call="tensor")
+    with np.errstate(all="ignore"):
+        converted = array.astype(dtype.numpy_dtype)
+        exact = True
+        if dtype.is_integer or dtype.is_bool:
+            exact = np.array_equal(converted.astype(array.dtype), array)
+        elif array.dtype.kind == "c" and not dtype.is_complex:
+            exact = not np.any(np.imag(array))
+    if not exact:
+        shown = array if array.size <= 6 else f"an array of {array.dtype}"
+        raise InvalidArgumentError(
+            f"{shown!s} cannot be converted to {dtype.name} without losing its value; convert "
+            f"it explicitly (NumPy's astype, or pluggable.ops.cast)", call="tensor")
+    return converted
 
 
 def _upload(array: np.ndarray, dtype: DType, device: PluggableDevice, owned: bool) -> Tensor:

@@ -223,3 +223,17 @@ print(repr(t))
     out = run_python(code).stdout.splitlines()
     assert out[0].startswith("refused: the tensor's device /device:XPU:0 was closed")
     assert out[1].endswith("(device closed)>")
+
+
+@pytest.mark.parametrize("data, dtype", [([1.5], "int32"), ([np.nan], "int64"), ([2], "bool"),
+                                         ([3_000_000_000], "int32"), ([1 + 2j], "float32"),
+                                         (["7"], "int32")])
+def test_conversions_that_change_values_are_refused(data, dtype):
+    with pytest.raises(InvalidArgumentError, match=f"cannot .*{dtype}"):
+        pluggable.tensor(data, dtype=dtype, device="xpu:0")
+
+
+def test_conversions_that_keep_values_are_made():
+    assert pluggable.tensor([1.0, -2.0], dtype="int8").numpy().tolist() == [1, -2]
+    assert pluggable.tensor([0.1], dtype="float16").dtype == pluggable.float16  # precision only
+    assert pluggable.tensor([1, 0], dtype="bool").numpy().tolist() == [True, False]
