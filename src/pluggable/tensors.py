@@ -18,6 +18,7 @@ import collections
 import ctypes
 import operator
 import threading
+import warnings
 from typing import TYPE_CHECKING, Any, List, Optional, Tuple, Union
 
 import numpy as np
@@ -470,7 +471,8 @@ def _convert_exactly(array: np.ndarray, dtype: DType) -> np.ndarray:
     if array.dtype.kind == "U" or array.dtype.kind == "S":
         raise InvalidArgumentError(f"cannot make a {dtype.name} tensor from strings",
                                    call="tensor")
-    with np.errstate(all="ignore"):
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", getattr(np, "exceptions", np).ComplexWarning)
         converted = array.astype(dtype.numpy_dtype)
         exact = True
         if dtype.is_integer or dtype.is_bool:
