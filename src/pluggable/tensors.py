@@ -18,7 +18,6 @@ import collections
 import ctypes
 import operator
 import threading
-import warnings
 from typing import TYPE_CHECKING, Any, List, Optional, Tuple, Union
 
 import numpy as np
@@ -471,16 +470,16 @@ def _convert_exactly(array: np.ndarray, dtype: DType) -> np.ndarray:
     if array.dtype.kind == "U" or array.dtype.kind == "S":
         raise InvalidArgumentError(f"cannot make a {dtype.name} tensor from strings",
                                    call="tensor")
-    with np.errstate(all="ignore"), warnings.catch_warnings():
-        warnings.simplefilter("ignore", getattr(np, "exceptions", np).ComplexWarning)
+    original, exact = array, True
+    if array.dtype.kind == "c" and not dtype.is_complex:
+        exact = not np.any(np.imag(array))
+        array = np.real(array)
+    with np.errstate(all="ignore"):
         converted = array.astype(dtype.numpy_dtype)
-        exact = True
-        if dtype.is_integer or dtype.is_bool:
+        if exact and (dtype.is_integer or dtype.is_bool):
             exact = np.array_equal(converted.astype(array.dtype), array)
-        elif array.dtype.kind == "c" and not dtype.is_complex:
-            exact = not np.any(np.imag(array))
     if not exact:
-        shown = array if array.size <= 6 else f"an array of {array.dtype}"
+        shown = original if original.size <= 6 else f"an array of {original.dtype}"
         raise InvalidArgumentError(
             f"{shown!s} cannot be converted to {dtype.name} without losing its value; convert "
             f"it explicitly (NumPy's astype, or pluggable.ops.cast)", call="tensor")
