@@ -12,6 +12,7 @@ host-to-device, device-to-host and device-to-device copy streams, as TensorFlow'
 from __future__ import annotations
 
 import dataclasses
+import re
 import threading
 from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
 
@@ -122,6 +123,9 @@ class _Provider:
     record: "PluginRecord"
 
 
+_DEVICE_COMPONENT = re.compile(r"(?:^|/)(?:physical_)?device:(?!.*/(?:physical_)?device:)")
+
+
 def parse_device_name(spec: str) -> Tuple[str, int]:
     """``("XPU", 1)`` from "/device:XPU:1", "/physical_device:XPU:1", "xpu:1", "XPU" (index 0),
     or a TensorFlow full name ending in ".../device:XPU:1"."""
@@ -129,8 +133,10 @@ def parse_device_name(spec: str) -> Tuple[str, int]:
         raise InvalidArgumentError(f"a device name must be a non-empty string, not {spec!r}",
                                    call="device name")
     text = spec.strip()
-    if "device:" in text:
-        text = text.rsplit("device:", 1)[1]
+    # "device:" counts only as a whole path component: "/my_device:0" is device type MY_DEVICE.
+    marker = _DEVICE_COMPONENT.search(text)
+    if marker:
+        text = text[marker.end():]
     text = text.lstrip("/")
     parts = text.split(":")
     try:
