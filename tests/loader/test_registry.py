@@ -106,3 +106,29 @@ def test_unknown_device_names(private_manager, build_test_plugin):
         private_manager.devices.get("/device:ZZZ:0")
     with pytest.raises(ValueError, match="cannot parse device name"):
         private_manager.devices.get("NAMES:x")
+
+
+@pytest.mark.parametrize("spec, parsed", [
+    ("/device:XPU:1", ("XPU", 1)),
+    ("/physical_device:XPU:1", ("XPU", 1)),
+    ("xpu:1", ("XPU", 1)),
+    ("XPU", ("XPU", 0)),
+    ("/job:localhost/replica:0/task:0/device:XPU:1", ("XPU", 1)),
+    # A device type may contain "device": only a whole "device:" component is a prefix.
+    ("/my_device:0", ("MY_DEVICE", 0)),
+    ("my_device", ("MY_DEVICE", 0)),
+    ("/device:MY_DEVICE:2", ("MY_DEVICE", 2)),
+    ("/physical_device:SUBDEVICE:3", ("SUBDEVICE", 3)),
+])
+def test_device_names_parse(spec, parsed):
+    from pluggable.devices import parse_device_name
+
+    assert parse_device_name(spec) == parsed
+
+
+@pytest.mark.parametrize("spec", ["", "  ", "XPU:x", "XPU:-1", "a:b:c", "/device:"])
+def test_bad_device_names_say_how_to_write_them(spec):
+    from pluggable.devices import parse_device_name
+
+    with pytest.raises(ValueError, match="non-empty string|cannot parse device name"):
+        parse_device_name(spec)
