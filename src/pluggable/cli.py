@@ -2,6 +2,8 @@
 
     python -m pluggable devices   a table of devices with their details
     python -m pluggable plugins   every plugin file found, its status and why
+    python -m pluggable conformance PATH.so [-k EXPR] [--json FILE]
+                                  the conformance checks against one plugin library
 """
 from __future__ import annotations
 
@@ -67,6 +69,13 @@ def cmd_plugins(_args) -> int:
     return 0
 
 
+def cmd_conformance(args) -> int:
+    from .tools import conformance
+
+    return conformance.run(args.path, keyword=args.k, json_path=args.json,
+                           verbose=not args.quiet)
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m pluggable",
                                      description="Inspect the device plugins pluggable finds.")
@@ -75,6 +84,16 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         run=cmd_devices)
     sub.add_parser("plugins", help="list plugin files, their status and why").set_defaults(
         run=cmd_plugins)
+    check = sub.add_parser(
+        "conformance", help="run the conformance checks against a plugin library",
+        description="Tiered checks (loading, devices, memory, copies, streams, kernels, "
+                    "profiler) against one plugin; exit status 0 when all pass.")
+    check.add_argument("path", help="the plugin's shared library")
+    check.add_argument("-k", metavar="EXPR", help="only the checks whose names match "
+                                                  "(pytest's -k), e.g. 'Memory or Copies'")
+    check.add_argument("--json", metavar="FILE", help="also write the results to FILE")
+    check.add_argument("-q", "--quiet", action="store_true", help="quiet: a dot per passing check")
+    check.set_defaults(run=cmd_conformance)
     args = parser.parse_args(argv)
     # The plugins table already states why a plugin was skipped.
     with warnings.catch_warnings():

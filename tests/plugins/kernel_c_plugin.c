@@ -31,6 +31,10 @@
  *   Attrs            create_func reads attributes of every kind into a report.
  *   Introspect       two inputs; reports what the context says into a report.
  *
+ *   Neg              with WITH_NEG only: TensorFlow's Neg for T = float (y = -x), a kernel of
+ *                    an op that pluggable's library defines, for the conformance suite;
+ *                    BUG_NEG makes it forget the sign.
+ *
  * Variants for registration errors (each adds to the above):
  *   REJECTED         also registers "ForNope" for device type "NOPE" and "ForCpu" for "CPU".
  *   DUPLICATE        registers "Dup" twice, identically (the second: TF_ALREADY_EXISTS).
@@ -371,6 +375,34 @@ static void compute_identity(void* instance, TF_OpKernelContext* ctx) {
   TF_DeleteStatus(s);
 }
 
+#ifdef WITH_NEG
+static void compute_neg(void* instance, TF_OpKernelContext* ctx) {
+  (void)instance;
+  TF_Status* s = TF_NewStatus();
+  TF_Tensor* x = NULL;
+  TF_GetInput(ctx, 0, &x, s);
+  FAIL_IF(ctx, s);
+  int64_t dims[8];
+  int n = TF_NumDims(x);
+  for (int i = 0; i < n && i < 8; i++) dims[i] = TF_Dim(x, i);
+  int64_t count = TF_TensorElementCount(x);
+  TF_Tensor* y = TF_AllocateOutput(ctx, 0, TF_FLOAT, dims, n, (size_t)count * sizeof(float), s);
+  if (TF_GetCode(s) == TF_OK) {
+    const float* in = TF_TensorData(x);
+    float* out = TF_TensorData(y);
+#ifdef BUG_NEG
+    for (int64_t i = 0; i < count; i++) out[i] = in[i];
+#else
+    for (int64_t i = 0; i < count; i++) out[i] = -in[i];
+#endif
+  }
+  TF_DeleteTensor(x);
+  TF_DeleteTensor(y);
+  FAIL_IF(ctx, s);
+  TF_DeleteStatus(s);
+}
+#endif
+
 static void compute_bitcast(void* instance, TF_OpKernelContext* ctx) {
   (void)instance;
   TF_Status* s = TF_NewStatus();
@@ -633,6 +665,12 @@ void TF_InitKernel(void) {
       NULL);
   add("Attrs", "AttrsKernel", d, create_attrs, compute_nothing, delete_which, 0, NULL, NULL);
   add("Introspect", "IntrospectKernel", d, NULL, compute_introspect, NULL, 0, NULL, NULL);
+
+#ifdef WITH_NEG
+  TF_KernelBuilder* neg = TF_NewKernelBuilder("Neg", d, NULL, compute_neg, NULL);
+  TF_KernelBuilder_TypeConstraint(neg, "T", TF_FLOAT, s);
+  TF_RegisterKernelBuilder("NegKernel", neg, s);
+#endif
 
   TF_KernelBuilder* async = TF_NewAsyncKernelBuilder("Async", d, NULL, compute_async, NULL);
   TF_RegisterKernelBuilder("AsyncKernel", async, s);

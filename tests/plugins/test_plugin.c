@@ -26,6 +26,20 @@
  *                             know, followed by a PLATFORM_INFO extension
  *   DEFAULT_PRIORITY=n        declares priority n through PLATFORM_INFO
  *   NO_TIMERS                 no timer callbacks
+ *
+ * For the conformance suite (src/pluggable/tools/conformance): CONFORMANT makes the plugin pass
+ * every check (byte-accurate allocator statistics, a memory limit of CONFORMANT_MEMORY bytes
+ * reported by device_memory_usage and enforced by allocate, timers that measure time), and each
+ * BUG_* macro on top of it plants one defect that exactly one check must catch:
+ *
+ *   BUG_MEMSET32      memset32 writes the pattern's bytes in the wrong order
+ *   BUG_MEMSET        memset writes pattern + 1
+ *   BUG_MEM_ZERO      mem_zero leaves the last byte alone
+ *   BUG_DTOD          memcpy_dtod (on a stream) copies one byte too few
+ *   BUG_STATS         get_allocator_stats never counts bytes in use
+ *   BUG_OOM           allocate ignores the memory limit
+ *   BUG_TIMER         timers always measure 0 ns
+ *   BUG_MEMORY_USAGE  device_memory_usage reports more free memory than there is in total
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -56,21 +70,65 @@
 /* Live allocations, so that the tests can tell leaks from frees. */
 static int64_t live_allocations;
 
+#ifdef CONFORMANT
+#ifndef CONFORMANT_MEMORY
+#define CONFORMANT_MEMORY ((int64_t)1 << 30)
+#endif
+#include <time.h>
+static int64_t bytes_in_use, peak_bytes_in_use;
+
+/* A size header in front of each allocation, for the statistics. */
+typedef struct SizedBlock {
+  uint64_t size;
+  uint64_t padding;
+} SizedBlock;
+
+static uint64_t realtime_ns(void) {
+  struct timespec ts;
+  timespec_get(&ts, TIME_UTC);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+#endif
+
 /* --- memory: malloc behind an SP_DeviceMemoryBase ------------------------------------- */
 static void plugin_allocate(const SP_Device* device, uint64_t size, int64_t memory_space,
                             SP_DeviceMemoryBase* mem) {
   (void)device;
   (void)memory_space;
   mem->struct_size = SP_DEVICE_MEMORY_BASE_STRUCT_SIZE;
+#ifdef CONFORMANT
+  mem->opaque = NULL;
+  mem->size = 0;
+#ifndef BUG_OOM
+  if (bytes_in_use + (int64_t)size > CONFORMANT_MEMORY) return;
+#endif
+  SizedBlock* block = size ? malloc(sizeof(SizedBlock) + size) : NULL;
+  if (block == NULL) return;
+  block->size = size;
+  bytes_in_use += (int64_t)size;
+  if (bytes_in_use > peak_bytes_in_use) peak_bytes_in_use = bytes_in_use;
+  mem->opaque = block + 1;
+  mem->size = size;
+  live_allocations++;
+#else
   mem->opaque = size ? malloc(size) : NULL;
   mem->size = mem->opaque ? size : 0;
   if (mem->opaque) live_allocations++;
+#endif
 }
 
 static void plugin_deallocate(const SP_Device* device, SP_DeviceMemoryBase* mem) {
   (void)device;
   if (mem->opaque) live_allocations--;
+#ifdef CONFORMANT
+  if (mem->opaque) {
+    SizedBlock* block = (SizedBlock*)mem->opaque - 1;
+    bytes_in_use -= (int64_t)block->size;
+    free(block);
+  }
+#else
   free(mem->opaque);
+#endif
   mem->opaque = NULL;
 }
 
@@ -87,14 +145,26 @@ static void plugin_host_deallocate(const SP_Device* device, void* mem) {
 static TF_Bool plugin_allocator_stats(const SP_Device* device, SP_AllocatorStats* stats) {
   (void)device;
   stats->num_allocs = live_allocations;
+#if defined(CONFORMANT) && !defined(BUG_STATS)
+  stats->bytes_in_use = bytes_in_use;
+  stats->peak_bytes_in_use = peak_bytes_in_use;
+#endif
   return 1;
 }
 
 static TF_Bool plugin_memory_usage(const SP_Device* device, int64_t* free_bytes,
                                    int64_t* total_bytes) {
   (void)device;
+#ifdef CONFORMANT
+  *total_bytes = CONFORMANT_MEMORY;
+  *free_bytes = CONFORMANT_MEMORY - bytes_in_use;
+#ifdef BUG_MEMORY_USAGE
+  *free_bytes = 2 * CONFORMANT_MEMORY;
+#endif
+#else
   *free_bytes = 1 << 20;
   *total_bytes = 1 << 20;
+#endif
   return 1;
 }
 
@@ -157,28 +227,58 @@ static void plugin_wait_for_event(const SP_Device* const device, SP_Stream strea
   (void)status;
 }
 
+#ifdef CONFORMANT
+/* A timer is two time stamps: its marks alternate between start and stop. */
+typedef struct TestTimer {
+  uint64_t marks[2];
+  int next;
+} TestTimer;
+#endif
+
 static void plugin_create_timer(const SP_Device* device, SP_Timer* timer, TF_Status* status) {
   (void)device;
   (void)status;
+#ifdef CONFORMANT
+  *timer = calloc(1, sizeof(TestTimer));
+#else
   *timer = NULL;
+#endif
 }
 
 static void plugin_destroy_timer(const SP_Device* device, SP_Timer timer) {
   (void)device;
+#ifdef CONFORMANT
+  free(timer);
+#else
   (void)timer;
+#endif
 }
 
 static void plugin_timer_mark(const SP_Device* device, SP_Stream stream, SP_Timer timer,
                               TF_Status* status) {
   (void)device;
   (void)stream;
-  (void)timer;
   (void)status;
+#ifdef CONFORMANT
+  TestTimer* t = (TestTimer*)timer;
+  t->marks[t->next] = realtime_ns();
+  t->next ^= 1;
+#else
+  (void)timer;
+#endif
 }
 
 static uint64_t plugin_timer_nanoseconds(SP_Timer timer) {
+#if defined(CONFORMANT) && !defined(BUG_TIMER)
+  TestTimer* t = (TestTimer*)timer;
+  return t->marks[1] > t->marks[0] ? t->marks[1] - t->marks[0] : 0;
+#elif defined(CONFORMANT)
+  (void)timer;
+  return 0;
+#else
   (void)timer;
   return 42;
+#endif
 }
 
 /* --- copies: plain memcpy on the calling thread ----------------------------------------- */
@@ -207,6 +307,9 @@ static void plugin_memcpy_dtod(const SP_Device* device, SP_Stream stream,
   (void)device;
   (void)stream;
   (void)status;
+#ifdef BUG_DTOD
+  if (size) size--; /* plugin_sync_dtod below copies by itself, correctly */
+#endif
   if (size) memcpy(device_dst->opaque, device_src->opaque, size);
 }
 
@@ -224,7 +327,13 @@ static void plugin_sync_htod(const SP_Device* device, SP_DeviceMemoryBase* devic
 static void plugin_sync_dtod(const SP_Device* device, SP_DeviceMemoryBase* device_dst,
                              const SP_DeviceMemoryBase* device_src, uint64_t size,
                              TF_Status* status) {
+#ifdef BUG_DTOD
+  (void)device;
+  (void)status;
+  if (size) memcpy(device_dst->opaque, device_src->opaque, size);
+#else
   plugin_memcpy_dtod(device, NULL, device_dst, device_src, size, status);
+#endif
 }
 
 static void plugin_block_for_event(const SP_Device* device, SP_Event event, TF_Status* status) {
@@ -250,6 +359,9 @@ static void plugin_mem_zero(const SP_Device* device, SP_Stream stream,
   (void)device;
   (void)stream;
   (void)status;
+#ifdef BUG_MEM_ZERO
+  if (size) size--;
+#endif
   memset(location->opaque, 0, size);
 }
 
@@ -259,6 +371,9 @@ static void plugin_memset(const SP_Device* device, SP_Stream stream,
   (void)device;
   (void)stream;
   (void)status;
+#ifdef BUG_MEMSET
+  pattern++;
+#endif
   memset(location->opaque, pattern, size);
 }
 
@@ -269,6 +384,9 @@ static void plugin_memset32(const SP_Device* device, SP_Stream stream,
   (void)stream;
   (void)status;
   uint32_t* words = location->opaque;
+#ifdef BUG_MEMSET32
+  pattern = __builtin_bswap32(pattern);
+#endif
   for (uint64_t i = 0; i < size / 4; i++) words[i] = pattern;
 }
 

@@ -1,0 +1,535 @@
+"""The conformance checks, tier by tier (see the package's docstring). Run them through
+`python -m pluggable conformance PATH.so` or `pytest --pluggable-plugin PATH.so`.
+
+Each check exercises one part of the plugin's API and verifies it through the simplest other
+parts (synchronous copies), so that one defect fails one check. Data is always compared with
+what was written; sizes and offsets include the awkward ones (0 and 1 bytes, odd offsets,
+64 MiB).
+"""
+from __future__ import annotations
+
+import threading
+import time
+import warnings
+from typing import Any, Dict, List
+
+import numpy as np
+import pytest
+
+import pluggable
+from pluggable import dtypes as dt
+from pluggable.errors import PluggableError, ResourceExhaustedError
+
+MiB = 1 << 20
+
+
+# ---- fixtures ------------------------------------------------------------------------------
+
+def _plugin_path(config) -> str:
+    path = config.getoption("pluggable_plugin")
+    if not path:
+        pytest.skip("no plugin given: pass --pluggable-plugin PATH.so")
+    return path
+
+
+_loaded: Dict[str, Any] = {}
+
+
+def _load(path: str):
+    """Loads the plugin once; records the warnings loading gave (TestLoading checks them)."""
+    if path not in _loaded:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                platform = pluggable.load_plugin(path)
+                error = None
+            except PluggableError as exc:
+                platform, error = None, exc
+        _loaded[path] = (platform, error, [str(w.message) for w in caught])
+    return _loaded[path]
+
+
+@pytest.fixture(scope="session")
+def plugin_path(request) -> str:
+    return _plugin_path(request.config)
+
+
+@pytest.fixture(scope="session")
+def platform(plugin_path):
+    platform, error, _ = _load(plugin_path)
+    if platform is None:
+        pytest.skip(f"the plugin did not load (see TestLoading): {error}")
+    return platform
+
+
+@pytest.fixture(scope="session")
+def executor(platform):
+    return platform.executor(0)
+
+
+@pytest.fixture
+def stream(executor):
+    with executor.create_stream() as s:
+        yield s
+
+
+def _upload(executor, data: np.ndarray):
+    memory = executor.allocate(max(data.nbytes, 1))
+    if data.nbytes:
+        executor.sync_memcpy_htod(memory, data)
+    return memory
+
+
+def _download(executor, memory, nbytes: int) -> np.ndarray:
+    out = np.zeros(nbytes, np.uint8)
+    if nbytes:
+        executor.sync_memcpy_dtoh(out, memory, nbytes)
+    return out
+
+
+def _pattern(nbytes: int, seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).integers(0, 256, nbytes, dtype=np.uint8)
+
+
+# ---- tier 1: loading -----------------------------------------------------------------------
+
+class TestLoading:
+    def test_loads_and_validates(self, plugin_path):
+        platform, error, _ = _load(plugin_path)
+        assert error is None, f"the plugin did not load: {error}"
+        assert platform.device_type and platform.name
+
+    def test_loads_without_warnings(self, plugin_path):
+        _, _, messages = _load(plugin_path)
+        assert not messages, "loading warned:\n" + "\n".join(messages)
+
+    def test_names_follow_the_rules(self, platform):
+        # TensorFlow refuses lowercase device types and platform names with spaces.
+        assert platform.device_type == platform.device_type.upper()
+        assert " " not in platform.name
+
+    def test_reports_devices(self, platform):
+        assert platform.device_count >= 1, "the plugin reports no devices"
+
+
+# ---- tier 2: devices -----------------------------------------------------------------------
+
+class TestDevices:
+    def test_every_device_describes_itself(self, platform):
+        for ordinal in range(platform.device_count):
+            executor = platform.executor(ordinal)
+            details = executor.details()
+            assert details.get("device_name"), f"device {ordinal} has no hardware name"
+            assert details.get("vendor") is not None, f"device {ordinal} has no vendor"
+
+    def test_memory_figures_are_consistent(self, executor):
+        usage = executor.memory_usage()
+        if usage is None:
+            pytest.skip("the plugin reports no memory usage (device_memory_usage is optional)")
+        free, total = usage
+        assert 0 < total, f"total memory {total} must be positive"
+        assert 0 <= free <= total, f"free memory {free} outside [0, total={total}]"
+
+
+# ---- tier 3: memory ------------------------------------------------------------------------
+
+class TestMemory:
+    @pytest.mark.parametrize("size", [1, 7, 256, 4096 + 3, MiB])
+    def test_allocate_and_deallocate(self, executor, size):
+        memory = executor.allocate(size)
+        try:
+            assert memory.address != 0 and memory.size >= size
+        finally:
+            memory.close()
+
+    def test_allocations_do_not_overlap(self, executor):
+        blocks = [executor.allocate(4096) for _ in range(16)]
+        try:
+            spans = sorted((b.address, b.address + b.size) for b in blocks)
+            for (_, end), (start, _) in zip(spans, spans[1:]):
+                assert end <= start, "two live allocations overlap"
+            for i, block in enumerate(blocks):
+                executor.sync_memcpy_htod(block, np.full(4096, i, np.uint8))
+            for i, block in enumerate(blocks):
+                assert (_download(executor, block, 4096) == i).all(), \
+                    f"allocation {i} was overwritten by another"
+        finally:
+            for block in blocks:
+                block.close()
+
+    def test_allocator_stats_follow_allocations(self, executor):
+        before = executor.allocator_stats()
+        if before is None:
+            pytest.skip("the plugin reports no allocator statistics (optional)")
+        memory = executor.allocate(MiB)
+        try:
+            during = executor.allocator_stats()
+            assert during["bytes_in_use"] >= before["bytes_in_use"] + MiB, \
+                f"bytes_in_use went from {before['bytes_in_use']} to " \
+                f"{during['bytes_in_use']} over a 1 MiB allocation"
+            assert during["peak_bytes_in_use"] >= during["bytes_in_use"]
+        finally:
+            memory.close()
+        after = executor.allocator_stats()
+        assert after["bytes_in_use"] == before["bytes_in_use"], \
+            "bytes_in_use did not return to its value after the deallocation"
+
+    def test_out_of_memory_is_reported(self, executor):
+        usage = executor.memory_usage()
+        total = usage[1] if usage else 1 << 40
+        with pytest.raises(ResourceExhaustedError):
+            memory = executor.allocate(total + (1 << 30))
+            memory.close()
+        memory = executor.allocate(4096)  # and the device is still usable
+        memory.close()
+
+    @pytest.mark.parametrize("size", [1, 5, 4096, MiB + 1])
+    def test_mem_zero(self, executor, stream, size):
+        memory = _upload(executor, _pattern(size) | 1)
+        try:
+            executor.mem_zero(stream, memory, size)
+            stream.synchronize()
+            assert not _download(executor, memory, size).any(), "mem_zero left non-zero bytes"
+        finally:
+            memory.close()
+
+    @pytest.mark.parametrize("size", [1, 5, 4096, MiB + 1])
+    def test_memset(self, executor, stream, size):
+        memory = _upload(executor, _pattern(size))
+        try:
+            executor.memset(stream, memory, 0xA5, size)
+            stream.synchronize()
+            assert (_download(executor, memory, size) == 0xA5).all(), "memset wrote other bytes"
+        finally:
+            memory.close()
+
+    @pytest.mark.parametrize("words", [1, 3, 1024, MiB // 4 + 1])
+    def test_memset32(self, executor, stream, words):
+        memory = _upload(executor, _pattern(words * 4))
+        try:
+            executor.memset32(stream, memory, 0x12345678, words * 4)
+            stream.synchronize()
+            got = _download(executor, memory, words * 4).view(np.uint32)
+            assert (got == 0x12345678).all(), \
+                f"memset32 wrote {got[:4]} ... instead of 0x12345678 in every word"
+        finally:
+            memory.close()
+
+
+# ---- tier 4: copies ------------------------------------------------------------------------
+
+COPY_SIZES = [0, 1, 3, 4096 + 1, 64 * MiB]
+
+
+class TestCopies:
+    @pytest.mark.parametrize("size", COPY_SIZES)
+    def test_sync_round_trip(self, executor, size):
+        data = _pattern(size, 1)
+        memory = _upload(executor, data)
+        try:
+            assert (_download(executor, memory, size) == data).all()
+        finally:
+            memory.close()
+
+    @pytest.mark.parametrize("size", COPY_SIZES)
+    def test_htod_dtoh_on_a_stream(self, executor, stream, size):
+        data = _pattern(size, 2)
+        out = np.zeros(size, np.uint8)
+        memory = executor.allocate(max(size, 1))
+        try:
+            if size:
+                executor.memcpy_htod(stream, memory, data)
+                executor.memcpy_dtoh(stream, out, memory, size)
+            stream.synchronize()
+            assert (out == data).all(), "the data came back different"
+        finally:
+            memory.close()
+
+    @pytest.mark.parametrize("size", COPY_SIZES)
+    def test_dtod(self, executor, stream, size):
+        data = _pattern(size, 3)
+        src = _upload(executor, data)
+        dst = executor.allocate(max(size, 1))
+        try:
+            if size:
+                executor.memcpy_dtod(stream, dst, src, size)
+            stream.synchronize()
+            assert (_download(executor, dst, size) == data).all(), \
+                "memcpy_dtod copied other bytes"
+        finally:
+            src.close()
+            dst.close()
+
+    @pytest.mark.parametrize("size", [1, 4096 + 1])
+    def test_sync_dtod(self, executor, size):
+        data = _pattern(size, 4)
+        src = _upload(executor, data)
+        dst = executor.allocate(size)
+        try:
+            executor.sync_memcpy_dtod(dst, src, size)
+            assert (_download(executor, dst, size) == data).all(), \
+                "sync_memcpy_dtod copied other bytes"
+        finally:
+            src.close()
+            dst.close()
+
+    @pytest.mark.parametrize("offset", [1, 3, 7, 255])
+    def test_unaligned_offsets(self, executor, stream, offset):
+        size = 4096
+        base = _upload(executor, np.zeros(size + 512, np.uint8))
+        try:
+            data = _pattern(size, offset)
+            executor.memcpy_htod(stream, base.view(offset, size), data)
+            stream.synchronize()
+            got = _download(executor, base, size + 512)
+            assert (got[offset:offset + size] == data).all(), "the copy landed elsewhere"
+            assert not got[:offset].any() and not got[offset + size:].any(), \
+                "the copy wrote outside its range"
+        finally:
+            base.close()
+
+
+# ---- tier 5: streams, events, timers, callbacks ----------------------------------------------
+
+class TestStreams:
+    def test_work_on_a_stream_runs_in_order(self, executor, stream):
+        memory = executor.allocate(4096)
+        out = np.zeros(4096, np.uint8)
+        try:
+            for value in range(1, 33):
+                executor.memcpy_htod(stream, memory, np.full(4096, value, np.uint8))
+            executor.memcpy_dtoh(stream, out, memory, 4096)
+            stream.synchronize()
+            assert (out == 32).all(), "a later copy was overtaken by an earlier one"
+        finally:
+            memory.close()
+
+    def test_events_order_work_across_streams(self, executor):
+        """A slow producer (a host callback that sleeps, then a large copy) on one stream, an
+        event, and a consumer on another stream that waits for it."""
+        size = 16 * MiB
+        data = _pattern(size, 5)
+        out = np.zeros(size, np.uint8)
+        with executor.create_stream() as producer, executor.create_stream() as consumer, \
+                executor.create_event() as ready:
+            memory = executor.allocate(size)
+            try:
+                producer.host_callback(lambda: time.sleep(0.05))
+                executor.memcpy_htod(producer, memory, data)
+                ready.record(producer)
+                ready.wait(consumer)
+                executor.memcpy_dtoh(consumer, out, memory, size)
+                consumer.synchronize()
+                assert (out == data).all(), "the consumer stream did not wait for the event"
+            finally:
+                producer.synchronize()
+                memory.close()
+
+    def test_stream_dependency(self, executor):
+        size = 4 * MiB
+        data = _pattern(size, 6)
+        out = np.zeros(size, np.uint8)
+        with executor.create_stream() as first, executor.create_stream() as second:
+            memory = executor.allocate(size)
+            try:
+                first.host_callback(lambda: time.sleep(0.05))
+                executor.memcpy_htod(first, memory, data)
+                second.wait_for(first)
+                executor.memcpy_dtoh(second, out, memory, size)
+                second.synchronize()
+                assert (out == data).all(), "create_stream_dependency did not order the streams"
+            finally:
+                first.synchronize()
+                memory.close()
+
+    def test_event_completes(self, executor, stream):
+        with executor.create_event() as event:
+            event.record(stream)
+            event.synchronize()
+            assert event.query(), "a recorded event was not complete after synchronize"
+
+    def test_timer_measures_device_time(self, executor, stream):
+        if not executor.supports_timers:
+            pytest.skip("the platform has no timers (they are optional)")
+        with executor.create_timer() as timer:
+            timer.start(stream)
+            stream.host_callback(lambda: time.sleep(0.02))
+            timer.stop(stream)
+            stream.synchronize()
+            ns = timer.nanoseconds()
+            assert 10e6 <= ns < 60e9, f"the timer measured {ns} ns around a 20 ms sleep"
+
+    def test_host_callbacks_run_in_stream_order(self, executor, stream):
+        seen: List[int] = []
+        done = threading.Event()
+        for i in range(8):
+            stream.host_callback(lambda i=i: seen.append(i))
+        stream.host_callback(done.set)
+        stream.synchronize()
+        assert done.wait(10), "a host callback never ran"
+        assert seen == list(range(8)), f"host callbacks ran as {seen}"
+
+    def test_synchronize_all_activity(self, executor, stream):
+        size = MiB
+        out = np.zeros(size, np.uint8)
+        data = _pattern(size, 7)
+        memory = executor.allocate(size)
+        try:
+            executor.memcpy_htod(stream, memory, data)
+            executor.memcpy_dtoh(stream, out, memory, size)
+            executor.synchronize_all_activity()
+            assert (out == data).all(), "synchronize_all_activity returned before the work"
+        finally:
+            memory.close()
+
+
+# ---- tier 6: kernels -----------------------------------------------------------------------
+
+def _rng(seed: int):
+    return np.random.default_rng(seed)
+
+
+def _values(dtype: dt.DType, shape, seed: int, positive: bool = False) -> np.ndarray:
+    rng = _rng(seed)
+    np_type = dtype.numpy_dtype
+    if dtype == dt.bool_:
+        return rng.integers(0, 2, shape).astype(bool)
+    if dtype.is_integer:
+        low = 1 if positive else (0 if dtype.name.startswith("uint") else -20)
+        return rng.integers(low, 20, shape).astype(np_type)
+    if dtype.is_complex:
+        return (rng.normal(size=shape) + 1j * rng.normal(size=shape)).astype(np_type)
+    values = rng.uniform(0.5, 3.0, shape) if positive else rng.normal(size=shape)
+    return values.astype(np_type)
+
+
+UNARY_POSITIVE = {"Sqrt", "Rsqrt", "Log"}
+UNARY = {"Abs", "Neg", "Square", "Exp", "Tanh", "Sigmoid", "Relu", "Relu6", "Identity",
+         "ZerosLike", "OnesLike"} | UNARY_POSITIVE
+BINARY = {"AddV2", "Sub", "Mul", "RealDiv", "Maximum", "Minimum", "Equal", "Less", "Greater",
+          "NotEqual", "LessEqual", "GreaterEqual", "Pow", "FloorDiv", "FloorMod", "DivNoNan"}
+DIVIDES = {"RealDiv", "FloorDiv", "FloorMod", "DivNoNan"}
+REDUCTIONS = {"Sum", "Mean", "Max", "Min", "Prod"}
+
+def _generate(op: str, dtype: dt.DType, seed: int, constraints: Dict[str, tuple]):
+    """(inputs, attrs) for ``op`` with ``dtype``, from ``seed``; None for ops whose inputs
+    need more than a shape and a dtype (their check is skipped, saying so)."""
+    rng = _rng(seed)
+    shape = tuple(int(d) for d in rng.integers(1, 6, rng.integers(1, 4)))
+    if op in UNARY:
+        return [_values(dtype, shape, seed, op in UNARY_POSITIVE)], {}
+    if op in BINARY:
+        other = shape[-1:] if seed % 2 else shape  # broadcasting half of the time
+        return [_values(dtype, shape, seed), _values(dtype, other, seed + 1,
+                                                     op in DIVIDES or op == "Pow")], {}
+    if op in REDUCTIONS:
+        axis = np.array([int(rng.integers(0, len(shape)))], np.int32)
+        return [_values(dtype, shape, seed), axis], {"keep_dims": bool(seed % 2)}
+    if op in ("Softmax", "LogSoftmax"):
+        return [_values(dtype, (3, 5), seed)], {}
+    if op == "MatMul":
+        m, k, n = (int(v) for v in rng.integers(1, 33, 3))
+        return [_values(dtype, (m, k), seed), _values(dtype, (k, n), seed + 1)], {}
+    if op == "BatchMatMulV2":
+        return [_values(dtype, (2, 3, 4), seed), _values(dtype, (4, 5), seed + 1)], {}
+    if op == "BiasAdd":
+        return [_values(dtype, (4, 6), seed), _values(dtype, (6,), seed + 1)], {}
+    if op == "Select":
+        return [_values(dt.bool_, shape, seed), _values(dtype, shape, seed + 1),
+                _values(dtype, shape, seed + 2)], {}
+    if op == "Cast":
+        targets = constraints.get("DstT", ())
+        if not targets:
+            return None
+        target = dt.as_dtype(targets[seed % len(targets)])
+        return [_values(dtype, shape, seed)], {"DstT": target}
+    if op == "Reshape":
+        return [_values(dtype, (2, 6), seed), np.array([3, 4], np.int32)], {}
+    if op == "Transpose":
+        return [_values(dtype, (2, 3, 4), seed), np.array([2, 0, 1], np.int32)], {}
+    if op == "Fill":
+        return [np.array(shape, np.int32), _values(dtype, (), seed)], {}
+    if op == "Conv2D":
+        padding = "SAME" if seed % 2 else "VALID"
+        return [_values(dtype, (2, 6, 5, 3), seed), _values(dtype, (3, 2, 3, 4), seed + 1)], \
+            {"strides": [1, 1 + seed % 2, 1, 1], "padding": padding}
+    if op == "ArgMax":
+        return [_values(dtype, (4, 7), seed), np.array(1, np.int32)], {}
+    return None
+
+
+def pytest_generate_tests(metafunc):
+    if "kernel_case" not in metafunc.fixturenames:
+        return
+    path = _plugin_path(metafunc.config) if metafunc.config.getoption("pluggable_plugin") \
+        else None
+    cases, ids = [], []
+    platform = _load(path)[0] if path else None
+    if platform is not None:
+        from pluggable import op_defs
+
+        for info in pluggable.config.list_kernels(device_type=platform.device_type):
+            if info.source != platform.path:
+                continue
+            type_attr = "T" if "T" in info.type_constraints else (
+                "SrcT" if "SrcT" in info.type_constraints else None)
+            # A kernel without a type constraint takes any type: float32 stands for them.
+            dtypes = info.type_constraints.get(type_attr, ()) if type_attr else ("float32",)
+            for dtype in dtypes:
+                cases.append((info.op, dtype, dict(info.type_constraints),
+                              info.op in op_defs.OPS))
+                ids.append(f"{info.op}-{dtype}")
+    if not cases:
+        cases, ids = [None], ["no-kernels"]
+    metafunc.parametrize("kernel_case", cases, ids=ids)
+
+
+def _tolerance(dtype: dt.DType, op: str) -> Dict[str, float]:
+    if dtype.name in ("float16", "bfloat16"):
+        return {"rtol": 2e-2, "atol": 2e-2}
+    if dtype.name in ("float32", "complex64"):
+        loose = op in REDUCTIONS or op in ("MatMul", "BatchMatMulV2", "Softmax", "LogSoftmax")
+        return {"rtol": 1e-4 if loose else 1e-5, "atol": 1e-5 if loose else 1e-6}
+    return {"rtol": 1e-10, "atol": 0}
+
+
+class TestKernels:
+    SEEDS = range(4)
+
+    def test_kernel_matches_reference(self, platform, kernel_case):
+        if kernel_case is None:
+            pytest.skip("the plugin registers no kernels")
+        op, dtype_name, constraints, defined = kernel_case
+        if not defined:
+            pytest.skip(f"pluggable's library has no op {op!r} to compare against")
+        from pluggable import dispatch
+
+        dtype = dt.as_dtype(dtype_name)
+        device = f"/device:{platform.device_type}:0"
+        previous = pluggable.config.get_soft_device_placement()
+        pluggable.config.set_soft_device_placement(False)
+        try:
+            for seed in self.SEEDS:
+                generated = _generate(op, dtype, seed, constraints)
+                if generated is None:
+                    pytest.skip(f"no input generator for {op} (its inputs need more than a "
+                                f"shape and a dtype)")
+                inputs, attrs = generated
+                with pluggable.device("/cpu:0"):
+                    expected = [t.numpy() for t in dispatch.execute(op, inputs, attrs)]
+                with pluggable.device(device):
+                    got = [t.numpy() for t in dispatch.execute(op, inputs, attrs)]
+                for i, (e, g) in enumerate(zip(expected, got)):
+                    where = f"{op} ({dtype_name}), output {i}, seed {seed}"
+                    assert g.shape == e.shape, f"{where}: shape {g.shape}, expected {e.shape}"
+                    assert g.dtype == e.dtype, f"{where}: dtype {g.dtype}, expected {e.dtype}"
+                    if e.dtype.kind in "fc" or e.dtype.name == "bfloat16":
+                        np.testing.assert_allclose(g.astype(np.complex128 if e.dtype.kind == "c"
+                                                            else np.float64),
+                                                   e.astype(np.complex128 if e.dtype.kind == "c"
+                                                            else np.float64),
+                                                   err_msg=where, **_tolerance(dtype, op))
+                    else:
+                        np.testing.assert_array_equal(g, e, err_msg=where)
+        finally:
+            pluggable.config.set_soft_device_placement(previous)

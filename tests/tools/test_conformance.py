@@ -1,0 +1,117 @@
+"""The conformance suite: the XPU passes every check; each planted defect fails exactly the
+check written for it; the command line and the pytest plugin both run it."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PLUGINS = os.path.join(os.path.dirname(HERE), "plugins")
+KERNEL_C_PLUGIN = os.path.join(PLUGINS, "kernel_c_plugin.c")
+
+
+def conformance(path, *args, tmp_path):
+    report = tmp_path / "report.json"
+    result = subprocess.run([sys.executable, "-m", "pluggable", "conformance", path, "-q",
+                             "--json", str(report), *args],
+                            capture_output=True, text=True, timeout=600)
+    assert report.exists(), result.stdout + result.stderr
+    return result, json.loads(report.read_text())
+
+
+def failed(report):
+    return sorted(name for name, r in report["results"].items() if r["outcome"] == "failed")
+
+
+def test_the_xpu_passes_every_check(xpu_platform, tmp_path):
+    result, report = conformance(xpu_platform.path, tmp_path=tmp_path)
+    assert result.returncode == 0, result.stdout[-3000:]
+    assert failed(report) == []
+    outcomes = [r["outcome"] for r in report["results"].values()]
+    assert outcomes.count("passed") > 200  # every kernel of every dtype, and the API tiers
+    # Every tier ran.
+    tiers = {name.split("::")[0] for name in report["results"]}
+    assert {"TestLoading", "TestDevices", "TestMemory", "TestCopies", "TestStreams",
+            "TestKernels"} <= tiers
+
+
+def test_a_correct_test_plugin_passes(build_test_plugin, tmp_path):
+    result, report = conformance(build_test_plugin(CONFORMANT=True), tmp_path=tmp_path)
+    assert result.returncode == 0, result.stdout[-3000:]
+    assert failed(report) == []
+
+
+DEFECTS = [
+    ("BUG_MEMSET32", "TestMemory::test_memset32["),
+    ("BUG_MEMSET", "TestMemory::test_memset["),
+    ("BUG_MEM_ZERO", "TestMemory::test_mem_zero["),
+    ("BUG_DTOD", "TestCopies::test_dtod["),
+    ("BUG_STATS", "TestMemory::test_allocator_stats_follow_allocations"),
+    ("BUG_OOM", "TestMemory::test_out_of_memory_is_reported"),
+    ("BUG_TIMER", "TestStreams::test_timer_measures_device_time"),
+    ("BUG_MEMORY_USAGE", "TestDevices::test_memory_figures_are_consistent"),
+]
+
+
+@pytest.mark.parametrize("defect, check", DEFECTS, ids=[d for d, _ in DEFECTS])
+def test_each_defect_fails_exactly_its_check(build_test_plugin, tmp_path, defect, check):
+    path = build_test_plugin(CONFORMANT=True, **{defect: True})
+    result, report = conformance(path, tmp_path=tmp_path)
+    assert result.returncode != 0
+    bad = failed(report)
+    assert bad, f"{defect} went unnoticed"
+    assert all(name.startswith(check) for name in bad), f"{defect} failed {bad}"
+
+
+def test_a_wrong_kernel_fails_its_kernel_check_only(build_test_plugin, tmp_path):
+    good = build_test_plugin(KERNEL_C_PLUGIN, CONFORMANT=True, WITH_NEG=True,
+                             PLATFORM_NAME="KC_DEV", DEVICE_TYPE="KC")
+    result, report = conformance(good, tmp_path=tmp_path)
+    assert result.returncode == 0, result.stdout[-3000:]
+    assert report["results"]["TestKernels::test_kernel_matches_reference[Neg-float32]"][
+        "outcome"] == "passed"
+    # Kernels of ops the library does not define are skipped, saying why.
+    skipped = {n: r["message"] for n, r in report["results"].items() if r["outcome"] == "skipped"}
+    assert any("has no op 'Typed'" in m for m in skipped.values())
+
+    bad = build_test_plugin(KERNEL_C_PLUGIN, CONFORMANT=True, WITH_NEG=True, BUG_NEG=True,
+                            PLATFORM_NAME="KC_DEV", DEVICE_TYPE="KC")
+    result, report = conformance(bad, tmp_path=tmp_path)
+    assert failed(report) == ["TestKernels::test_kernel_matches_reference[Neg-float32]"]
+    assert "Neg (float32)" in report["results"][failed(report)[0]]["message"]
+
+
+def test_a_plugin_that_does_not_load_fails_the_loading_check(build_test_plugin, tmp_path):
+    result, report = conformance(build_test_plugin(INIT_ERROR=True), tmp_path=tmp_path)
+    assert result.returncode != 0
+    assert failed(report) == ["TestLoading::test_loads_and_validates"]
+    assert "no device present" in report["results"][failed(report)[0]]["message"]
+    others = [r["outcome"] for n, r in report["results"].items() if not n.startswith("TestLoading")]
+    assert others and set(others) == {"skipped"}
+
+
+def test_keyword_selects_checks(build_test_plugin, tmp_path):
+    path = build_test_plugin(CONFORMANT=True, BUG_TIMER=True)
+    result, report = conformance(path, "-k", "TestMemory", tmp_path=tmp_path)
+    assert result.returncode == 0  # the broken timer is not among the selected checks
+    assert report["results"] and all(n.startswith("TestMemory") for n in report["results"])
+
+
+def test_the_pytest_plugin_runs_the_suite(build_test_plugin, tmp_path):
+    path = build_test_plugin(CONFORMANT=True, BUG_MEMSET=True)
+    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                             "--pluggable-plugin", path, "-k", "memset and not memset32"],
+                            capture_output=True, text=True, cwd=str(tmp_path), timeout=300)
+    assert result.returncode == 1, result.stdout
+    assert "4 failed" in result.stdout and "TestMemory::test_memset[" in result.stdout
+
+
+def test_a_missing_file_is_a_clear_error(tmp_path):
+    result = subprocess.run([sys.executable, "-m", "pluggable", "conformance",
+                             str(tmp_path / "nope.so")], capture_output=True, text=True)
+    assert result.returncode != 0
+    assert "no such file" in result.stderr and "nope.so" in result.stderr
