@@ -2,6 +2,7 @@
 
     python -m pluggable devices   a table of devices with their details
     python -m pluggable plugins   every plugin file found, its status and why
+    python -m pluggable demo      one network on every device: results and timings
     python -m pluggable conformance PATH.so [-k EXPR] [--json FILE]
                                   the conformance checks against one plugin library
 """
@@ -69,6 +70,12 @@ def cmd_plugins(_args) -> int:
     return 0
 
 
+def cmd_demo(_args) -> int:
+    from .tools import demo
+
+    return demo.main()
+
+
 def cmd_conformance(args) -> int:
     from .tools import conformance
 
@@ -84,6 +91,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         run=cmd_devices)
     sub.add_parser("plugins", help="list plugin files, their status and why").set_defaults(
         run=cmd_plugins)
+    sub.add_parser("demo", help="run one network on every device and compare").set_defaults(
+        run=cmd_demo)
     check = sub.add_parser(
         "conformance", help="run the conformance checks against a plugin library",
         description="Tiered checks (loading, devices, memory, copies, streams, kernels, "
