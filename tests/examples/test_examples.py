@@ -112,3 +112,20 @@ def test_template_installs_into_a_fresh_venv(tmp_path):
     result = subprocess.run([python, "-m", "pluggable", "plugins"], capture_output=True,
                             text=True, env=env, timeout=120, cwd=str(tmp_path))
     assert result.stdout.count("libmy_device_plugin.so") == 1, result.stdout
+
+
+def test_the_xpu_readme_build_command_works_in_a_fresh_checkout(tmp_path):
+    """The command in plugins/xpu/README.md, run as written from the root of a checkout that
+    has no build/ directory yet."""
+    import re
+    import shutil
+
+    readme = open(os.path.join(REPO, "plugins", "xpu", "README.md")).read()
+    block = re.search(r"From the repository root:\n\n((?:    .*\n)+)", readme).group(1)
+    command = " ".join(line.strip().rstrip("\\") for line in block.splitlines())
+    shutil.copytree(os.path.join(REPO, "include"), tmp_path / "include")
+    shutil.copytree(os.path.join(REPO, "plugins", "xpu"), tmp_path / "plugins" / "xpu")
+    result = subprocess.run(command, shell=True, cwd=str(tmp_path), capture_output=True,
+                            text=True, timeout=600)
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "build" / "libxpu_plugin.so").stat().st_size > 0
