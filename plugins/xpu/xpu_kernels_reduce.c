@@ -89,8 +89,8 @@ typedef struct Reducer {
   }                                                                                   \
   static void NAME##_combine(Scalar* acc, const Scalar* v) { acc->M = OP(acc->M, v->M); } \
   static void NAME##_rows(void* rowv, const void* xv, int64_t n) {                    \
-    T* row = rowv;                                                                    \
-    const T* x = xv;                                                                  \
+    T* restrict row = rowv;                                                           \
+    const T* restrict x = xv;                                                         \
     for (int64_t j = 0; j < n; j++) row[j] = OP(row[j], x[j]);                        \
   }
 
