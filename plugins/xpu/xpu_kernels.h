@@ -124,6 +124,9 @@ bool xpu_host_ints(XpuCompute* c, int i, int64_t* vals, int max, int* n);
  * inputs and outputs lie in the stream's device memory. Takes ownership of arg (free_arg or
  * free). With fn == NULL (nothing to compute: empty outputs) only the stream is checked. */
 bool xpu_compute_enqueue(XpuCompute* c, XpuStreamFn fn, void* arg, void (*free_arg)(void*));
+/* Like xpu_compute_enqueue, but `work` (any struct, usually on the caller's stack) is copied
+ * into a per-stream recycled buffer (xpu_stream_enqueue_work): no heap block per op. */
+bool xpu_compute_enqueue_work(XpuCompute* c, XpuStreamFn fn, const void* work, size_t size);
 
 static inline void* xpu_data(const TF_Tensor* t) { return TF_TensorData(t); }
 

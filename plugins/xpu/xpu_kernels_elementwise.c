@@ -215,11 +215,10 @@ static void binary_compute(void* kernel, TF_OpKernelContext* ctx) {
     bool compare = k->base.code >= B_EQ;
     const XpuShape* shapes[2] = {&c.in_shape[0], &c.in_shape[1]};
     XpuShape out_shape;
-    BinaryWork* w = calloc(1, sizeof *w);
-    if (w == NULL) {
-      xpu_fail(&c, TF_RESOURCE_EXHAUSTED, "out of host memory");
-    } else if (loop == NULL) {
-      free(w);
+    BinaryWork work; /* copied into the stream's recycled op record when enqueued */
+    BinaryWork* w = &work;
+    w->z = NULL;
+    if (loop == NULL) {
       xpu_fail(&c, TF_INVALID_ARGUMENT, "type %s is not supported", xpu_dtype_name(k->base.dtype));
     } else if (!xpu_broadcast(2, shapes, &out_shape, &w->bc)) {
       char a[256], b[256];
@@ -228,21 +227,17 @@ static void binary_compute(void* kernel, TF_OpKernelContext* ctx) {
         XpuShape scalar = {.rank = 0, .count = 1};
         if (xpu_alloc_output(&c, 0, TF_BOOL, &scalar)) {
           w->z = xpu_data(c.out[0]);
-          xpu_compute_enqueue(&c, false_scalar_work, w, NULL);
-        } else {
-          free(w);
+          xpu_compute_enqueue_work(&c, false_scalar_work, w, sizeof *w);
         }
       } else {
-        free(w);
         xpu_fail(&c, TF_INVALID_ARGUMENT,
                  "Incompatible shapes: x %s and y %s cannot be broadcast together",
                  xpu_shape_str(&c.in_shape[0], a, sizeof a),
                  xpu_shape_str(&c.in_shape[1], b, sizeof b));
       }
     } else if (!xpu_alloc_output(&c, 0, compare ? TF_BOOL : k->base.dtype, &out_shape)) {
-      free(w);
+      /* failed */
     } else if (out_shape.count == 0) {
-      free(w);
       xpu_compute_enqueue(&c, NULL, NULL, NULL);
     } else {
       w->op = k->base.op;
@@ -253,7 +248,7 @@ static void binary_compute(void* kernel, TF_OpKernelContext* ctx) {
       w->y = xpu_data(c.in[1]);
       w->z = xpu_data(c.out[0]);
       atomic_init(&w->failed, false);
-      xpu_compute_enqueue(&c, binary_work, w, NULL);
+      xpu_compute_enqueue_work(&c, binary_work, w, sizeof *w);
     }
   }
   xpu_compute_end(&c);
@@ -371,18 +366,13 @@ static void flat_compute(XpuCompute* c, UnaryLoop loop, TF_DataType out_dt) {
     xpu_compute_enqueue(c, NULL, NULL, NULL);
     return;
   }
-  FlatWork* w = malloc(sizeof *w);
-  if (w == NULL) {
-    xpu_fail(c, TF_RESOURCE_EXHAUSTED, "out of host memory");
-    return;
-  }
-  *w = (FlatWork){.loop = loop,
-                  .in_size = xpu_dtype_size(TF_TensorType(c->in[0])),
-                  .out_size = xpu_dtype_size(out_dt),
-                  .x = xpu_data(c->in[0]),
-                  .y = xpu_data(c->out[0]),
-                  .count = c->in_shape[0].count};
-  xpu_compute_enqueue(c, flat_work, w, NULL);
+  FlatWork w = {.loop = loop,
+                .in_size = xpu_dtype_size(TF_TensorType(c->in[0])),
+                .out_size = xpu_dtype_size(out_dt),
+                .x = xpu_data(c->in[0]),
+                .y = xpu_data(c->out[0]),
+                .count = c->in_shape[0].count};
+  xpu_compute_enqueue_work(c, flat_work, &w, sizeof w);
 }
 
 static const char* const kXNames[] = {"x", NULL};
