@@ -16,6 +16,7 @@ import operator
 import threading
 import time
 import warnings
+import weakref
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
 
 from . import _native
@@ -142,6 +143,11 @@ class StreamExecutor:
         self.name = f"{platform.device_type}:{ordinal} ({platform.name})"
         self._lock = threading.Lock()
         self._pending_releases: List[Tuple[str, Any, Any]] = []
+        # Owning DeviceMemory objects still holding their memory: a weak reference to each
+        # (whose callback queues the release if the object is collected) -> its
+        # SP_DeviceMemoryBase. Cheaper per allocation than a weakref.finalize.
+        self._live_memory: Dict[weakref.ref, SP_DeviceMemoryBase] = {}
+        self._on_memory_collected = self._memory_collected  # one bound method for all
         self._deferred_warnings: List[Tuple[str, type]] = []
         self._closed = False
         self._internal_stream: Optional["Stream"] = None
@@ -234,6 +240,7 @@ class StreamExecutor:
             raise PluginCallError("validation", f"{where}: {exc}") from None
         self._se = view
         self._fns = fns
+        self._allocate, self._deallocate = fns["allocate"], fns["deallocate"]  # hot pair
         self.supports_timers = p._timer_fns is not None
         self._live_handles_fn = None
         for link in plugin_ext.walk_ext_chain(view.ext or 0):
@@ -301,6 +308,23 @@ class StreamExecutor:
                 warnings.warn(f"{self.name}: releasing a {kind} failed: {exc}",
                               PluggableWarning, stacklevel=2)
 
+    def _track_memory(self, memory: DeviceMemory, base: SP_DeviceMemoryBase) -> weakref.ref:
+        """Registers an owning DeviceMemory; returns the key `_untrack_memory` takes."""
+        key = weakref.ref(memory, self._on_memory_collected)
+        self._live_memory[key] = base
+        return key
+
+    def _memory_collected(self, key: weakref.ref) -> None:
+        # A weakref callback, maybe inside the garbage collector: only queue the release.
+        base = self._live_memory.pop(key, None)
+        if base is not None:
+            self._queue_release("deallocate", base)
+
+    def _deallocate_now(self, ref: Any) -> None:
+        """``deallocate`` of a ``byref(SP_DeviceMemoryBase)`` (DeviceMemory.close)."""
+        if not self._closed:
+            self._deallocate(self._device_ptr, ref)
+
     def _release_now(self, kind: str, handle: Any) -> None:
         if self._closed:
             return  # destroying the executor released everything
@@ -333,11 +357,15 @@ class StreamExecutor:
     # -- memory ------------------------------------------------------------------------------
     def allocate(self, size: int, memory_space: int = 0) -> DeviceMemory:
         """Allocates ``size`` bytes of device memory."""
-        self._check_open()
-        self.flush_releases()
-        size = _non_negative(size, "size", "allocate")
+        if self._closed:
+            self._check_open()
+        if self._pending_releases:
+            self.flush_releases()
+        if type(size) is not int or size < 0:
+            size = _non_negative(size, "size", "allocate")
         base = SP_DeviceMemoryBase.new()
-        self._fns["allocate"](self._device_ptr, size, memory_space, ctypes.byref(base))
+        ref = ctypes.byref(base)
+        self._allocate(self._device_ptr, size, memory_space, ref)
         if size and not base.opaque:
             free_total = self.memory_usage()
             detail = (f"; {free_total[0]} of {free_total[1]} bytes are free"
@@ -347,7 +375,7 @@ class StreamExecutor:
                 f"could not allocate {size} bytes in memory space {memory_space}{detail}. "
                 f"Free device memory (close() tensors and buffers) or allocate less",
                 plugin=self.platform.label, call="SP_StreamExecutor.allocate")
-        return DeviceMemory(self, base, owning=bool(base.opaque))
+        return DeviceMemory(self, base, None, bool(base.opaque), ref)
 
     def deallocate(self, memory: DeviceMemory) -> None:
         memory.close()

@@ -27,16 +27,17 @@ class DeviceMemory:
     `close()`. `view()` gives a non-owning sub-range that keeps the owner alive.
     """
 
-    __slots__ = ("executor", "_base", "_ref", "_owner", "_finalizer", "__weakref__")
+    # `_key`: for owning memory, the executor's registration (StreamExecutor._track_memory),
+    # which queues the release if the object is collected while it still owns the memory.
+    __slots__ = ("executor", "_base", "_ref", "_owner", "_key", "__weakref__")
 
     def __init__(self, executor: "StreamExecutor", base: SP_DeviceMemoryBase,
-                 owner: Optional["DeviceMemory"] = None, owning: bool = False):
+                 owner: Optional["DeviceMemory"] = None, owning: bool = False, ref=None):
         self.executor = executor
         self._base = base
-        self._ref = ctypes.byref(base)
+        self._ref = ref if ref is not None else ctypes.byref(base)
         self._owner = owner
-        self._finalizer = (finalizer(self, executor._queue_release, "deallocate", base)
-                           if owning else None)
+        self._key = executor._track_memory(self, base) if owning else None
 
     @property
     def address(self) -> int:
@@ -55,7 +56,7 @@ class DeviceMemory:
     def is_closed(self) -> bool:
         if self._owner is not None:
             return self._owner.is_closed
-        return self._finalizer is not None and not self._finalizer.alive
+        return self._key is not None and self._key not in self.executor._live_memory
 
     def view(self, offset: int, size: int) -> "DeviceMemory":
         """The sub-range ``[offset, offset + size)`` of this memory, without copying."""
@@ -82,9 +83,10 @@ class DeviceMemory:
 
     def close(self) -> None:
         """Returns the memory to the device now (a no-op for views and closed memory)."""
-        if self._finalizer is not None and self._finalizer.alive:
-            self._finalizer.detach()
-            self.executor._release_now("deallocate", self._base)
+        # Exactly once: dict.pop is atomic, and whoever removes the key frees the memory.
+        key = self._key
+        if key is not None and self.executor._live_memory.pop(key, None) is not None:
+            self.executor._deallocate_now(self._ref)
 
     def _check_open(self) -> None:
         if self.is_closed:
