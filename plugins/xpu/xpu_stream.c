@@ -128,6 +128,9 @@ struct SP_Timer_st {
   uint64_t stop_ns;
 };
 
+/* Operation records taken from the C library (XPU_OpRecordAllocations). */
+static atomic_uint_fast64_t g_op_allocations;
+
 static pthread_mutex_t g_timer_mu = PTHREAD_MUTEX_INITIALIZER;
 static XpuPtrSet g_timers;
 /* Every live SP_Stream of every device, for kernels, which get a stream but no device. A
@@ -198,7 +201,7 @@ static void timer_unref(SP_Timer t) {
 
 /* Finished operation records a stream keeps for reuse. A few dozen cover any queue depth a
  * host reaches between waits; beyond that, records go back to the C library. */
-#define XPU_FREE_OPS_MAX 64u
+#define XPU_FREE_OPS_MAX 128u
 
 /* An operation for `s`: a recycled record (keeping its payload buffer) or a new one; sets
  * RESOURCE_EXHAUSTED and returns NULL when out of memory. Under dev->mu. */
@@ -214,6 +217,7 @@ static XpuOp* op_new(SP_Stream s, OpKind kind, const char* name, TF_Status* stat
     op->payload_size = payload_size;
   } else {
     op = calloc(1, sizeof *op);
+    atomic_fetch_add_explicit(&g_op_allocations, 1, memory_order_relaxed);
   }
   if (op == NULL) {
     xpu_status(status, TF_RESOURCE_EXHAUSTED, "%s: out of host memory for the stream queue", name);
@@ -1326,6 +1330,10 @@ void xpu_stream_teardown_device(XpuDevice* dev) {
   free(timers);
   dev->live_timers = 0;
   pthread_mutex_unlock(&g_timer_mu);
+}
+
+uint64_t XPU_OpRecordAllocations(void) {
+  return (uint64_t)atomic_load_explicit(&g_op_allocations, memory_order_relaxed);
 }
 
 bool xpu_stream_on_worker_of(const XpuDevice* dev) {
