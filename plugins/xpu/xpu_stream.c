@@ -291,7 +291,8 @@ static void host_waits_on_device(XpuDevice* dev) {
  * - Latency mode: a host thread blocked on this stream within the last XPU_LATENCY_OPS
  *   operations (a loop that waits for each result). The worker spins up to
  *   XPU_WORKER_SPIN_NS for the next operation, since a futex wake-up of a sleeping worker
- *   (several microseconds, more on a loaded machine) would be paid on every operation.
+ *   (several microseconds, more on a loaded machine) would be paid on every operation;
+ *   then it sleeps, so that the next enqueue wakes it at once rather than the host's wait.
  * - Throughput mode: the host issues work without waiting. A spin is worth it only while
  *   work arrives faster than a wake-up costs (the last wait ended within the spin time), and
  *   then only out of a budget that refills at 1/XPU_SPIN_SHARE of the wall time, so that a
@@ -357,7 +358,7 @@ static void wait_for_work(SP_Stream s) {
     if (!latency) s->spin_credit_ns -= spent < s->spin_credit_ns ? spent : s->spin_credit_ns;
   }
   while (s->head == NULL && !s->shutdown) {
-    if (s->batching) {
+    if (s->batching && !latency) {
       struct timespec until = deadline_in(XPU_WORKER_NAP_NS);
       s->napping = true;
       int rc = pthread_cond_timedwait(&s->work_cv, &dev->mu, &until);
