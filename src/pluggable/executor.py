@@ -133,6 +133,19 @@ class _CallbackRegistry:
 CALLBACKS = _CallbackRegistry()
 
 
+_MEMORY_BASE_SIZE = SP_DeviceMemoryBase.struct_size()
+_set_struct_size = SP_DeviceMemoryBase._cfield("struct_size").__set__
+
+
+class _ScratchMemoryBase(threading.local):
+    """A SP_DeviceMemoryBase per thread for allocate / deallocate: the plugin fills it and
+    DeviceMemory keeps plain integers (ctypes releases the GIL during the call, so threads
+    cannot share one)."""
+
+    def __init__(self):
+        self.base = SP_DeviceMemoryBase.new()
+        self.ref = ctypes.byref(self.base)
+
 class StreamExecutor:
     """One device of a platform. Made by the loader; reach it with ``platform.executor(i)``
     or ``device.executor``."""
@@ -146,8 +159,9 @@ class StreamExecutor:
         # Owning DeviceMemory objects still holding their memory: a weak reference to each
         # (whose callback queues the release if the object is collected) -> its
         # SP_DeviceMemoryBase. Cheaper per allocation than a weakref.finalize.
-        self._live_memory: Dict[weakref.ref, SP_DeviceMemoryBase] = {}
+        self._live_memory: Dict[weakref.ref, Tuple[int, int, int]] = {}
         self._on_memory_collected = self._memory_collected  # one bound method for all
+        self._scratch = _ScratchMemoryBase()
         self._deferred_warnings: List[Tuple[str, type]] = []
         self._closed = False
         self._internal_stream: Optional["Stream"] = None
@@ -308,22 +322,31 @@ class StreamExecutor:
                 warnings.warn(f"{self.name}: releasing a {kind} failed: {exc}",
                               PluggableWarning, stacklevel=2)
 
-    def _track_memory(self, memory: DeviceMemory, base: SP_DeviceMemoryBase) -> weakref.ref:
-        """Registers an owning DeviceMemory; returns the key `_untrack_memory` takes."""
+    def _track_memory(self, memory: DeviceMemory, address: int, size: int,
+                      payload: int) -> weakref.ref:
+        """Registers an owning DeviceMemory; whoever pops the returned key from
+        `_live_memory` (close(), or the collection callback) frees the memory."""
         key = weakref.ref(memory, self._on_memory_collected)
-        self._live_memory[key] = base
+        self._live_memory[key] = (address, size, payload)
         return key
 
     def _memory_collected(self, key: weakref.ref) -> None:
         # A weakref callback, maybe inside the garbage collector: only queue the release.
-        base = self._live_memory.pop(key, None)
-        if base is not None:
-            self._queue_release("deallocate", base)
+        values = self._live_memory.pop(key, None)
+        if values is not None:
+            address, size, payload = values
+            self._queue_release("deallocate", SP_DeviceMemoryBase.new(
+                opaque=address or None, size=size, payload=payload))
 
-    def _deallocate_now(self, ref: Any) -> None:
-        """``deallocate`` of a ``byref(SP_DeviceMemoryBase)`` (DeviceMemory.close)."""
+    def _deallocate_now(self, address: int, size: int, payload: int) -> None:
+        """``deallocate`` of the range DeviceMemory.close() gives back."""
         if not self._closed:
-            self._deallocate(self._device_ptr, ref)
+            scratch = self._scratch
+            base = scratch.base
+            base.opaque = address or None
+            base.size = size
+            base.payload = payload
+            self._deallocate(self._device_ptr, scratch.ref)
 
     def _release_now(self, kind: str, handle: Any) -> None:
         if self._closed:
@@ -363,10 +386,12 @@ class StreamExecutor:
             self.flush_releases()
         if type(size) is not int or size < 0:
             size = _non_negative(size, "size", "allocate")
-        base = SP_DeviceMemoryBase.new()
-        ref = ctypes.byref(base)
-        self._allocate(self._device_ptr, size, memory_space, ref)
-        if size and not base.opaque:
+        scratch = self._scratch
+        base = scratch.base
+        _set_struct_size(base, _MEMORY_BASE_SIZE)  # a plugin may have lowered it
+        self._allocate(self._device_ptr, size, memory_space, scratch.ref)
+        address = base.opaque
+        if size and not address:
             free_total = self.memory_usage()
             detail = (f"; {free_total[0]} of {free_total[1]} bytes are free"
                       if free_total else "")
@@ -375,7 +400,10 @@ class StreamExecutor:
                 f"could not allocate {size} bytes in memory space {memory_space}{detail}. "
                 f"Free device memory (close() tensors and buffers) or allocate less",
                 plugin=self.platform.label, call="SP_StreamExecutor.allocate")
-        return DeviceMemory(self, base, None, bool(base.opaque), ref)
+        if not address:  # nothing to own (size 0)
+            return DeviceMemory(self, SP_DeviceMemoryBase.new(size=base.size,
+                                                              payload=base.payload))
+        return DeviceMemory._allocated(self, address, base.size, base.payload)
 
     def deallocate(self, memory: DeviceMemory) -> None:
         memory.close()

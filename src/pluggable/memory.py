@@ -27,36 +27,77 @@ class DeviceMemory:
     `close()`. `view()` gives a non-owning sub-range that keeps the owner alive.
     """
 
+    # The range is kept as Python integers (`_address`, `_size`, `_payload`); the
+    # SP_DeviceMemoryBase that copies and kernels pass to the plugin (`_base`, `_ref`) is
+    # built on first use: StreamExecutor.allocate fills a per-thread scratch struct instead
+    # of a new one per allocation, the larger part of the cost of a small allocation.
     # `_key`: for owning memory, the executor's registration (StreamExecutor._track_memory),
-    # which queues the release if the object is collected while it still owns the memory.
-    __slots__ = ("executor", "_base", "_ref", "_owner", "_key", "__weakref__")
+    # which queues the release if the object is collected while it still owns the memory;
+    # False once closed, None for memory that never owned its range (views, unchecked).
+    __slots__ = ("executor", "_address", "_size", "_payload", "_struct", "_struct_ref",
+                 "_owner", "_key", "__weakref__")
 
     def __init__(self, executor: "StreamExecutor", base: SP_DeviceMemoryBase,
                  owner: Optional["DeviceMemory"] = None, owning: bool = False, ref=None):
         self.executor = executor
-        self._base = base
-        self._ref = ref if ref is not None else ctypes.byref(base)
+        self._address = base.opaque or 0
+        self._size = int(base.size)
+        self._payload = int(base.payload)
+        self._struct = base
+        self._struct_ref = ref
         self._owner = owner
-        self._key = executor._track_memory(self, base) if owning else None
+        self._key = (executor._track_memory(self, self._address, self._size, self._payload)
+                     if owning else None)
+
+    @classmethod
+    def _allocated(cls, executor: "StreamExecutor", address: int, size: int,
+                   payload: int) -> "DeviceMemory":
+        """Owning memory the plugin just allocated (StreamExecutor.allocate)."""
+        self = cls.__new__(cls)
+        self.executor = executor
+        self._address = address
+        self._size = size
+        self._payload = payload
+        self._struct = self._struct_ref = self._owner = None
+        self._key = executor._track_memory(self, address, size, payload)
+        return self
+
+    @property
+    def _base(self) -> SP_DeviceMemoryBase:
+        """The SP_DeviceMemoryBase the plugin's calls take."""
+        base = self._struct
+        if base is None:
+            base = self._struct = SP_DeviceMemoryBase.new(
+                opaque=self._address or None, size=self._size, payload=self._payload)
+        return base
+
+    @property
+    def _ref(self):
+        """``byref(self._base)``, made once."""
+        ref = self._struct_ref
+        if ref is None:
+            ref = self._struct_ref = ctypes.byref(self._base)
+        return ref
 
     @property
     def address(self) -> int:
         """The plugin's opaque pointer, as an integer (0 for an empty allocation)."""
-        return self._base.opaque or 0
+        return self._address
 
     @property
     def size(self) -> int:
-        return int(self._base.size)
+        return self._size
 
     @property
     def payload(self) -> int:
-        return int(self._base.payload)
+        return self._payload
 
     @property
     def is_closed(self) -> bool:
         if self._owner is not None:
             return self._owner.is_closed
-        return self._key is not None and self._key not in self.executor._live_memory
+        key = self._key  # None: never owned memory; False: closed
+        return key is False or (key is not None and key not in self.executor._live_memory)
 
     def view(self, offset: int, size: int) -> "DeviceMemory":
         """The sub-range ``[offset, offset + size)`` of this memory, without copying."""
@@ -69,7 +110,7 @@ class DeviceMemory:
         base = SP_DeviceMemoryBase.new()
         base.opaque = self.address + offset if self.address else None
         base.size = size
-        base.payload = self._base.payload
+        base.payload = self._payload
         return DeviceMemory(self.executor, base, owner=self._owner or self)
 
     @classmethod
@@ -84,9 +125,11 @@ class DeviceMemory:
     def close(self) -> None:
         """Returns the memory to the device now (a no-op for views and closed memory)."""
         # Exactly once: dict.pop is atomic, and whoever removes the key frees the memory.
-        key = self._key
-        if key is not None and self.executor._live_memory.pop(key, None) is not None:
-            self.executor._deallocate_now(self._ref)
+        # Dropping the weak reference first means no callback when this object dies (no
+        # local variable holds it: `allocate(n).close()` ends this object's life on return).
+        if self._key and self.executor._live_memory.pop(self._key, None) is not None:
+            self._key = False
+            self.executor._deallocate_now(self._address, self._size, self._payload)
 
     def _check_open(self) -> None:
         if self.is_closed:
