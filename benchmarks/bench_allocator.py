@@ -10,8 +10,9 @@ floor of any call from Python), and the BFC pair driven through the bare ctypes 
 without the Python method around them. Goal: the BFC pair at most 1.5 us median.
 
 A second table times the public `StreamExecutor.allocate(n).close()` (a `DeviceMemory`
-object per allocation) against the same raw plugin pair, in interleaved rounds: per-round
-ratio min / median / max and the machine's load. Goal: at most 2x the raw pair.
+object per allocation) against the same raw plugin pair, in interleaved rounds (each sample:
+the fastest of 10 batches of 200 pairs): per-round ratio min / median / max and the
+machine's load. Goal: at most 2x the raw pair.
 """
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _ratios import print_table, rounds  # noqa: E402
+from _ratios import best_per_call, print_table, rounds  # noqa: E402
 
 import pluggable  # noqa: E402
 from pluggable import allocator as bfc_module  # noqa: E402
@@ -109,9 +110,9 @@ def main() -> None:
             allocate(size).close()
 
         samples = rounds({"plugin allocate + deallocate (ctypes)":
-                          lambda f=raw_pair: median_per_pair(f, 1, args.batch_size) * 1e-9,
+                          best_per_call(raw_pair, 200, 10),
                           "StreamExecutor.allocate(n).close()":
-                          lambda f=public_pair: median_per_pair(f, 1, args.batch_size) * 1e-9},
+                          best_per_call(public_pair, 200, 10)},
                          args.batches)
         print_table(f"{size} B: public allocator pair against the raw plugin pair",
                     samples, "plugin allocate + deallocate (ctypes)", "ns", 1e9, goal=2.0)

@@ -134,7 +134,8 @@ CALLBACKS = _CallbackRegistry()
 
 
 _MEMORY_BASE_SIZE = SP_DeviceMemoryBase.struct_size()
-_set_struct_size = SP_DeviceMemoryBase._cfield("struct_size").__set__
+_new_object = object.__new__
+_weakref = weakref.ref
 
 
 class _ScratchMemoryBase(threading.local):
@@ -143,8 +144,8 @@ class _ScratchMemoryBase(threading.local):
     cannot share one)."""
 
     def __init__(self):
-        self.base = SP_DeviceMemoryBase.new()
-        self.ref = ctypes.byref(self.base)
+        base = SP_DeviceMemoryBase.new()
+        self.pair = (base, ctypes.byref(base))
 
 class StreamExecutor:
     """One device of a platform. Made by the loader; reach it with ``platform.executor(i)``
@@ -338,16 +339,6 @@ class StreamExecutor:
             self._queue_release("deallocate", SP_DeviceMemoryBase.new(
                 opaque=address or None, size=size, payload=payload))
 
-    def _deallocate_now(self, address: int, size: int, payload: int) -> None:
-        """``deallocate`` of the range DeviceMemory.close() gives back."""
-        if not self._closed:
-            scratch = self._scratch
-            base = scratch.base
-            base.opaque = address or None
-            base.size = size
-            base.payload = payload
-            self._deallocate(self._device_ptr, scratch.ref)
-
     def _release_now(self, kind: str, handle: Any) -> None:
         if self._closed:
             return  # destroying the executor released everything
@@ -386,10 +377,10 @@ class StreamExecutor:
             self.flush_releases()
         if type(size) is not int or size < 0:
             size = _non_negative(size, "size", "allocate")
-        scratch = self._scratch
-        base = scratch.base
-        _set_struct_size(base, _MEMORY_BASE_SIZE)  # a plugin may have lowered it
-        self._allocate(self._device_ptr, size, memory_space, scratch.ref)
+        # A plugin may lower the scratch struct's struct_size to its own; passing that back
+        # to the same plugin is what the size rules allow, so it is not reset per call.
+        base, ref = self._scratch.pair
+        self._allocate(self._device_ptr, size, memory_space, ref)
         address = base.opaque
         if size and not address:
             free_total = self.memory_usage()
@@ -403,7 +394,17 @@ class StreamExecutor:
         if not address:  # nothing to own (size 0)
             return DeviceMemory(self, SP_DeviceMemoryBase.new(size=base.size,
                                                               payload=base.payload))
-        return DeviceMemory._allocated(self, address, base.size, base.payload)
+        # Built here, slot by slot, rather than through DeviceMemory.__init__: this is the
+        # hot path of every small allocation.
+        memory = _new_object(DeviceMemory)
+        memory.executor = self
+        memory._address = address
+        memory._size = size = base.size
+        memory._payload = payload = base.payload
+        memory._struct = memory._struct_ref = memory._owner = None
+        key = memory._key = _weakref(memory, self._on_memory_collected)
+        self._live_memory[key] = (address, size, payload)
+        return memory
 
     def deallocate(self, memory: DeviceMemory) -> None:
         memory.close()

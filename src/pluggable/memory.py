@@ -29,8 +29,9 @@ class DeviceMemory:
 
     # The range is kept as Python integers (`_address`, `_size`, `_payload`); the
     # SP_DeviceMemoryBase that copies and kernels pass to the plugin (`_base`, `_ref`) is
-    # built on first use: StreamExecutor.allocate fills a per-thread scratch struct instead
-    # of a new one per allocation, the larger part of the cost of a small allocation.
+    # built on first use: StreamExecutor.allocate (which fills these slots itself) and
+    # close() use a per-thread scratch struct instead of a new one per allocation, which
+    # was the larger part of the cost of a small allocation.
     # `_key`: for owning memory, the executor's registration (StreamExecutor._track_memory),
     # which queues the release if the object is collected while it still owns the memory;
     # False once closed, None for memory that never owned its range (views, unchecked).
@@ -48,19 +49,6 @@ class DeviceMemory:
         self._owner = owner
         self._key = (executor._track_memory(self, self._address, self._size, self._payload)
                      if owning else None)
-
-    @classmethod
-    def _allocated(cls, executor: "StreamExecutor", address: int, size: int,
-                   payload: int) -> "DeviceMemory":
-        """Owning memory the plugin just allocated (StreamExecutor.allocate)."""
-        self = cls.__new__(cls)
-        self.executor = executor
-        self._address = address
-        self._size = size
-        self._payload = payload
-        self._struct = self._struct_ref = self._owner = None
-        self._key = executor._track_memory(self, address, size, payload)
-        return self
 
     @property
     def _base(self) -> SP_DeviceMemoryBase:
@@ -127,9 +115,15 @@ class DeviceMemory:
         # Exactly once: dict.pop is atomic, and whoever removes the key frees the memory.
         # Dropping the weak reference first means no callback when this object dies (no
         # local variable holds it: `allocate(n).close()` ends this object's life on return).
-        if self._key and self.executor._live_memory.pop(self._key, None) is not None:
+        executor = self.executor
+        if self._key and executor._live_memory.pop(self._key, None) is not None:
             self._key = False
-            self.executor._deallocate_now(self._address, self._size, self._payload)
+            if not executor._closed:  # destroying the executor released everything
+                base, ref = executor._scratch.pair
+                base.opaque = self._address
+                base.size = self._size
+                base.payload = self._payload
+                executor._deallocate(executor._device_ptr, ref)
 
     def _check_open(self) -> None:
         if self.is_closed:
