@@ -12,18 +12,26 @@ and `np.matmul` (OpenBLAS, its own threads); `torch.add(..., out=)` / `torch.mat
 PyTorch's default intra-op threads. Rounds interleave the three; the figure is the per-round
 ratio XPU / NumPy, min / median / max. Goals: add <= 1.2x NumPy at every size, MatMul
 <= 1.2x NumPy at every size.
+
+`--grain` measures where splitting element-wise work across the helper threads starts to
+pay: child processes with XPU_KERNEL_THREADS=1 and with the default (all CPUs) alternate,
+each timing a stream of AddV2 at sizes 2^14..2^20, and the ratio all-threads / one-thread
+per size is printed (below 1: splitting helps). The kernels split outputs into tasks of
+XPU_PARALLEL_GRAIN (xpu_kernels.h) elements, so work is split from twice that size on.
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import subprocess
 import sys
 import time
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _ratios import print_table, rounds  # noqa: E402
+from _ratios import load, print_table, ratio_stats, rounds  # noqa: E402
 
 import pluggable  # noqa: E402
 from pluggable import ops  # noqa: E402
@@ -41,11 +49,52 @@ def timed(fn, repeat: int, wait=None):
     return sample
 
 
+GRAIN_SIZES = [1 << p for p in range(14, 21)]
+
+
+def grain_child() -> None:
+    """Prints the per-op time (µs) of a stream of AddV2 at each of GRAIN_SIZES, as JSON."""
+    device = pluggable.get_device("XPU:0")
+    out = []
+    for n in GRAIN_SIZES:
+        x = pluggable.tensor(np.ones(n, np.float32), device=device)
+        stream = timed(lambda: ops.add(x, x), max(20, 2 * 10**7 // n), device.synchronize)
+        stream()  # warm-up
+        out.append(min(stream() for _ in range(5)) * 1e6)
+    print(json.dumps(out))
+
+
+def grain(rounds: int) -> None:
+    results = {"1": [], "all": []}
+    for _ in range(rounds):
+        for threads in results:
+            env = dict(os.environ)
+            env.pop("XPU_KERNEL_THREADS", None)
+            if threads == "1":
+                env["XPU_KERNEL_THREADS"] = "1"
+            child = subprocess.run([sys.executable, __file__, "--grain-child"], env=env,
+                                   capture_output=True, text=True, check=True)
+            results[threads].append(json.loads(child.stdout.splitlines()[-1]))
+    print(f"add on XPU:0, all threads / XPU_KERNEL_THREADS=1, {rounds} rounds  ({load()})")
+    for i, n in enumerate(GRAIN_SIZES):
+        lo, mid, hi = ratio_stats([r[i] for r in results["all"]], [r[i] for r in results["1"]])
+        print(f"  {n:>8} elements  {lo:6.2f} {mid:6.2f} {hi:6.2f}")
+    print(f"  ({load()})")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--quick", action="store_true", help="fewer sizes (1e5, 1e6; 256, 1024)")
+    parser.add_argument("--grain", action="store_true", help="threads against one thread")
+    parser.add_argument("--grain-child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.grain_child:
+        grain_child()
+        return
+    if args.grain:
+        grain(args.rounds)
+        return
     try:
         import torch
     except ImportError:
