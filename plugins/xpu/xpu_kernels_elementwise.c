@@ -578,25 +578,21 @@ static void select_compute(void* kernel, TF_OpKernelContext* ctx) {
       xpu_check_dtype(&c, 1, k->dtype) && xpu_check_dtype(&c, 2, k->dtype)) {
     const XpuShape* shapes[3] = {&c.in_shape[0], &c.in_shape[1], &c.in_shape[2]};
     XpuShape out_shape;
-    SelectWork* w = calloc(1, sizeof *w);
+    SelectWork work; /* copied into the stream's recycled op record when enqueued */
+    SelectWork* w = &work;
     size_t size = xpu_dtype_size(k->dtype);
-    if (w == NULL) {
-      xpu_fail(&c, TF_RESOURCE_EXHAUSTED, "out of host memory");
-    } else if (size != 1 && size != 4 && size != 8) {
-      free(w);
+    if (size != 1 && size != 4 && size != 8) {
       xpu_fail(&c, TF_INVALID_ARGUMENT, "type %s is not supported", xpu_dtype_name(k->dtype));
     } else if (!xpu_broadcast(3, shapes, &out_shape, &w->bc)) {
       char a[256], b[256], e[256];
-      free(w);
       xpu_fail(&c, TF_INVALID_ARGUMENT,
                "condition %s, t %s and e %s cannot be broadcast together",
                xpu_shape_str(&c.in_shape[0], a, sizeof a),
                xpu_shape_str(&c.in_shape[1], b, sizeof b),
                xpu_shape_str(&c.in_shape[2], e, sizeof e));
     } else if (!xpu_alloc_output(&c, 0, k->dtype, &out_shape)) {
-      free(w);
+      /* failed */
     } else if (out_shape.count == 0) {
-      free(w);
       xpu_compute_enqueue(&c, NULL, NULL, NULL);
     } else {
       w->size = size;
@@ -604,7 +600,7 @@ static void select_compute(void* kernel, TF_OpKernelContext* ctx) {
       w->t = xpu_data(c.in[1]);
       w->e = xpu_data(c.in[2]);
       w->out = xpu_data(c.out[0]);
-      xpu_compute_enqueue(&c, select_work, w, NULL);
+      xpu_compute_enqueue_work(&c, select_work, w, sizeof *w);
     }
   }
   xpu_compute_end(&c);
@@ -715,17 +711,12 @@ static void bias_compute(void* kernel, TF_OpKernelContext* ctx) {
       if (v->count == 0) {
         xpu_compute_enqueue(&c, NULL, NULL, NULL);
       } else {
-        BiasWork* w = malloc(sizeof *w);
-        if (w == NULL) {
-          xpu_fail(&c, TF_RESOURCE_EXHAUSTED, "out of host memory");
-        } else {
-          int64_t inner = 1;
-          for (int d = cdim + 1; d < v->rank; d++) inner *= v->dims[d];
-          *w = (BiasWork){.dtype = k->base.dtype, .x = xpu_data(c.in[0]),
-                          .bias = xpu_data(c.in[1]), .out = xpu_data(c.out[0]),
-                          .count = v->count, .channels = v->dims[cdim], .inner = inner};
-          xpu_compute_enqueue(&c, bias_work, w, NULL);
-        }
+        int64_t inner = 1;
+        for (int d = cdim + 1; d < v->rank; d++) inner *= v->dims[d];
+        BiasWork w = {.dtype = k->base.dtype, .x = xpu_data(c.in[0]),
+                      .bias = xpu_data(c.in[1]), .out = xpu_data(c.out[0]),
+                      .count = v->count, .channels = v->dims[cdim], .inner = inner};
+        xpu_compute_enqueue_work(&c, bias_work, &w, sizeof w);
       }
     }
   }
