@@ -460,17 +460,15 @@ static void transpose_compute(void* kernel, TF_OpKernelContext* ctx) {
     }
   }
   if (ok && xpu_alloc_output(&c, 0, k->dtype, &out)) {
-    TransposeWork* w = in->count > 0 ? malloc(sizeof *w) : NULL;
     if (in->count == 0) {
       xpu_compute_enqueue(&c, NULL, NULL, NULL);
-    } else if (w == NULL) {
-      xpu_fail(&c, TF_RESOURCE_EXHAUSTED, "out of host memory");
     } else {
-      w->size = xpu_dtype_size(k->dtype);
-      w->src = xpu_data(c.in[0]);
-      w->dst = xpu_data(c.out[0]);
-      transpose_plan(w, in, perm);
-      xpu_compute_enqueue(&c, transpose_work, w, NULL);
+      TransposeWork w; /* copied into the stream's recycled op record when enqueued */
+      w.size = xpu_dtype_size(k->dtype);
+      w.src = xpu_data(c.in[0]);
+      w.dst = xpu_data(c.out[0]);
+      transpose_plan(&w, in, perm);
+      xpu_compute_enqueue_work(&c, transpose_work, &w, sizeof w);
     }
   }
   xpu_compute_end(&c);
