@@ -3,12 +3,16 @@
  * Each SP_Stream is a FIFO of operations drained by its own worker thread. The host's calls
  * validate their arguments, append an operation and return; the worker runs operations one at
  * a time, in order, and broadcasts XpuDevice.state_cv after each so that anybody waiting for
- * progress (the host in block_host_*, other workers in a wait) re-checks its condition. An
- * idle worker sleeps on its stream's work_cv, signalled by every enqueue: no polling.
+ * progress (the host in block_host_*, other workers in a wait) re-checks its condition. A
+ * worker whose queue ran empty spins, naps (a timed wait) or sleeps on its stream's work_cv
+ * depending on how work has been arriving (wait_for_work); a sleeping worker is signalled by
+ * the next enqueue, a napping one by a host thread that starts to wait.
  *
- * Kernels (xpu_kernels*.c) enqueue a function and its heap argument (xpu_stream_enqueue_fn):
- * the worker runs it without the device lock, then frees the argument; a function that
- * reports an error puts the stream in its error state. Kernels find the device of the
+ * Kernels (xpu_kernels*.c) enqueue a function and its argument: a heap block the stream frees
+ * after the run (xpu_stream_enqueue_fn), or a struct copied into the operation record
+ * (xpu_stream_enqueue_work). Finished records return to a per-stream free list with their
+ * buffers, so steady work allocates nothing. The worker runs the function without the device
+ * lock; a function that reports an error puts the stream in its error state. Kernels find the device of the
  * SP_Stream they are handed through a global registry of live streams, which also keeps the
  * kernels' helper-thread pool alive while any stream exists.
  *
@@ -217,7 +221,7 @@ static XpuOp* op_new(SP_Stream s, OpKind kind, const char* name, TF_Status* stat
     op->payload_size = payload_size;
   } else {
     op = calloc(1, sizeof *op);
-    atomic_fetch_add_explicit(&g_op_allocations, 1, memory_order_relaxed);
+    if (op != NULL) atomic_fetch_add_explicit(&g_op_allocations, 1, memory_order_relaxed);
   }
   if (op == NULL) {
     xpu_status(status, TF_RESOURCE_EXHAUSTED, "%s: out of host memory for the stream queue", name);
