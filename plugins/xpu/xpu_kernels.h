@@ -6,9 +6,10 @@
  * create function per op, since TensorFlow's create callback does not say which op it is
  * for). compute() opens an XpuCompute (counts the `kernel` fault kind, fetches the inputs),
  * validates shapes and host-memory arguments synchronously, allocates the outputs, packs
- * everything the device work needs (pointers, shapes, attribute values) into one heap
- * argument and hands it to xpu_compute_enqueue, which checks the stream and the device
- * buffers and queues the work on the stream; the worker runs it later. compute() never waits
+ * everything the device work needs (pointers, shapes, attribute values) into one struct on
+ * its stack and hands it to xpu_compute_enqueue_work, which checks the stream and the device
+ * buffers and copies the struct into a recycled record of the stream (work that owns heap
+ * arrays goes as a heap argument through xpu_compute_enqueue); the worker runs it later. compute() never waits
  * for the stream. Hidden like everything else in xpu_internal.h.
  */
 #ifndef XPU_KERNELS_H_
