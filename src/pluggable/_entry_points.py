@@ -99,8 +99,8 @@ def entry_points(group: str, paths: Optional[Iterable[str]] = None) -> List[Entr
                 continue
             path = os.path.join(directory, name, "entry_points.txt")
             try:
-                with open(path, encoding="utf-8") as f:
-                    text = f.read()
+                with open(path, "rb") as f:  # binary: no text layer to set up per file
+                    text = f.read().decode("utf-8", "replace")
             except OSError:
                 if os.path.isdir(os.path.join(directory, name)):
                     seen.add(key)
