@@ -398,12 +398,10 @@ class StreamExecutor:
         # hot path of every small allocation.
         memory = _new_object(DeviceMemory)
         memory.executor = self
-        memory._address = address
-        memory._size = size = base.size
-        memory._payload = payload = base.payload
-        memory._struct = memory._struct_ref = memory._owner = None
+        memory._range = values = (address, base.size, base.payload)
+        memory._struct = memory._owner = None
         key = memory._key = _weakref(memory, self._on_memory_collected)
-        self._live_memory[key] = (address, size, payload)
+        self._live_memory[key] = values
         return memory
 
     def deallocate(self, memory: DeviceMemory) -> None:

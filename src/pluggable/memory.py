@@ -27,7 +27,7 @@ class DeviceMemory:
     `close()`. `view()` gives a non-owning sub-range that keeps the owner alive.
     """
 
-    # The range is kept as Python integers (`_address`, `_size`, `_payload`); the
+    # The range is kept as a tuple of Python integers (`_range`: address, size, payload); the
     # SP_DeviceMemoryBase that copies and kernels pass to the plugin (`_base`, `_ref`) is
     # built on first use: StreamExecutor.allocate (which fills these slots itself) and
     # close() use a per-thread scratch struct instead of a new one per allocation, which
@@ -35,50 +35,45 @@ class DeviceMemory:
     # `_key`: for owning memory, the executor's registration (StreamExecutor._track_memory),
     # which queues the release if the object is collected while it still owns the memory;
     # False once closed, None for memory that never owned its range (views, unchecked).
-    __slots__ = ("executor", "_address", "_size", "_payload", "_struct", "_struct_ref",
-                 "_owner", "_key", "__weakref__")
+    # `_struct`: None, or (SP_DeviceMemoryBase, its byref) once made.
+    __slots__ = ("executor", "_range", "_struct", "_owner", "_key", "__weakref__")
 
     def __init__(self, executor: "StreamExecutor", base: SP_DeviceMemoryBase,
                  owner: Optional["DeviceMemory"] = None, owning: bool = False, ref=None):
         self.executor = executor
-        self._address = base.opaque or 0
-        self._size = int(base.size)
-        self._payload = int(base.payload)
-        self._struct = base
-        self._struct_ref = ref
+        self._range = (base.opaque or 0, int(base.size), int(base.payload))
+        self._struct = (base, ref if ref is not None else ctypes.byref(base))
         self._owner = owner
-        self._key = (executor._track_memory(self, self._address, self._size, self._payload)
-                     if owning else None)
+        self._key = executor._track_memory(self, *self._range) if owning else None
 
     @property
     def _base(self) -> SP_DeviceMemoryBase:
         """The SP_DeviceMemoryBase the plugin's calls take."""
-        base = self._struct
-        if base is None:
-            base = self._struct = SP_DeviceMemoryBase.new(
-                opaque=self._address or None, size=self._size, payload=self._payload)
-        return base
+        return (self._struct or self._make_struct())[0]
 
     @property
     def _ref(self):
         """``byref(self._base)``, made once."""
-        ref = self._struct_ref
-        if ref is None:
-            ref = self._struct_ref = ctypes.byref(self._base)
-        return ref
+        return (self._struct or self._make_struct())[1]
+
+    def _make_struct(self):
+        address, size, payload = self._range
+        base = SP_DeviceMemoryBase.new(opaque=address or None, size=size, payload=payload)
+        self._struct = (base, ctypes.byref(base))
+        return self._struct
 
     @property
     def address(self) -> int:
         """The plugin's opaque pointer, as an integer (0 for an empty allocation)."""
-        return self._address
+        return self._range[0]
 
     @property
     def size(self) -> int:
-        return self._size
+        return self._range[1]
 
     @property
     def payload(self) -> int:
-        return self._payload
+        return self._range[2]
 
     @property
     def is_closed(self) -> bool:
@@ -98,7 +93,7 @@ class DeviceMemory:
         base = SP_DeviceMemoryBase.new()
         base.opaque = self.address + offset if self.address else None
         base.size = size
-        base.payload = self._payload
+        base.payload = self._range[2]
         return DeviceMemory(self.executor, base, owner=self._owner or self)
 
     @classmethod
@@ -120,9 +115,7 @@ class DeviceMemory:
             self._key = False
             if not executor._closed:  # destroying the executor released everything
                 base, ref = executor._scratch.pair
-                base.opaque = self._address
-                base.size = self._size
-                base.payload = self._payload
+                base.opaque, base.size, base.payload = self._range
                 executor._deallocate(executor._device_ptr, ref)
 
     def _check_open(self) -> None:
