@@ -8,6 +8,11 @@ batches, per pair, in nanoseconds. Sizes 256 B, 4 KiB and 64 KiB, on XPU:0. Two 
 say where the time goes: a ctypes call into the runtime library that returns at once (the
 floor of any call from Python), and the BFC pair driven through the bare ctypes functions
 without the Python method around them. Goal: the BFC pair at most 1.5 us median.
+
+A second table times the public `StreamExecutor.allocate(n).close()` (a `DeviceMemory`
+object per allocation) against the same raw plugin pair, in interleaved rounds (each sample:
+the fastest of 10 batches of 200 pairs): per-round ratio min / median / max and the
+machine's load. Goal: at most 2x the raw pair.
 """
 from __future__ import annotations
 
@@ -16,10 +21,16 @@ import ctypes
 import statistics
 import time
 
-import pluggable
-from pluggable import allocator as bfc_module
-from pluggable.abi.stream_executor import SP_DeviceMemoryBase
-from pluggable.allocator import BFCAllocator
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _ratios import best_per_call, print_table, rounds  # noqa: E402
+
+import pluggable  # noqa: E402
+from pluggable import allocator as bfc_module  # noqa: E402
+from pluggable.abi.stream_executor import SP_DeviceMemoryBase  # noqa: E402
+from pluggable.allocator import BFCAllocator  # noqa: E402
 
 SIZES = [256, 4 << 10, 64 << 10]
 
@@ -88,6 +99,23 @@ def main() -> None:
     worst = max(mine for _, _, mine, _ in rows)
     print(f"goal: BFCAllocator pair <= 1500 ns median: {'met' if worst <= 1500 else 'MISSED'} "
           f"(worst {worst:.0f} ns)")
+
+    allocate = executor.allocate
+    for size in SIZES:
+        def raw_pair(size=size):
+            raw_allocate(device, size, 0, ref)
+            raw_deallocate(device, ref)
+
+        def public_pair(size=size):
+            allocate(size).close()
+
+        samples = rounds({"plugin allocate + deallocate (ctypes)":
+                          best_per_call(raw_pair, 200, 10),
+                          "StreamExecutor.allocate(n).close()":
+                          best_per_call(public_pair, 200, 10)},
+                         args.batches)
+        print_table(f"{size} B: public allocator pair against the raw plugin pair",
+                    samples, "plugin allocate + deallocate (ctypes)", "ns", 1e9, goal=2.0)
 
 
 if __name__ == "__main__":

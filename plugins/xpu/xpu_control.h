@@ -42,6 +42,11 @@ XPU_CONTROL_EXPORT void XPU_SetStreamDelayUs(uint64_t us);
  * plugin was loaded. */
 XPU_CONTROL_EXPORT uint64_t XPU_InvalidFreeCount(void);
 
+/* How many stream operation records the plugin has taken from the C library since it was
+ * loaded (all streams, all devices). Streams recycle finished records, so in a steady stream
+ * of work this stops growing. */
+XPU_CONTROL_EXPORT uint64_t XPU_OpRecordAllocations(void);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -244,6 +244,16 @@ bool xpu_stream_enqueue_fn(SP_Stream stream, const char* name, XpuStreamFn fn, v
                            void (*free_arg)(void*), const XpuDeviceRange* ranges,
                            size_t range_count, TF_Status* status);
 
+/* Like xpu_stream_enqueue_fn, but the work is a struct of `work_size` bytes that the stream
+ * copies into a buffer of the operation record; both are recycled per stream, so a steady
+ * stream of kernels allocates nothing. fn gets the copy. `cleanup` (may be NULL) releases
+ * what the work owns (never the struct itself): it is called on the copy after fn ran or was
+ * skipped, or on `work` itself when enqueueing fails. */
+bool xpu_stream_enqueue_work(SP_Stream stream, const char* name, XpuStreamFn fn,
+                             const void* work, size_t work_size, void (*cleanup)(void*),
+                             const XpuDeviceRange* ranges, size_t range_count,
+                             TF_Status* status);
+
 /* ---- the kernels' helper-thread pool (xpu_kernels_pool.c) ------------------------------- */
 
 /* Parses XPU_KERNEL_THREADS text (1..256); false with a reason in err when invalid. */

@@ -397,7 +397,9 @@ bool xpu_host_ints(XpuCompute* c, int i, int64_t* vals, int max, int* n) {
   return true;
 }
 
-bool xpu_compute_enqueue(XpuCompute* c, XpuStreamFn fn, void* arg, void (*free_arg)(void*)) {
+/* xpu_compute_enqueue (a heap `arg`) and xpu_compute_enqueue_work (a `work` struct copied). */
+static bool compute_enqueue(XpuCompute* c, XpuStreamFn fn, void* arg, void (*free_arg)(void*),
+                            const void* work, size_t work_size) {
   TF_SetStatus(c->status, TF_OK, "");
   SP_Stream stream = TF_GetStream(c->ctx, c->status);
   if (TF_GetCode(c->status) != TF_OK || stream == NULL) {
@@ -422,12 +424,24 @@ bool xpu_compute_enqueue(XpuCompute* c, XpuStreamFn fn, void* arg, void (*free_a
     ranges[n++] = (XpuDeviceRange){TF_TensorData(c->out[i]), TF_TensorByteSize(c->out[i]),
                                    kOutputRoles[i]};
   }
-  if (!xpu_stream_enqueue_fn(stream, c->op, fn, arg, free_arg, ranges, n, c->status)) {
+  bool ok = work != NULL
+                ? xpu_stream_enqueue_work(stream, c->op, fn, work, work_size, NULL, ranges, n,
+                                          c->status)
+                : xpu_stream_enqueue_fn(stream, c->op, fn, arg, free_arg, ranges, n, c->status);
+  if (!ok) {
     c->failed = true;
     TF_OpKernelContext_Failure(c->ctx, c->status);
     return false;
   }
   return true;
+}
+
+bool xpu_compute_enqueue(XpuCompute* c, XpuStreamFn fn, void* arg, void (*free_arg)(void*)) {
+  return compute_enqueue(c, fn, arg, free_arg, NULL, 0);
+}
+
+bool xpu_compute_enqueue_work(XpuCompute* c, XpuStreamFn fn, const void* work, size_t size) {
+  return compute_enqueue(c, fn, NULL, NULL, work, size);
 }
 
 /* ---- shapes, broadcasting, task splitting ----------------------------------------------- */

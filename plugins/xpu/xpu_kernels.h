@@ -6,9 +6,10 @@
  * create function per op, since TensorFlow's create callback does not say which op it is
  * for). compute() opens an XpuCompute (counts the `kernel` fault kind, fetches the inputs),
  * validates shapes and host-memory arguments synchronously, allocates the outputs, packs
- * everything the device work needs (pointers, shapes, attribute values) into one heap
- * argument and hands it to xpu_compute_enqueue, which checks the stream and the device
- * buffers and queues the work on the stream; the worker runs it later. compute() never waits
+ * everything the device work needs (pointers, shapes, attribute values) into one struct on
+ * its stack and hands it to xpu_compute_enqueue_work, which checks the stream and the device
+ * buffers and copies the struct into a recycled record of the stream (work that owns heap
+ * arrays goes as a heap argument through xpu_compute_enqueue); the worker runs it later. compute() never waits
  * for the stream. Hidden like everything else in xpu_internal.h.
  */
 #ifndef XPU_KERNELS_H_
@@ -124,6 +125,9 @@ bool xpu_host_ints(XpuCompute* c, int i, int64_t* vals, int max, int* n);
  * inputs and outputs lie in the stream's device memory. Takes ownership of arg (free_arg or
  * free). With fn == NULL (nothing to compute: empty outputs) only the stream is checked. */
 bool xpu_compute_enqueue(XpuCompute* c, XpuStreamFn fn, void* arg, void (*free_arg)(void*));
+/* Like xpu_compute_enqueue, but `work` (any struct, usually on the caller's stack) is copied
+ * into a per-stream recycled buffer (xpu_stream_enqueue_work): no heap block per op. */
+bool xpu_compute_enqueue_work(XpuCompute* c, XpuStreamFn fn, const void* work, size_t size);
 
 static inline void* xpu_data(const TF_Tensor* t) { return TF_TensorData(t); }
 

@@ -14,11 +14,13 @@
  * AVX-512F (zmm, 32 registers), for AVX2+FMA (ymm, 16 registers) and for baseline x86-64 /
  * any other CPU (16-byte vectors); the best one the CPU supports is picked at run time
  * (XPU_KERNEL_ISA=generic|avx2|avx512 forces one, for tests), so the plugin needs no
- * -march flag. Each task packs its own blocks (B blocks are re-packed once per row of tiles,
- * a few percent of the work), which keeps tasks independent: every element of C is computed
+ * -march flag. Each task packs its own blocks (a B block is packed once per row group of
+ * tiles, see gemm_task), which keeps tasks independent: every element of C is computed
  * by one task, in the same order, whatever the number of threads, so results are
  * deterministic. The KC blocking and fused multiply-adds make float results differ from a
- * naive dot product by normal rounding (relative error ~ sqrt(k) * 2^-24).
+ * naive dot product by normal rounding (relative error ~ sqrt(k) * 2^-24). A task covers a
+ * group of row tiles of one tile column (gemm_task), so that a packed B block serves them
+ * all.
  *
  * Conv2D's A operand is its input seen through im2col (XpuConvGeometry): the A packer reads
  * filter taps straight from the NHWC input (zeros in the padding), so the im2col matrix is
@@ -245,8 +247,14 @@ typedef struct GemmWork {
   size_t size;
   int64_t m_tiles, n_tiles;
   int64_t mc, nc; /* tile sizes: multiples of mr / nr */
+  int64_t group_tiles, m_groups; /* a task covers group_tiles row tiles of one column tile */
   atomic_bool out_of_memory;
 } GemmWork;
+
+/* About how many tasks a product is split into, when it is large enough: enough to balance
+ * a few threads, few enough that each task re-packs the B block it shares with the other
+ * row groups rarely (a packed B block is reused by every row tile of its task). */
+#define XPU_GEMM_TASKS 16
 
 /* Packs the A block of tile rows [i0, i0 + mc) x K columns [k0, k0 + kc) of batch b. */
 static void pack_a_block(const GemmWork* w, int64_t b, int64_t i0, int64_t mc, int64_t k0,
@@ -300,18 +308,24 @@ static void store_partial(const GemmWork* w, const void* tile, void* c, int64_t 
   }
 }
 
-/* One task: the C tile (batch, tile row, tile column), over all of K. */
+/* One task: the C tiles of one row group and one tile column of a batch, over all of K. For
+ * each K block the task packs the B block once and runs every row tile of its group
+ * against it, so B is read from memory m_groups times in all, not m_tiles times (at 2048^2
+ * the matrices no longer fit in the last-level cache, and those re-reads were the
+ * difference with OpenBLAS). Each element of C still gets its K blocks in the same order,
+ * whatever the grouping and the number of threads. */
 static void gemm_task(void* ctx, int64_t t) {
   GemmWork* w = ctx;
   const XpuGemm* g = w->g;
   const GemmKernel* kern = w->kern;
-  int64_t per_batch = w->m_tiles * w->n_tiles;
-  int64_t b = t / per_batch, tile = t % per_batch;
-  int64_t i0 = (tile / w->n_tiles) * w->mc, j0 = (tile % w->n_tiles) * w->nc;
-  int64_t mc = g->m - i0 < w->mc ? g->m - i0 : w->mc;
+  int64_t per_batch = w->m_groups * w->n_tiles;
+  int64_t b = t / per_batch, task = t % per_batch;
+  int64_t r0 = (task / w->n_tiles) * w->group_tiles * w->mc, j0 = (task % w->n_tiles) * w->nc;
+  int64_t r1 = g->m < r0 + w->group_tiles * w->mc ? g->m : r0 + w->group_tiles * w->mc;
   int64_t nc = g->n - j0 < w->nc ? g->n - j0 : w->nc;
   int64_t kc_max = g->k < kern->kc ? g->k : kern->kc;
-  int64_t mc_pad = (mc + kern->mr - 1) / kern->mr * kern->mr;
+  int64_t mc_max = r1 - r0 < w->mc ? r1 - r0 : w->mc;
+  int64_t mc_pad = (mc_max + kern->mr - 1) / kern->mr * kern->mr;
   int64_t nc_pad = (nc + kern->nr - 1) / kern->nr * kern->nr;
   size_t sz = w->size;
   /* 64-byte aligned packing buffers plus one tile for the edges of C. */
@@ -326,25 +340,28 @@ static void gemm_task(void* ctx, int64_t t) {
   char* ap = buf;
   char* bp = buf + a_bytes;
   char* tmp = bp + b_bytes;
-  char* c = (char*)g->c + ((b * g->m + i0) * g->n + j0) * (int64_t)sz;
   int64_t ldc = g->n;
   for (int64_t k0 = 0; k0 < g->k; k0 += kern->kc) {
     int64_t kc = g->k - k0 < kern->kc ? g->k - k0 : kern->kc;
     int accumulate = k0 > 0;
     pack_b_block(w, b, k0, kc, j0, nc, bp);
-    pack_a_block(w, b, i0, mc, k0, kc, ap);
-    for (int64_t jr = 0; jr < nc; jr += kern->nr) {
-      int64_t wd = nc - jr < kern->nr ? nc - jr : kern->nr;
-      const char* bpanel = bp + (jr * kc) * (int64_t)sz;
-      for (int64_t ir = 0; ir < mc; ir += kern->mr) {
-        int64_t h = mc - ir < kern->mr ? mc - ir : kern->mr;
-        const char* apanel = ap + (ir * kc) * (int64_t)sz;
-        char* cij = c + (ir * ldc + jr) * (int64_t)sz;
-        if (h == kern->mr && wd == kern->nr) {
-          kern->ukr(kc, apanel, bpanel, cij, ldc, accumulate);
-        } else {
-          kern->ukr(kc, apanel, bpanel, tmp, kern->nr, 0);
-          store_partial(w, tmp, cij, ldc, h, wd, accumulate);
+    for (int64_t i0 = r0; i0 < r1; i0 += w->mc) {
+      int64_t mc = r1 - i0 < w->mc ? r1 - i0 : w->mc;
+      char* c = (char*)g->c + ((b * g->m + i0) * g->n + j0) * (int64_t)sz;
+      pack_a_block(w, b, i0, mc, k0, kc, ap);
+      for (int64_t jr = 0; jr < nc; jr += kern->nr) {
+        int64_t wd = nc - jr < kern->nr ? nc - jr : kern->nr;
+        const char* bpanel = bp + (jr * kc) * (int64_t)sz;
+        for (int64_t ir = 0; ir < mc; ir += kern->mr) {
+          int64_t h = mc - ir < kern->mr ? mc - ir : kern->mr;
+          const char* apanel = ap + (ir * kc) * (int64_t)sz;
+          char* cij = c + (ir * ldc + jr) * (int64_t)sz;
+          if (h == kern->mr && wd == kern->nr) {
+            kern->ukr(kc, apanel, bpanel, cij, ldc, accumulate);
+          } else {
+            kern->ukr(kc, apanel, bpanel, tmp, kern->nr, 0);
+            store_partial(w, tmp, cij, ldc, h, wd, accumulate);
+          }
         }
       }
     }
@@ -370,7 +387,14 @@ bool xpu_gemm(const XpuGemm* g) {
   w.nc = w.kern->nc;
   w.m_tiles = (g->m + w.mc - 1) / w.mc;
   w.n_tiles = (g->n + w.nc - 1) / w.nc;
+  /* Row groups: as many as needed for about XPU_GEMM_TASKS tasks, at most one per row tile. */
+  int64_t column_tasks = g->batches * w.n_tiles;
+  int64_t groups = column_tasks >= XPU_GEMM_TASKS ? 1
+                   : (XPU_GEMM_TASKS + column_tasks - 1) / column_tasks;
+  if (groups > w.m_tiles) groups = w.m_tiles;
+  w.group_tiles = (w.m_tiles + groups - 1) / groups;
+  w.m_groups = (w.m_tiles + w.group_tiles - 1) / w.group_tiles;
   atomic_init(&w.out_of_memory, false);
-  xpu_parallel_for(g->batches * w.m_tiles * w.n_tiles, gemm_task, &w);
+  xpu_parallel_for(g->batches * w.m_groups * w.n_tiles, gemm_task, &w);
   return !atomic_load(&w.out_of_memory);
 }

@@ -148,14 +148,9 @@ static void matmul_compute(void* kernel, TF_OpKernelContext* ctx) {
   if (out.count == 0) {
     xpu_compute_enqueue(&c, NULL, NULL, NULL);
   } else if (k->base.dtype == TF_INT32 || k->base.dtype == TF_INT64) {
-    IntMatMulWork* w = malloc(sizeof *w);
-    if (w == NULL) {
-      xpu_fail(&c, TF_RESOURCE_EXHAUSTED, "out of host memory");
-    } else {
-      *w = (IntMatMulWork){k->base.dtype, xpu_data(c.in[0]), xpu_data(c.in[1]),
-                           xpu_data(c.out[0]), m, n, ka, a_rs, a_cs, b_rs, b_cs};
-      xpu_compute_enqueue(&c, int_matmul_work, w, NULL);
-    }
+    IntMatMulWork w = {k->base.dtype, xpu_data(c.in[0]), xpu_data(c.in[1]),
+                       xpu_data(c.out[0]), m, n, ka, a_rs, a_cs, b_rs, b_cs};
+    xpu_compute_enqueue_work(&c, int_matmul_work, &w, sizeof w);
   } else {
     GemmJob* j = calloc(1, sizeof *j);
     if (j == NULL) {

@@ -89,8 +89,8 @@ typedef struct Reducer {
   }                                                                                   \
   static void NAME##_combine(Scalar* acc, const Scalar* v) { acc->M = OP(acc->M, v->M); } \
   static void NAME##_rows(void* rowv, const void* xv, int64_t n) {                    \
-    T* row = rowv;                                                                    \
-    const T* x = xv;                                                                  \
+    T* restrict row = rowv;                                                           \
+    const T* restrict x = xv;                                                         \
     for (int64_t j = 0; j < n; j++) row[j] = OP(row[j], x[j]);                        \
   }
 
@@ -586,19 +586,16 @@ static void argmax_compute(void* kernel, TF_OpKernelContext* ctx) {
     else inner *= in->dims[d];
   }
   if (ok && xpu_alloc_output(&c, 0, k->output_type, &out)) {
-    ArgMaxWork* w = out.count > 0 ? malloc(sizeof *w) : NULL;
     if (out.count == 0) {
       xpu_compute_enqueue(&c, NULL, NULL, NULL);
-    } else if (w == NULL) {
-      xpu_fail(&c, TF_RESOURCE_EXHAUSTED, "out of host memory");
     } else {
-      *w = (ArgMaxWork){.dtype = k->base.dtype, .out_type = k->output_type,
-                        .x = xpu_data(c.in[0]), .out = xpu_data(c.out[0]), .outer = outer,
-                        .axis = in->dims[dim], .inner = inner,
-                        .col_blocks = (inner + ROW_BLOCK - 1) / ROW_BLOCK};
-      int64_t per_unit = w->axis * (inner < ROW_BLOCK ? inner : ROW_BLOCK);
-      w->units_per_task = XPU_PARALLEL_GRAIN / per_unit + 1;
-      xpu_compute_enqueue(&c, argmax_work, w, NULL);
+      ArgMaxWork w = {.dtype = k->base.dtype, .out_type = k->output_type,
+                      .x = xpu_data(c.in[0]), .out = xpu_data(c.out[0]), .outer = outer,
+                      .axis = in->dims[dim], .inner = inner,
+                      .col_blocks = (inner + ROW_BLOCK - 1) / ROW_BLOCK};
+      int64_t per_unit = w.axis * (inner < ROW_BLOCK ? inner : ROW_BLOCK);
+      w.units_per_task = XPU_PARALLEL_GRAIN / per_unit + 1;
+      xpu_compute_enqueue_work(&c, argmax_work, &w, sizeof w);
     }
   }
   xpu_compute_end(&c);
@@ -679,16 +676,13 @@ static void softmax_compute(void* kernel, TF_OpKernelContext* ctx) {
     } else if (k->dtype != TF_FLOAT && k->dtype != TF_DOUBLE) {
       xpu_fail(&c, TF_INVALID_ARGUMENT, "type %s is not supported", xpu_dtype_name(k->dtype));
     } else if (xpu_alloc_output(&c, 0, k->dtype, in)) {
-      SoftmaxWork* w = in->count > 0 ? malloc(sizeof *w) : NULL;
       if (in->count == 0) {
         xpu_compute_enqueue(&c, NULL, NULL, NULL);
-      } else if (w == NULL) {
-        xpu_fail(&c, TF_RESOURCE_EXHAUSTED, "out of host memory");
       } else {
         int64_t cols = in->dims[in->rank - 1];
-        *w = (SoftmaxWork){.dtype = k->dtype, .log = k->code == 1, .x = xpu_data(c.in[0]),
-                           .out = xpu_data(c.out[0]), .rows = in->count / cols, .cols = cols};
-        xpu_compute_enqueue(&c, softmax_work, w, NULL);
+        SoftmaxWork w = {.dtype = k->dtype, .log = k->code == 1, .x = xpu_data(c.in[0]),
+                         .out = xpu_data(c.out[0]), .rows = in->count / cols, .cols = cols};
+        xpu_compute_enqueue_work(&c, softmax_work, &w, sizeof w);
       }
     }
   }

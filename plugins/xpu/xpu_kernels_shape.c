@@ -100,17 +100,10 @@ static void queue_fill(XpuCompute* c, TF_DataType dt, const XpuShape* shape,
     xpu_compute_enqueue(c, NULL, NULL, NULL);
     return;
   }
-  FillWork* w = calloc(1, sizeof *w);
-  if (w == NULL) {
-    xpu_fail(c, TF_RESOURCE_EXHAUSTED, "out of host memory");
-    return;
-  }
-  if (value != NULL) memcpy(w->value, value, 8);
-  w->src = src;
-  w->dst = xpu_data(c->out[0]);
-  w->size = xpu_dtype_size(dt);
-  w->count = shape->count;
-  xpu_compute_enqueue(c, fill_work, w, NULL);
+  FillWork w = {.src = src, .dst = xpu_data(c->out[0]), .size = xpu_dtype_size(dt),
+                .count = shape->count};
+  if (value != NULL) memcpy(w.value, value, 8);
+  xpu_compute_enqueue_work(c, fill_work, &w, sizeof w);
 }
 
 enum { FILL_ZEROS, FILL_ONES };
@@ -265,14 +258,11 @@ static void reshape_compute(void* kernel, TF_OpKernelContext* ctx) {
   shape.count = product;
   if (ok && xpu_alloc_output(&c, 0, k->dtype, &shape)) {
     int64_t bytes = in->count * (int64_t)xpu_dtype_size(k->dtype);
-    CopyWork* w = bytes > 0 ? malloc(sizeof *w) : NULL;
     if (bytes == 0) {
       xpu_compute_enqueue(&c, NULL, NULL, NULL);
-    } else if (w == NULL) {
-      xpu_fail(&c, TF_RESOURCE_EXHAUSTED, "out of host memory");
     } else {
-      *w = (CopyWork){.src = xpu_data(c.in[0]), .dst = xpu_data(c.out[0]), .bytes = bytes};
-      xpu_compute_enqueue(&c, copy_work, w, NULL);
+      CopyWork w = {.src = xpu_data(c.in[0]), .dst = xpu_data(c.out[0]), .bytes = bytes};
+      xpu_compute_enqueue_work(&c, copy_work, &w, sizeof w);
     }
   }
   xpu_compute_end(&c);
@@ -470,17 +460,15 @@ static void transpose_compute(void* kernel, TF_OpKernelContext* ctx) {
     }
   }
   if (ok && xpu_alloc_output(&c, 0, k->dtype, &out)) {
-    TransposeWork* w = in->count > 0 ? malloc(sizeof *w) : NULL;
     if (in->count == 0) {
       xpu_compute_enqueue(&c, NULL, NULL, NULL);
-    } else if (w == NULL) {
-      xpu_fail(&c, TF_RESOURCE_EXHAUSTED, "out of host memory");
     } else {
-      w->size = xpu_dtype_size(k->dtype);
-      w->src = xpu_data(c.in[0]);
-      w->dst = xpu_data(c.out[0]);
-      transpose_plan(w, in, perm);
-      xpu_compute_enqueue(&c, transpose_work, w, NULL);
+      TransposeWork w; /* copied into the stream's recycled op record when enqueued */
+      w.size = xpu_dtype_size(k->dtype);
+      w.src = xpu_data(c.in[0]);
+      w.dst = xpu_data(c.out[0]);
+      transpose_plan(&w, in, perm);
+      xpu_compute_enqueue_work(&c, transpose_work, &w, sizeof w);
     }
   }
   xpu_compute_end(&c);

@@ -3,12 +3,16 @@
  * Each SP_Stream is a FIFO of operations drained by its own worker thread. The host's calls
  * validate their arguments, append an operation and return; the worker runs operations one at
  * a time, in order, and broadcasts XpuDevice.state_cv after each so that anybody waiting for
- * progress (the host in block_host_*, other workers in a wait) re-checks its condition. An
- * idle worker sleeps on its stream's work_cv, signalled by every enqueue: no polling.
+ * progress (the host in block_host_*, other workers in a wait) re-checks its condition. A
+ * worker whose queue ran empty spins, naps (a timed wait) or sleeps on its stream's work_cv
+ * depending on how work has been arriving (wait_for_work); a sleeping worker is signalled by
+ * the next enqueue, a napping one by a host thread that starts to wait.
  *
- * Kernels (xpu_kernels*.c) enqueue a function and its heap argument (xpu_stream_enqueue_fn):
- * the worker runs it without the device lock, then frees the argument; a function that
- * reports an error puts the stream in its error state. Kernels find the device of the
+ * Kernels (xpu_kernels*.c) enqueue a function and its argument: a heap block the stream frees
+ * after the run (xpu_stream_enqueue_fn), or a struct copied into the operation record
+ * (xpu_stream_enqueue_work). Finished records return to a per-stream free list with their
+ * buffers, so steady work allocates nothing. The worker runs the function without the device
+ * lock; a function that reports an error puts the stream in its error state. Kernels find the device of the
  * SP_Stream they are handed through a global registry of live streams, which also keeps the
  * kernels' helper-thread pool alive while any stream exists.
  *
@@ -67,8 +71,13 @@ typedef struct XpuOp {
     struct { SP_Event event; uint64_t gen; } event; /* OP_RECORD, OP_WAIT */
     SP_Timer timer;
     struct { SE_StatusCallbackFn fn; void* arg; } callback;
-    struct { XpuStreamFn fn; void* arg; void (*free_arg)(void*); } work;
+    /* `arg` is `payload` when the work was copied in (xpu_stream_enqueue_work): then
+     * free_arg, if any, releases what the work owns, not the block itself. */
+    struct { XpuStreamFn fn; void* arg; void (*free_arg)(void*); bool in_payload; } work;
   } u;
+  /* A buffer the operation keeps when it is recycled, for kernels' work copied in. */
+  void* payload;
+  size_t payload_size;
 } XpuOp;
 
 /* Fields are guarded by dev->mu unless noted. */
@@ -86,7 +95,20 @@ struct SP_Stream_st {
   TF_Code error_code; /* TF_OK until an operation fails, then sticky */
   char* error_message;
   bool sleeping;            /* the worker waits on work_cv: enqueue must wake it */
+  bool napping;             /* the worker naps on work_cv with a timeout: only a waiter wakes it */
   atomic_uint_fast64_t enqueued; /* operations ever enqueued; read unlocked while spinning */
+  /* `enqueued` when a host thread last blocked on this stream's work: if the host waits after
+   * nearly every operation, the worker's reaction time is the host's latency. */
+  uint_fast64_t host_wait_mark;
+  /* Finished operation records kept for reuse, with their payloads (at most
+   * XPU_FREE_OPS_MAX), so that a steady stream of work allocates nothing. */
+  XpuOp* free_ops;
+  unsigned free_count;
+  /* The worker's wait policy (wait_for_work); touched by the worker only. */
+  uint64_t spin_credit_ns; /* spinning it may still do in throughput mode */
+  uint64_t credit_stamp_ns; /* when the credit was last refilled */
+  bool work_came_fast;     /* the last wait ended with work within XPU_WORKER_SPIN_NS */
+  bool batching;           /* the last wait found work: nap (timed) rather than sleep */
 };
 
 /* Guarded by dev->mu. */
@@ -109,6 +131,9 @@ struct SP_Timer_st {
   uint64_t start_ns;
   uint64_t stop_ns;
 };
+
+/* Operation records taken from the C library (XPU_OpRecordAllocations). */
+static atomic_uint_fast64_t g_op_allocations;
 
 static pthread_mutex_t g_timer_mu = PTHREAD_MUTEX_INITIALIZER;
 static XpuPtrSet g_timers;
@@ -178,9 +203,26 @@ static void timer_unref(SP_Timer t) {
   if (--t->refs == 0) free(t);
 }
 
-/* Allocates an operation, or sets RESOURCE_EXHAUSTED and returns NULL. */
-static XpuOp* op_new(OpKind kind, const char* name, TF_Status* status) {
-  XpuOp* op = calloc(1, sizeof *op);
+/* Finished operation records a stream keeps for reuse. A few dozen cover any queue depth a
+ * host reaches between waits; beyond that, records go back to the C library. */
+#define XPU_FREE_OPS_MAX 128u
+
+/* An operation for `s`: a recycled record (keeping its payload buffer) or a new one; sets
+ * RESOURCE_EXHAUSTED and returns NULL when out of memory. Under dev->mu. */
+static XpuOp* op_new(SP_Stream s, OpKind kind, const char* name, TF_Status* status) {
+  XpuOp* op = s->free_ops;
+  if (op != NULL) {
+    s->free_ops = op->next;
+    s->free_count--;
+    void* payload = op->payload;
+    size_t payload_size = op->payload_size;
+    memset(op, 0, sizeof *op);
+    op->payload = payload;
+    op->payload_size = payload_size;
+  } else {
+    op = calloc(1, sizeof *op);
+    if (op != NULL) atomic_fetch_add_explicit(&g_op_allocations, 1, memory_order_relaxed);
+  }
   if (op == NULL) {
     xpu_status(status, TF_RESOURCE_EXHAUSTED, "%s: out of host memory for the stream queue", name);
     return NULL;
@@ -190,20 +232,86 @@ static XpuOp* op_new(OpKind kind, const char* name, TF_Status* status) {
   return op;
 }
 
-/* Appends `op` to the stream and wakes its worker. Under dev->mu. */
+/* Returns an operation record that holds no references to `s`'s free list, or frees it when
+ * the list is full. Under dev->mu. */
+static void op_recycle(SP_Stream s, XpuOp* op) {
+  if (s->free_count < XPU_FREE_OPS_MAX) {
+    op->next = s->free_ops;
+    s->free_ops = op;
+    s->free_count++;
+    return;
+  }
+  free(op->payload);
+  free(op);
+}
+
+/* Frees a stream's recycled operation records. */
+static void free_op_list(SP_Stream s) {
+  while (s->free_ops != NULL) {
+    XpuOp* op = s->free_ops;
+    s->free_ops = op->next;
+    free(op->payload);
+    free(op);
+  }
+  s->free_count = 0;
+}
+
+/* Appends `op` to the stream and wakes its worker if it sleeps (a napping worker wakes by
+ * itself). Under dev->mu. */
 static void enqueue(SP_Stream s, XpuOp* op) {
   op->ticket = ++s->dev->next_ticket;
   s->last_ticket = op->ticket;
   if (s->tail != NULL) s->tail->next = op; else s->head = op;
   s->tail = op;
   atomic_fetch_add_explicit(&s->enqueued, 1, memory_order_release);
-  if (s->sleeping) pthread_cond_signal(&s->work_cv);
+  if (s->sleeping) {
+    s->sleeping = false; /* one wake-up is enough: the worker drains the whole queue */
+    pthread_cond_signal(&s->work_cv);
+  }
 }
 
-/* How long a worker whose queue ran empty keeps looking for new work before it sleeps. A
- * burst of small operations then costs no wake-up (a futex call and a scheduler round trip
- * per operation); an idle stream costs this much CPU once. */
+/* A host thread is about to block until `s` reaches some point: from now on the worker reacts
+ * at once (latency mode), and a napping worker is woken. Under dev->mu. */
+static void host_waits_on(SP_Stream s) {
+  s->host_wait_mark = atomic_load_explicit(&s->enqueued, memory_order_relaxed);
+  if (s->napping) {
+    s->napping = false;
+    pthread_cond_signal(&s->work_cv);
+  }
+}
+
+/* host_waits_on for every stream of `dev` (the caller waits for an event or for all work,
+ * whose stream it does not know). Under dev->mu. */
+static void host_waits_on_device(XpuDevice* dev) {
+  for (size_t i = 0; i < dev->streams.capacity; i++) {
+    SP_Stream s = dev->streams.slots[i];
+    if (s != NULL) host_waits_on(s);
+  }
+}
+
+/* The worker's wait, when its queue runs empty, trades CPU time for reaction time
+ * (plugins/xpu/README.md, "How a stream worker waits"):
+ *
+ * - Latency mode: a host thread blocked on this stream within the last XPU_LATENCY_OPS
+ *   operations (a loop that waits for each result). The worker spins up to
+ *   XPU_WORKER_SPIN_NS for the next operation, since a futex wake-up of a sleeping worker
+ *   (several microseconds, more on a loaded machine) would be paid on every operation;
+ *   then it sleeps, so that the next enqueue wakes it at once rather than the host's wait.
+ * - Throughput mode: the host issues work without waiting. A spin is worth it only while
+ *   work arrives faster than a wake-up costs (the last wait ended within the spin time), and
+ *   then only out of a budget that refills at 1/XPU_SPIN_SHARE of the wall time, so that a
+ *   stream of small operations costs the process at most that much extra CPU. When the
+ *   spin gives up, the worker naps: a timed wait of XPU_WORKER_NAP_NS that enqueue does
+ *   not interrupt, so the host issues operations without a system call each and the worker
+ *   drains them in batches. A nap that ends with nothing queued means the stream went idle:
+ *   the worker sleeps until enqueue signals it. A host that starts to wait wakes a napping
+ *   worker at once (host_waits_on).
+ */
 #define XPU_WORKER_SPIN_NS UINT64_C(20000)
+#define XPU_WORKER_NAP_NS UINT64_C(50000)
+#define XPU_SPIN_SHARE 8u
+#define XPU_SPIN_CREDIT_MAX_NS UINT64_C(200000)
+#define XPU_LATENCY_OPS 2u
 
 /* Hints the CPU that this is a spin-wait loop. */
 static inline void cpu_relax(void) {
@@ -212,39 +320,83 @@ static inline void cpu_relax(void) {
 #endif
 }
 
-/* Waits, briefly spinning then sleeping, until `s` has work or shuts down. Under dev->mu. */
+/* Spins without the lock until `s` gets new work or `limit_ns` pass; returns the time spent.
+ * Called and returns with dev->mu held. */
+static uint64_t spin_for_work(SP_Stream s, uint64_t started, uint64_t limit_ns) {
+  uint_fast64_t seen = atomic_load_explicit(&s->enqueued, memory_order_acquire);
+  pthread_mutex_unlock(&s->dev->mu);
+  uint64_t now = started;
+  for (unsigned i = 1; atomic_load_explicit(&s->enqueued, memory_order_acquire) == seen; i++) {
+    cpu_relax();
+    if ((i & 63) == 0 && (now = now_ns()) - started >= limit_ns) break;
+  }
+  pthread_mutex_lock(&s->dev->mu);
+  return now_ns() - started;
+}
+
+/* Adds a deadline `ns` from now to a CLOCK_MONOTONIC timespec. */
+static struct timespec deadline_in(uint64_t ns) {
+  uint64_t t = now_ns() + ns;
+  return (struct timespec){.tv_sec = (time_t)(t / UINT64_C(1000000000)),
+                           .tv_nsec = (long)(t % UINT64_C(1000000000))};
+}
+
+/* Waits until `s` has work or shuts down: spins, naps or sleeps as described above
+ * XPU_WORKER_SPIN_NS. Under dev->mu. */
 static void wait_for_work(SP_Stream s) {
   XpuDevice* dev = s->dev;
   if (s->head != NULL || s->shutdown) return;
-  uint_fast64_t seen = atomic_load_explicit(&s->enqueued, memory_order_acquire);
-  pthread_mutex_unlock(&dev->mu);
-  uint64_t deadline = now_ns() + XPU_WORKER_SPIN_NS;
-  for (unsigned i = 1; atomic_load_explicit(&s->enqueued, memory_order_acquire) == seen; i++) {
-    cpu_relax();
-    if ((i & 63) == 0 && now_ns() >= deadline) break;
+  uint64_t started = now_ns();
+  uint64_t refill = (started - s->credit_stamp_ns) / XPU_SPIN_SHARE;
+  s->spin_credit_ns = s->spin_credit_ns + refill < XPU_SPIN_CREDIT_MAX_NS
+                          ? s->spin_credit_ns + refill : XPU_SPIN_CREDIT_MAX_NS;
+  s->credit_stamp_ns = started;
+  uint_fast64_t enqueued = atomic_load_explicit(&s->enqueued, memory_order_relaxed);
+  bool latency = enqueued - s->host_wait_mark <= XPU_LATENCY_OPS;
+  uint64_t spin = latency ? XPU_WORKER_SPIN_NS
+                  : !s->work_came_fast ? 0
+                  : s->spin_credit_ns < XPU_WORKER_SPIN_NS ? s->spin_credit_ns
+                  : XPU_WORKER_SPIN_NS;
+  if (spin > 0) {
+    uint64_t spent = spin_for_work(s, started, spin);
+    if (!latency) s->spin_credit_ns -= spent < s->spin_credit_ns ? spent : s->spin_credit_ns;
   }
-  pthread_mutex_lock(&dev->mu);
   while (s->head == NULL && !s->shutdown) {
-    s->sleeping = true;
-    pthread_cond_wait(&s->work_cv, &dev->mu);
-    s->sleeping = false;
+    if (s->batching && !latency) {
+      struct timespec until = deadline_in(XPU_WORKER_NAP_NS);
+      s->napping = true;
+      int rc = pthread_cond_timedwait(&s->work_cv, &dev->mu, &until);
+      s->napping = false;
+      if (rc == ETIMEDOUT && s->head == NULL) s->batching = false; /* idle: sleep next */
+    } else {
+      s->sleeping = true;
+      pthread_cond_wait(&s->work_cv, &dev->mu);
+      s->sleeping = false;
+    }
   }
+  s->work_came_fast = now_ns() - started < XPU_WORKER_SPIN_NS;
+  s->batching = true;
 }
 
-/* Drops the references a finished operation held and frees it. Under dev->mu. */
-static void op_release(XpuOp* op) {
+/* Releases what a work item owns: its heap block, or what a copied-in payload owns. */
+static void release_work(XpuOp* op) {
+  if (op->u.work.arg == NULL) return;
+  if (op->u.work.free_arg != NULL) op->u.work.free_arg(op->u.work.arg);
+  else if (!op->u.work.in_payload) free(op->u.work.arg);
+  op->u.work.arg = NULL;
+}
+
+/* Drops the references a finished operation of `s` held and recycles it. Under dev->mu. */
+static void op_release(SP_Stream s, XpuOp* op) {
   if (op->kind == OP_COPY) xpu_mapping_unref(op->u.copy.pin); /* normally already dropped */
-  if (op->kind == OP_FN && op->u.work.arg != NULL) { /* normally already freed by the worker */
-    if (op->u.work.free_arg != NULL) op->u.work.free_arg(op->u.work.arg);
-    else free(op->u.work.arg);
-  }
+  if (op->kind == OP_FN) release_work(op); /* normally already done by the worker */
   if (op->kind == OP_RECORD || op->kind == OP_WAIT) event_unref(op->u.event.event);
   if (op->kind == OP_TIMER_START || op->kind == OP_TIMER_STOP) {
     pthread_mutex_lock(&g_timer_mu);
     timer_unref(op->u.timer);
     pthread_mutex_unlock(&g_timer_mu);
   }
-  free(op);
+  op_recycle(s, op);
 }
 
 /* Checks that `stream` is a live stream of `dev`. Under dev->mu. */
@@ -352,9 +504,7 @@ static void run_work(SP_Stream s, XpuOp* op, bool healthy) {
   char message[768];
   message[0] = '\0';
   TF_Code code = healthy ? op->u.work.fn(op->u.work.arg, message, sizeof message) : TF_OK;
-  if (op->u.work.free_arg != NULL) op->u.work.free_arg(op->u.work.arg);
-  else free(op->u.work.arg);
-  op->u.work.arg = NULL;
+  release_work(op);
   pthread_mutex_lock(&s->dev->mu);
   if (code != TF_OK) {
     stream_fail(s, code, "%s", message[0] != '\0' ? message : op->name);
@@ -396,6 +546,7 @@ static void run_op(SP_Stream s, XpuOp* op) {
     case OP_WAIT: {
       if (!healthy) break;
       SP_Event ev = op->u.event.event;
+      if (ev->completed_gen < op->u.event.gen) host_waits_on_device(dev); /* no napping */
       while (ev->completed_gen < op->u.event.gen) pthread_cond_wait(&dev->state_cv, &dev->mu);
       if (op->u.event.gen > 0 && ev->error_code != TF_OK) {
         stream_fail(s, ev->error_code, "%s: the awaited work failed: %s", op->name,
@@ -445,7 +596,7 @@ static void* stream_worker(void* arg) {
     run_op(s, op);
     s->head = op->next;
     if (s->head == NULL) s->tail = NULL;
-    op_release(op);
+    op_release(s, op);
     pthread_cond_broadcast(&dev->state_cv);
   }
   pthread_mutex_unlock(&dev->mu);
@@ -470,7 +621,14 @@ static void xpu_create_stream(const SP_Device* device, SP_Stream* stream, TF_Sta
     return;
   }
   SP_Stream s = calloc(1, sizeof *s);
-  if (s == NULL || pthread_cond_init(&s->work_cv, NULL) != 0) {
+  pthread_condattr_t attr;
+  bool cv_ok = s != NULL && pthread_condattr_init(&attr) == 0;
+  if (cv_ok) { /* naps are timed on the monotonic clock */
+    cv_ok = pthread_condattr_setclock(&attr, CLOCK_MONOTONIC) == 0 &&
+            pthread_cond_init(&s->work_cv, &attr) == 0;
+    pthread_condattr_destroy(&attr);
+  }
+  if (!cv_ok) {
     free(s);
     xpu_status(status, TF_RESOURCE_EXHAUSTED, "%s: out of host memory", fn);
     return;
@@ -526,6 +684,7 @@ static void stream_destroy(XpuDevice* dev, SP_Stream s) {
   pthread_mutex_unlock(&g_stream_registry_mu);
   pthread_cond_destroy(&s->work_cv);
   free(s->error_message);
+  free_op_list(s);
   free(s);
   xpu_pool_release();
 }
@@ -547,14 +706,14 @@ static void xpu_create_stream_dependency(const SP_Device* device, SP_Stream depe
     return; /* a stream trivially depends on itself */
   }
   SP_Event marker = calloc(1, sizeof *marker);
-  XpuOp* record = op_new(OP_RECORD, fn, status);
-  XpuOp* wait = op_new(OP_WAIT, fn, status);
+  XpuOp* record = op_new(other, OP_RECORD, fn, status);
+  XpuOp* wait = op_new(dependent, OP_WAIT, fn, status);
   if (marker == NULL || record == NULL || wait == NULL) {
     xpu_status(status, TF_RESOURCE_EXHAUSTED, "%s: out of host memory", fn);
+    if (record != NULL) op_recycle(other, record);
+    if (wait != NULL) op_recycle(dependent, wait);
     pthread_mutex_unlock(&dev->mu);
     free(marker);
-    free(record);
-    free(wait);
     return;
   }
   marker->dev = dev;
@@ -596,6 +755,7 @@ static void xpu_block_host_until_done(const SP_Device* device, SP_Stream stream,
     return;
   }
   uint64_t target = stream->last_ticket;
+  host_waits_on(stream);
   stream->host_waiters++;
   while (stream->head != NULL && stream->head->ticket <= target) {
     pthread_cond_wait(&dev->state_cv, &dev->mu);
@@ -625,6 +785,7 @@ static void xpu_synchronize_all_activity(const SP_Device* device, TF_Status* sta
     return;
   }
   uint64_t target = dev->next_ticket;
+  host_waits_on_device(dev);
   for (;;) {
     bool busy = false;
     for (size_t i = 0; i < dev->streams.capacity && !busy; i++) {
@@ -722,7 +883,7 @@ static void xpu_record_event(const SP_Device* device, SP_Stream stream, SP_Event
   if (event_valid(dev, event, fn, status)) {
     call = xpu_fault_hit(XPU_FAULT_RECORD_EVENT);
     if (call != 0) xpu_fault_status(status, XPU_FAULT_RECORD_EVENT, call, fn);
-    else op = op_new(OP_RECORD, fn, status);
+    else op = op_new(stream, OP_RECORD, fn, status);
   }
   if (op != NULL) {
     op->u.event.event = event;
@@ -740,7 +901,7 @@ static void xpu_wait_for_event(const SP_Device* const device, SP_Stream stream, 
   const char* fn = "wait_for_event";
   XpuDevice* dev = lock_stream(device, stream, fn, status);
   if (dev == NULL) return;
-  XpuOp* op = event_valid(dev, event, fn, status) ? op_new(OP_WAIT, fn, status) : NULL;
+  XpuOp* op = event_valid(dev, event, fn, status) ? op_new(stream, OP_WAIT, fn, status) : NULL;
   if (op != NULL) {
     op->u.event.event = event;
     op->u.event.gen = event->recorded_gen;
@@ -763,6 +924,7 @@ static void xpu_block_host_for_event(const SP_Device* device, SP_Event event, TF
   }
   uint64_t gen = event->recorded_gen;
   event->refs++;
+  if (event->completed_gen < gen) host_waits_on_device(dev);
   while (event->completed_gen < gen) pthread_cond_wait(&dev->state_cv, &dev->mu);
   if (gen > 0 && event->error_code != TF_OK) {
     xpu_status(status, event->error_code, "%s: the event was recorded on a stream that failed: %s",
@@ -829,7 +991,7 @@ static void enqueue_timer_mark(const SP_Device* device, SP_Stream stream, SP_Tim
   XpuDevice* dev = lock_stream(device, stream, fn, status);
   if (dev == NULL) return;
   if (timer_ref(dev, timer, fn, status)) {
-    XpuOp* op = op_new(kind, fn, status);
+    XpuOp* op = op_new(stream, kind, fn, status);
     if (op != NULL) {
       op->u.timer = timer;
       enqueue(stream, op);
@@ -910,7 +1072,7 @@ static void enqueue_copy(const SP_Device* device, SP_Stream stream, const char* 
     xpu_fault_status(status, kind, call, fn);
     ok = false;
   }
-  XpuOp* op = ok ? op_new(OP_COPY, fn, status) : NULL;
+  XpuOp* op = ok ? op_new(stream, OP_COPY, fn, status) : NULL;
   if (op != NULL) {
     op->u.copy.dst = dst;
     op->u.copy.src = src;
@@ -986,7 +1148,7 @@ static void enqueue_fill(const SP_Device* device, SP_Stream stream, const char* 
     xpu_fault_status(status, XPU_FAULT_MEMSET, call, fn);
     ok = false;
   }
-  XpuOp* op = ok ? op_new(OP_FILL, fn, status) : NULL;
+  XpuOp* op = ok ? op_new(stream, OP_FILL, fn, status) : NULL;
   if (op != NULL) {
     op->u.fill.dst = dst;
     op->u.fill.pattern = pattern;
@@ -1022,7 +1184,7 @@ static TF_Bool xpu_host_callback(const SP_Device* device, SP_Stream stream,
   if (callback_fn == NULL) return 0;
   XpuDevice* dev = lock_stream(device, stream, fn, NULL);
   if (dev == NULL) return 0;
-  XpuOp* op = xpu_fault_hit(XPU_FAULT_HOST_CALLBACK) == 0 ? op_new(OP_CALLBACK, fn, NULL) : NULL;
+  XpuOp* op = xpu_fault_hit(XPU_FAULT_HOST_CALLBACK) == 0 ? op_new(stream, OP_CALLBACK, fn, NULL) : NULL;
   if (op != NULL) {
     op->u.callback.fn = callback_fn;
     op->u.callback.arg = callback_arg;
@@ -1034,16 +1196,22 @@ static TF_Bool xpu_host_callback(const SP_Device* device, SP_Stream stream,
 
 /* ---- kernel work ------------------------------------------------------------------------ */
 
-/* Releases a kernel's argument that will never reach the worker. */
-static void free_work_arg(void* arg, void (*free_arg)(void*)) {
+/* Releases a kernel's argument that will never reach the worker: a heap block, or only what
+ * a caller's work struct that was to be copied (`copied`) owns. */
+static void free_work_arg(void* arg, bool copied, void (*free_arg)(void*)) {
   if (arg == NULL) return;
   if (free_arg != NULL) free_arg(arg);
-  else free(arg);
+  else if (!copied) free(arg);
 }
 
-bool xpu_stream_enqueue_fn(SP_Stream stream, const char* name, XpuStreamFn fn, void* arg,
-                           void (*free_arg)(void*), const XpuDeviceRange* ranges,
-                           size_t range_count, TF_Status* status) {
+/* xpu_stream_enqueue_fn (work == NULL: `arg` is a heap block the stream owns) and
+ * xpu_stream_enqueue_work (`work_size` bytes at `work` are copied into the operation's
+ * payload, which is recycled with the operation; `arg` is NULL). */
+static bool enqueue_kernel_work(SP_Stream stream, const char* name, XpuStreamFn fn, void* arg,
+                                const void* work, size_t work_size, void (*free_arg)(void*),
+                                const XpuDeviceRange* ranges, size_t range_count,
+                                TF_Status* status) {
+  void* owned = work != NULL ? (void*)work : arg; /* what free_arg releases on failure */
   /* Find and lock the stream's device while the registry keeps both alive. */
   XpuDevice* dev = NULL;
   pthread_mutex_lock(&g_stream_registry_mu);
@@ -1056,7 +1224,7 @@ bool xpu_stream_enqueue_fn(SP_Stream stream, const char* name, XpuStreamFn fn, v
     xpu_status(status, TF_INVALID_ARGUMENT,
                "%s: stream %p is not a live stream of an XPU device (TF_GetStream returned a "
                "destroyed or foreign stream)", name, (void*)stream);
-    free_work_arg(arg, free_arg);
+    free_work_arg(owned, work != NULL, free_arg);
     return false;
   }
   bool ok = stream_valid(dev, stream, name, status);
@@ -1065,16 +1233,49 @@ bool xpu_stream_enqueue_fn(SP_Stream stream, const char* name, XpuStreamFn fn, v
     ok = xpu_check_device_range(dev, ranges[i].ptr, ranges[i].size, name, ranges[i].role,
                                 status);
   }
-  XpuOp* op = ok && fn != NULL ? op_new(OP_FN, name, status) : NULL;
+  XpuOp* op = ok && fn != NULL ? op_new(stream, OP_FN, name, status) : NULL;
+  if (op != NULL && work != NULL && op->payload_size < work_size) {
+    void* grown = realloc(op->payload, work_size);
+    if (grown == NULL) {
+      xpu_status(status, TF_RESOURCE_EXHAUSTED, "%s: out of host memory for the stream queue",
+                 name);
+      op_recycle(stream, op);
+      op = NULL;
+    } else {
+      op->payload = grown;
+      op->payload_size = work_size;
+    }
+  }
   if (op != NULL) {
     op->u.work.fn = fn;
-    op->u.work.arg = arg;
     op->u.work.free_arg = free_arg;
+    if (work != NULL) {
+      memcpy(op->payload, work, work_size);
+      op->u.work.arg = op->payload;
+      op->u.work.in_payload = true;
+    } else {
+      op->u.work.arg = arg;
+    }
     enqueue(stream, op);
   }
   pthread_mutex_unlock(&dev->mu);
-  if (op == NULL) free_work_arg(arg, free_arg);
+  if (op == NULL) free_work_arg(owned, work != NULL, free_arg);
   return ok && (fn == NULL || op != NULL);
+}
+
+bool xpu_stream_enqueue_fn(SP_Stream stream, const char* name, XpuStreamFn fn, void* arg,
+                           void (*free_arg)(void*), const XpuDeviceRange* ranges,
+                           size_t range_count, TF_Status* status) {
+  return enqueue_kernel_work(stream, name, fn, arg, NULL, 0, free_arg, ranges, range_count,
+                             status);
+}
+
+bool xpu_stream_enqueue_work(SP_Stream stream, const char* name, XpuStreamFn fn,
+                             const void* work, size_t work_size, void (*cleanup)(void*),
+                             const XpuDeviceRange* ranges, size_t range_count,
+                             TF_Status* status) {
+  return enqueue_kernel_work(stream, name, fn, NULL, work, work_size, cleanup, ranges,
+                             range_count, status);
 }
 
 /* ---- wiring and teardown ---------------------------------------------------------------- */
@@ -1134,6 +1335,10 @@ void xpu_stream_teardown_device(XpuDevice* dev) {
   free(timers);
   dev->live_timers = 0;
   pthread_mutex_unlock(&g_timer_mu);
+}
+
+uint64_t XPU_OpRecordAllocations(void) {
+  return (uint64_t)atomic_load_explicit(&g_op_allocations, memory_order_relaxed);
 }
 
 bool xpu_stream_on_worker_of(const XpuDevice* dev) {

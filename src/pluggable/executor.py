@@ -16,6 +16,7 @@ import operator
 import threading
 import time
 import warnings
+import weakref
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
 
 from . import _native
@@ -132,6 +133,20 @@ class _CallbackRegistry:
 CALLBACKS = _CallbackRegistry()
 
 
+_MEMORY_BASE_SIZE = SP_DeviceMemoryBase.struct_size()
+_new_object = object.__new__
+_weakref = weakref.ref
+
+
+class _ScratchMemoryBase(threading.local):
+    """A SP_DeviceMemoryBase per thread for allocate / deallocate: the plugin fills it and
+    DeviceMemory keeps plain integers (ctypes releases the GIL during the call, so threads
+    cannot share one)."""
+
+    def __init__(self):
+        base = SP_DeviceMemoryBase.new()
+        self.pair = (base, ctypes.byref(base))
+
 class StreamExecutor:
     """One device of a platform. Made by the loader; reach it with ``platform.executor(i)``
     or ``device.executor``."""
@@ -142,6 +157,12 @@ class StreamExecutor:
         self.name = f"{platform.device_type}:{ordinal} ({platform.name})"
         self._lock = threading.Lock()
         self._pending_releases: List[Tuple[str, Any, Any]] = []
+        # Owning DeviceMemory objects still holding their memory: a weak reference to each
+        # (whose callback queues the release if the object is collected) -> its
+        # SP_DeviceMemoryBase. Cheaper per allocation than a weakref.finalize.
+        self._live_memory: Dict[weakref.ref, Tuple[int, int, int]] = {}
+        self._on_memory_collected = self._memory_collected  # one bound method for all
+        self._scratch = _ScratchMemoryBase()
         self._deferred_warnings: List[Tuple[str, type]] = []
         self._closed = False
         self._internal_stream: Optional["Stream"] = None
@@ -234,6 +255,7 @@ class StreamExecutor:
             raise PluginCallError("validation", f"{where}: {exc}") from None
         self._se = view
         self._fns = fns
+        self._allocate, self._deallocate = fns["allocate"], fns["deallocate"]  # hot pair
         self.supports_timers = p._timer_fns is not None
         self._live_handles_fn = None
         for link in plugin_ext.walk_ext_chain(view.ext or 0):
@@ -301,6 +323,22 @@ class StreamExecutor:
                 warnings.warn(f"{self.name}: releasing a {kind} failed: {exc}",
                               PluggableWarning, stacklevel=2)
 
+    def _track_memory(self, memory: DeviceMemory, address: int, size: int,
+                      payload: int) -> weakref.ref:
+        """Registers an owning DeviceMemory; whoever pops the returned key from
+        `_live_memory` (close(), or the collection callback) frees the memory."""
+        key = weakref.ref(memory, self._on_memory_collected)
+        self._live_memory[key] = (address, size, payload)
+        return key
+
+    def _memory_collected(self, key: weakref.ref) -> None:
+        # A weakref callback, maybe inside the garbage collector: only queue the release.
+        values = self._live_memory.pop(key, None)
+        if values is not None:
+            address, size, payload = values
+            self._queue_release("deallocate", SP_DeviceMemoryBase.new(
+                opaque=address or None, size=size, payload=payload))
+
     def _release_now(self, kind: str, handle: Any) -> None:
         if self._closed:
             return  # destroying the executor released everything
@@ -333,12 +371,18 @@ class StreamExecutor:
     # -- memory ------------------------------------------------------------------------------
     def allocate(self, size: int, memory_space: int = 0) -> DeviceMemory:
         """Allocates ``size`` bytes of device memory."""
-        self._check_open()
-        self.flush_releases()
-        size = _non_negative(size, "size", "allocate")
-        base = SP_DeviceMemoryBase.new()
-        self._fns["allocate"](self._device_ptr, size, memory_space, ctypes.byref(base))
-        if size and not base.opaque:
+        if self._closed:
+            self._check_open()
+        if self._pending_releases:
+            self.flush_releases()
+        if type(size) is not int or size < 0:
+            size = _non_negative(size, "size", "allocate")
+        # A plugin may lower the scratch struct's struct_size to its own; passing that back
+        # to the same plugin is what the size rules allow, so it is not reset per call.
+        base, ref = self._scratch.pair
+        self._allocate(self._device_ptr, size, memory_space, ref)
+        address = base.opaque
+        if size and not address:
             free_total = self.memory_usage()
             detail = (f"; {free_total[0]} of {free_total[1]} bytes are free"
                       if free_total else "")
@@ -347,7 +391,18 @@ class StreamExecutor:
                 f"could not allocate {size} bytes in memory space {memory_space}{detail}. "
                 f"Free device memory (close() tensors and buffers) or allocate less",
                 plugin=self.platform.label, call="SP_StreamExecutor.allocate")
-        return DeviceMemory(self, base, owning=bool(base.opaque))
+        if not address:  # nothing to own (size 0)
+            return DeviceMemory(self, SP_DeviceMemoryBase.new(size=base.size,
+                                                              payload=base.payload))
+        # Built here, slot by slot, rather than through DeviceMemory.__init__: this is the
+        # hot path of every small allocation.
+        memory = _new_object(DeviceMemory)
+        memory.executor = self
+        memory._range = values = (address, base.size, base.payload)
+        memory._struct = memory._owner = None
+        key = memory._key = _weakref(memory, self._on_memory_collected)
+        self._live_memory[key] = values
+        return memory
 
     def deallocate(self, memory: DeviceMemory) -> None:
         memory.close()

@@ -156,12 +156,17 @@ def discover_candidates() -> Iterator[Tuple[str, str]]:
 
 
 def _entry_point_candidates() -> Iterator[Tuple[str, str]]:
-    from importlib import metadata
+    from . import _entry_points
 
-    try:
-        points = metadata.entry_points(group=ENTRY_POINT_GROUP)
-    except TypeError:  # Python < 3.10
-        points = metadata.entry_points().get(ENTRY_POINT_GROUP, [])
+    if _entry_points.needs_importlib():  # an archive on sys.path: only importlib reads it
+        from importlib import metadata
+
+        try:
+            points = metadata.entry_points(group=ENTRY_POINT_GROUP)
+        except TypeError:  # Python < 3.10
+            points = metadata.entry_points().get(ENTRY_POINT_GROUP, [])
+    else:  # the default: read entry_points.txt directly, without importing importlib.metadata
+        points = _entry_points.entry_points(ENTRY_POINT_GROUP)
     for point in points:
         source = f"entry point {point.name} ({point.value})"
         try:

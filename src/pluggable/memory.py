@@ -27,35 +27,60 @@ class DeviceMemory:
     `close()`. `view()` gives a non-owning sub-range that keeps the owner alive.
     """
 
-    __slots__ = ("executor", "_base", "_ref", "_owner", "_finalizer", "__weakref__")
+    # The range is kept as a tuple of Python integers (`_range`: address, size, payload); the
+    # SP_DeviceMemoryBase that copies and kernels pass to the plugin (`_base`, `_ref`) is
+    # built on first use: StreamExecutor.allocate (which fills these slots itself) and
+    # close() use a per-thread scratch struct instead of a new one per allocation, which
+    # was the larger part of the cost of a small allocation.
+    # `_key`: for owning memory, the executor's registration (StreamExecutor._track_memory),
+    # which queues the release if the object is collected while it still owns the memory;
+    # False once closed, None for memory that never owned its range (views, unchecked).
+    # `_struct`: None, or (SP_DeviceMemoryBase, its byref) once made.
+    __slots__ = ("executor", "_range", "_struct", "_owner", "_key", "__weakref__")
 
     def __init__(self, executor: "StreamExecutor", base: SP_DeviceMemoryBase,
-                 owner: Optional["DeviceMemory"] = None, owning: bool = False):
+                 owner: Optional["DeviceMemory"] = None, owning: bool = False, ref=None):
         self.executor = executor
-        self._base = base
-        self._ref = ctypes.byref(base)
+        self._range = (base.opaque or 0, int(base.size), int(base.payload))
+        self._struct = (base, ref if ref is not None else ctypes.byref(base))
         self._owner = owner
-        self._finalizer = (finalizer(self, executor._queue_release, "deallocate", base)
-                           if owning else None)
+        self._key = executor._track_memory(self, *self._range) if owning else None
+
+    @property
+    def _base(self) -> SP_DeviceMemoryBase:
+        """The SP_DeviceMemoryBase the plugin's calls take."""
+        return (self._struct or self._make_struct())[0]
+
+    @property
+    def _ref(self):
+        """``byref(self._base)``, made once."""
+        return (self._struct or self._make_struct())[1]
+
+    def _make_struct(self):
+        address, size, payload = self._range
+        base = SP_DeviceMemoryBase.new(opaque=address or None, size=size, payload=payload)
+        self._struct = (base, ctypes.byref(base))
+        return self._struct
 
     @property
     def address(self) -> int:
         """The plugin's opaque pointer, as an integer (0 for an empty allocation)."""
-        return self._base.opaque or 0
+        return self._range[0]
 
     @property
     def size(self) -> int:
-        return int(self._base.size)
+        return self._range[1]
 
     @property
     def payload(self) -> int:
-        return int(self._base.payload)
+        return self._range[2]
 
     @property
     def is_closed(self) -> bool:
         if self._owner is not None:
             return self._owner.is_closed
-        return self._finalizer is not None and not self._finalizer.alive
+        key = self._key  # None: never owned memory; False: closed
+        return key is False or (key is not None and key not in self.executor._live_memory)
 
     def view(self, offset: int, size: int) -> "DeviceMemory":
         """The sub-range ``[offset, offset + size)`` of this memory, without copying."""
@@ -68,7 +93,7 @@ class DeviceMemory:
         base = SP_DeviceMemoryBase.new()
         base.opaque = self.address + offset if self.address else None
         base.size = size
-        base.payload = self._base.payload
+        base.payload = self._range[2]
         return DeviceMemory(self.executor, base, owner=self._owner or self)
 
     @classmethod
@@ -82,9 +107,16 @@ class DeviceMemory:
 
     def close(self) -> None:
         """Returns the memory to the device now (a no-op for views and closed memory)."""
-        if self._finalizer is not None and self._finalizer.alive:
-            self._finalizer.detach()
-            self.executor._release_now("deallocate", self._base)
+        # Exactly once: dict.pop is atomic, and whoever removes the key frees the memory.
+        # Dropping the weak reference first means no callback when this object dies (no
+        # local variable holds it: `allocate(n).close()` ends this object's life on return).
+        executor = self.executor
+        if self._key and executor._live_memory.pop(self._key, None) is not None:
+            self._key = False
+            if not executor._closed:  # destroying the executor released everything
+                base, ref = executor._scratch.pair
+                base.opaque, base.size, base.payload = self._range
+                executor._deallocate(executor._device_ptr, ref)
 
     def _check_open(self) -> None:
         if self.is_closed:

@@ -152,3 +152,42 @@ def test_finalizers_queue_releases_for_a_safe_point(xpu):
     # ...but at the next safe point it is.
     xpu.flush_releases()
     assert xpu.live_handles()["allocations"] == before
+
+
+def test_close_frees_once_and_allocate_zero_owns_nothing(xpu):
+    before = xpu.live_handles()["allocations"]
+    memory = xpu.allocate(128)
+    address = memory.address
+    assert address and memory.size == 128 and not memory.is_closed
+    memory.close()
+    memory.close()
+    assert memory.is_closed and xpu.live_handles()["allocations"] == before
+    assert xpu.allocate(128).address == address  # the range really went back
+    empty = xpu.allocate(0)
+    assert empty.address == 0 and empty.size == 0 and not empty.is_closed
+    empty.close()
+    assert xpu.live_handles()["allocations"] == before
+
+
+def test_allocations_from_threads_use_their_own_scratch_struct(xpu):
+    import threading
+
+    errors = []
+
+    def worker(value):
+        try:
+            for _ in range(200):
+                with xpu.allocate(64) as memory:
+                    xpu.sync_memcpy_htod(memory, np.full(64, value, np.uint8))
+                    out = np.empty(64, np.uint8)
+                    xpu.sync_memcpy_dtoh(out, memory)
+                    assert (out == value).all(), "another thread's range was used"
+        except Exception as exc:  # reported to the main thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(v,)) for v in (3, 7, 11)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors

@@ -142,9 +142,16 @@ class ABIStruct(ctypes.Structure, metaclass=_ABIStructType):
     @classmethod
     def new(cls: type[_S], **fields) -> _S:
         """A zeroed instance with ``struct_size`` set to ``struct_size()``, then ``fields``."""
-        instance = cls(**fields)
-        if cls.has_struct_size() and "struct_size" not in fields:
-            instance.struct_size = cls._struct_size_of_class()
+        # Computed once per class: hot paths (StreamExecutor.allocate) make a struct per call,
+        # and the C field's own setter is several times cheaper than the attribute.
+        cache = cls.__dict__.get("_new_cache_")
+        if cache is None:
+            cache = ((cls._struct_size_of_class(), cls._cfield("struct_size").__set__)
+                     if cls.has_struct_size() else (0, None))
+            cls._new_cache_ = cache
+        instance = cls(**fields) if fields else cls()
+        if cache[0] and "struct_size" not in fields:
+            cache[1](instance, cache[0])
         return instance
 
 

@@ -1,0 +1,141 @@
+"""XPU kernels against NumPy (and PyTorch's CPU kernels when installed), in the same run:
+AddV2 on 10^5..10^7 float32 elements and MatMul on 256..2048 square float32 matrices.
+
+    python benchmarks/bench_kernels.py [--rounds 7] [--quick]
+
+A sample issues the op `repeat` times in a row (about 2*10^7 elements' or 2*10^9
+multiply-adds' worth) and, on XPU:0, then waits for the device: the figure is the sample's
+time per op, launch, execution and the final wait included, as a stream of ops on a device
+runs. The references run synchronously on the host: `np.add(a, b, out=c)` into a touched
+array (the XPU's output comes from its warm allocator, so NumPy gets no page faults either)
+and `np.matmul` (OpenBLAS, its own threads); `torch.add(..., out=)` / `torch.matmul` with
+PyTorch's default intra-op threads. Rounds interleave the three; the figure is the per-round
+ratio XPU / NumPy, min / median / max. Goals: add <= 1.2x NumPy at every size, MatMul
+<= 1.2x NumPy at every size.
+
+`--grain` measures where splitting element-wise work across the helper threads starts to
+pay: child processes with XPU_KERNEL_THREADS=1 and with the default (all CPUs) alternate,
+each timing a stream of AddV2 at sizes 2^14..2^20, and the ratio all-threads / one-thread
+per size is printed (below 1: splitting helps). The kernels split outputs into tasks of
+XPU_PARALLEL_GRAIN (xpu_kernels.h) elements, so work is split from twice that size on.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _ratios import load, print_table, ratio_stats, rounds  # noqa: E402
+
+import pluggable  # noqa: E402
+from pluggable import ops  # noqa: E402
+
+
+def timed(fn, repeat: int, wait=None):
+    """A sampler: seconds per call of `fn` over `repeat` calls in a row, then `wait()`."""
+    def sample() -> float:
+        started = time.perf_counter()
+        for _ in range(repeat):
+            fn()
+        if wait is not None:
+            wait()
+        return (time.perf_counter() - started) / repeat
+    return sample
+
+
+GRAIN_SIZES = [1 << p for p in range(14, 21)]
+
+
+def grain_child() -> None:
+    """Prints the per-op time (µs) of a stream of AddV2 at each of GRAIN_SIZES, as JSON."""
+    device = pluggable.get_device("XPU:0")
+    out = []
+    for n in GRAIN_SIZES:
+        x = pluggable.tensor(np.ones(n, np.float32), device=device)
+        stream = timed(lambda: ops.add(x, x), max(20, 2 * 10**7 // n), device.synchronize)
+        stream()  # warm-up
+        out.append(min(stream() for _ in range(5)) * 1e6)
+    print(json.dumps(out))
+
+
+def grain(rounds: int) -> None:
+    results = {"1": [], "all": []}
+    for _ in range(rounds):
+        for threads in results:
+            env = dict(os.environ)
+            env.pop("XPU_KERNEL_THREADS", None)
+            if threads == "1":
+                env["XPU_KERNEL_THREADS"] = "1"
+            child = subprocess.run([sys.executable, __file__, "--grain-child"], env=env,
+                                   capture_output=True, text=True, check=True)
+            results[threads].append(json.loads(child.stdout.splitlines()[-1]))
+    print(f"add on XPU:0, all threads / XPU_KERNEL_THREADS=1, {rounds} rounds  ({load()})")
+    for i, n in enumerate(GRAIN_SIZES):
+        lo, mid, hi = ratio_stats([r[i] for r in results["all"]], [r[i] for r in results["1"]])
+        print(f"  {n:>8} elements  {lo:6.2f} {mid:6.2f} {hi:6.2f}")
+    print(f"  ({load()})")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--quick", action="store_true", help="fewer sizes (1e5, 1e6; 256, 1024)")
+    parser.add_argument("--grain", action="store_true", help="threads against one thread")
+    parser.add_argument("--grain-child", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.grain_child:
+        grain_child()
+        return
+    if args.grain:
+        grain(args.rounds)
+        return
+    try:
+        import torch
+    except ImportError:
+        torch = None
+    device = pluggable.get_device("XPU:0")
+    rng = np.random.default_rng(0)
+
+    for n in ((10**5, 10**6) if args.quick else (10**5, 10**6, 10**7)):
+        a, b = rng.standard_normal(n).astype(np.float32), rng.standard_normal(n).astype(np.float32)
+        c = np.empty_like(a)
+        xa, xb = pluggable.tensor(a, device=device), pluggable.tensor(b, device=device)
+
+        repeat = max(3, 2 * 10**7 // n)
+        samplers = {"np.add(a, b, out=c)": timed(lambda: np.add(a, b, out=c), repeat),
+                    "AddV2 on XPU:0": timed(lambda: ops.add(xa, xb), repeat,
+                                            device.synchronize)}
+        if torch is not None:
+            ta, tb, tc = torch.from_numpy(a), torch.from_numpy(b), torch.from_numpy(c)
+            samplers["torch.add(out=)"] = timed(lambda: torch.add(ta, tb, out=tc), repeat)
+        np.testing.assert_allclose(ops.add(xa, xb).numpy(), a + b, rtol=1e-6)
+        print_table(f"add, {n:.0e} float32, {args.rounds} rounds",
+                    rounds(samplers, args.rounds), "np.add(a, b, out=c)", "µs", 1e6, goal=1.2,
+                    goal_rows=["AddV2 on XPU:0"])
+
+    for n in ((256, 1024) if args.quick else (256, 512, 1024, 2048)):
+        a = rng.standard_normal((n, n)).astype(np.float32)
+        b = rng.standard_normal((n, n)).astype(np.float32)
+        xa, xb = pluggable.tensor(a, device=device), pluggable.tensor(b, device=device)
+
+        repeat = max(1, int(2e9 / n**3))
+        samplers = {"np.matmul": timed(lambda: np.matmul(a, b), repeat),
+                    "MatMul on XPU:0": timed(lambda: ops.matmul(xa, xb), repeat,
+                                             device.synchronize)}
+        if torch is not None:
+            ta, tb = torch.from_numpy(a), torch.from_numpy(b)
+            samplers["torch.matmul"] = timed(lambda: torch.matmul(ta, tb), repeat)
+        np.testing.assert_allclose(ops.matmul(xa, xb).numpy(), a @ b, rtol=2e-3, atol=2e-3)
+        print_table(f"MatMul {n}x{n} float32, {args.rounds} rounds",
+                    rounds(samplers, args.rounds), "np.matmul", "ms", 1e3, goal=1.2,
+                    goal_rows=["MatMul on XPU:0"])
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,152 @@
+"""The XPU stream worker's wait: CPU time against wall time while ops stream in, single-op
+latency, and two Python threads on two devices against one thread.
+
+    python benchmarks/bench_worker.py [--rounds 7] [--ops 5000]
+    python benchmarks/bench_worker.py --against /path/to/other/libxpu_plugin.so
+
+Figures, each a ratio measured in the same run (min / median / max over the rounds):
+- stream: `--ops` 1-element AddV2 issued back to back on XPU:0, then one synchronize;
+  process CPU time (all threads, `time.process_time`) / wall time. Goal <= 1.3. On a loaded
+  machine the process gets less than a core and CPU / wall falls below 1 whatever the worker
+  does, so process CPU time / the issuing thread's CPU time (`time.thread_time`) is shown
+  too: what the stream workers add on top of the thread that issues the ops.
+- latency: AddV2 followed by `device.synchronize()`, per op; reported against the stream's
+  per-op time of the same round (how much a wait per op costs).
+- two threads: two Python threads, one on XPU:0 and one on XPU:1, each issuing `--ops` ops
+  and synchronizing; total throughput / one thread's throughput on XPU:0 alone in the same
+  round. Goal >= 1.0.
+With `--against OTHER.so`, the script runs itself on this build's plugin and on OTHER.so in
+alternating child processes and prints this build's figures / OTHER's (A/B of two builds).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _ratios import load  # noqa: E402
+
+
+def measure(rounds: int, n_ops: int, plugin: str = None) -> dict:
+    import numpy as np
+
+    import pluggable
+    from pluggable import ops
+
+    if plugin:
+        pluggable.load_plugin(plugin)
+    dev0, dev1 = pluggable.get_device("XPU:0"), pluggable.get_device("XPU:1")
+    x0 = pluggable.tensor(np.ones(1, np.float32), device=dev0)
+    x1 = pluggable.tensor(np.ones(1, np.float32), device=dev1)
+
+    def stream(x, device, count):
+        for _ in range(count):
+            ops.add(x, x)
+        device.synchronize()
+
+    def latency(count):
+        for _ in range(count):
+            ops.add(x0, x0)
+            dev0.synchronize()
+
+    out = {"cpu_per_main": [], "cpu_per_wall": [], "stream_us": [], "latency_us": [], "latency_cpu_per_wall": [],
+           "two_threads_vs_one": []}
+    stream(x0, dev0, n_ops)
+    stream(x1, dev1, n_ops)
+    latency(n_ops // 10)
+    for _ in range(rounds):
+        wall, cpu, main = time.perf_counter(), time.process_time(), time.thread_time()
+        stream(x0, dev0, n_ops)
+        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+        main = time.thread_time() - main
+        out["cpu_per_wall"].append(cpu / wall)
+        out["cpu_per_main"].append(cpu / main)
+        out["stream_us"].append(wall / n_ops * 1e6)
+
+        count = n_ops // 5
+        wall, cpu = time.perf_counter(), time.process_time()
+        latency(count)
+        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+        out["latency_us"].append(wall / count * 1e6)
+        out["latency_cpu_per_wall"].append(cpu / wall)
+
+        one = time.perf_counter()
+        stream(x0, dev0, n_ops)
+        one = n_ops / (time.perf_counter() - one)
+        threads = [threading.Thread(target=stream, args=(x, d, n_ops))
+                   for x, d in ((x0, dev0), (x1, dev1))]
+        two = time.perf_counter()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        two = 2 * n_ops / (time.perf_counter() - two)
+        out["two_threads_vs_one"].append(two / one)
+    return out
+
+
+def describe(values) -> str:
+    return f"{min(values):7.2f} {statistics.median(values):7.2f} {max(values):7.2f}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--ops", type=int, default=5000)
+    parser.add_argument("--against", help="another build's libxpu_plugin.so (A/B)")
+    parser.add_argument("--plugin", help=argparse.SUPPRESS)  # child of --against
+    parser.add_argument("--json", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.json:
+        print(json.dumps(measure(args.rounds, args.ops, args.plugin)))
+        return
+    print(f"XPU stream worker, {args.rounds} rounds of {args.ops} ops  ({load()})")
+    if not args.against:
+        r = measure(args.rounds, args.ops)
+        print(f"  {'figure':<52} {'min':>7} {'median':>7} {'max':>7}")
+        print(f"  {'stream: process CPU time / wall time (goal <= 1.3)':<52} "
+              f"{describe(r['cpu_per_wall'])}")
+        print(f"  {'stream: process CPU time / main thread CPU time':<52} "
+              f"{describe(r['cpu_per_main'])}")
+        print(f"  {'stream: µs per op':<52} {describe(r['stream_us'])}")
+        print(f"  {'latency (op + synchronize): µs per op':<52} {describe(r['latency_us'])}")
+        print(f"  {'latency / stream per op, same round':<52} "
+              f"{describe([a / b for a, b in zip(r['latency_us'], r['stream_us'])])}")
+        print(f"  {'latency: process CPU time / wall time':<52} "
+              f"{describe(r['latency_cpu_per_wall'])}")
+        print(f"  {'2 threads on 2 devices / 1 thread (goal >= 1.0)':<52} "
+              f"{describe(r['two_threads_vs_one'])}")
+        print(f"  ({load()})")
+        return
+    # A/B: children alternate between the two builds, one round each, so load hits both alike.
+    env = dict(os.environ, PLUGGABLE_DISABLE_AUTOLOAD="1")
+    mine = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src",
+                        "tensorflow-plugins", "libxpu_plugin.so")
+    results = {"this": [], "other": []}
+    for _ in range(args.rounds):
+        for name, path in (("this", mine), ("other", args.against)):
+            child = subprocess.run([sys.executable, __file__, "--json", "--rounds", "1",
+                                    "--ops", str(args.ops), "--plugin", path],
+                                   env=env, capture_output=True, text=True, check=True)
+            results[name].append(json.loads(child.stdout.splitlines()[-1]))
+    print(f"  {'this build / other build, per round':<52} {'min':>7} {'median':>7} {'max':>7}")
+    for key, label in (("cpu_per_wall", "stream CPU/wall"),
+                       ("cpu_per_main", "stream CPU/main thread CPU"), ("stream_us", "stream per op"),
+                       ("latency_us", "latency per op"),
+                       ("latency_cpu_per_wall", "latency CPU/wall"),
+                       ("two_threads_vs_one", "2 threads / 1 thread")):
+        ratios = [a[key][0] / b[key][0] for a, b in zip(results["this"], results["other"])]
+        this = statistics.median(r[key][0] for r in results["this"])
+        other = statistics.median(r[key][0] for r in results["other"])
+        print(f"  {label:<30} ({this:7.2f} vs {other:7.2f}) {describe(ratios)}")
+    print(f"  ({load()})")
+
+
+if __name__ == "__main__":
+    main()
