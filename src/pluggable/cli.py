@@ -2,6 +2,7 @@
 
     python -m pluggable devices   a table of devices with their details
     python -m pluggable plugins   every plugin file found, its status and why
+    python -m pluggable profile-summary PATH   the summary table of a saved profile
 """
 from __future__ import annotations
 
@@ -61,9 +62,31 @@ def cmd_plugins(_args) -> int:
         reason = f"{r.step}: {r.reason}" if r.step else r.reason
         rows.append((r.status, r.device_type, r.platform_name, r.device_count, r.api_version,
                      r.priority, "yes" if r.provides_kernels else "no",
-                     "yes" if r.provides_profiler else "no", r.path, reason))
+                     _profiler_cell(r), r.path, reason))
     print(_table(("status", "type", "platform", "devices", "SE API", "priority", "kernels",
                   "profiler", "path", "reason"), rows))
+    return 0
+
+
+def _profiler_cell(record) -> str:
+    """The profiler's device type, why it was skipped, or "no"."""
+    if record.profiler_type:
+        return record.profiler_type
+    if record.profiler_reason:
+        return f"skipped ({record.profiler_reason})"
+    return "yes" if record.provides_profiler and record.status != "loaded" else "no"
+
+
+def cmd_profile_summary(args) -> int:
+    from . import profiler
+    from .errors import PluggableError
+
+    try:
+        result = profiler.load(args.path)
+    except (OSError, PluggableError) as exc:
+        print(f"pluggable profile-summary: {exc}", file=sys.stderr)
+        return 1
+    print(result.summary())
     return 0
 
 
@@ -75,6 +98,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         run=cmd_devices)
     sub.add_parser("plugins", help="list plugin files, their status and why").set_defaults(
         run=cmd_plugins)
+    summary = sub.add_parser("profile-summary",
+                             help="print the per-op summary of a saved profile (.xplane.pb, "
+                                  "or a log directory: its newest profile)")
+    summary.add_argument("path")
+    summary.set_defaults(run=cmd_profile_summary)
     args = parser.parse_args(argv)
     # The plugins table already states why a plugin was skipped.
     with warnings.catch_warnings():

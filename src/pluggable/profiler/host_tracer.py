@@ -1,0 +1,195 @@
+"""The host tracer: what the host did during a profiling session, on a ``/host:CPU`` plane.
+
+While a session records, the hooks of `dispatch` (every op), `executor` (every copy),
+`allocator` and `tensors` (every allocation and free) call this tracer; `Trace` annotations
+add their spans. Each record is a plain tuple appended to one list (atomic under the GIL),
+with ``time.time_ns()`` stamps (CLOCK_REALTIME, the clock of the plugins' planes); names,
+shapes and stats are worked out only when the session stops. When no session runs the
+hooks cost one check of a module global each.
+"""
+from __future__ import annotations
+
+import threading
+from _thread import get_ident
+from time import time_ns
+from typing import Any, Dict, List, Optional
+
+from .. import allocator as _allocator_module
+from .. import dispatch as _dispatch_module
+from .. import executor as _executor_module
+from .. import tensors as _tensors_module
+from .xspace import PlaneBuilder
+
+_HOOKED_MODULES = (_dispatch_module, _executor_module, _allocator_module, _tensors_module)
+
+# Kinds of record; the tuple's layout follows the kind (see the methods that append them).
+OP, COPY, ALLOC, FREE, ANNOTATION = range(5)
+
+_COPY_NAMES = {
+    "memcpy_htod": ("MemcpyH2D", "host_to_device"),
+    "sync_memcpy_htod": ("MemcpyH2D", "host_to_device"),
+    "memcpy_dtoh": ("MemcpyD2H", "device_to_host"),
+    "sync_memcpy_dtoh": ("MemcpyD2H", "device_to_host"),
+    "memcpy_dtod": ("MemcpyD2D", "device_to_device"),
+    "sync_memcpy_dtod": ("MemcpyD2D", "device_to_device"),
+}
+
+HOST_PLANE_NAME = "/host:CPU"
+
+
+def _round_chunk(nbytes: int) -> int:
+    # The BFC allocator's in-use chunk for a request: rounded up to 256 bytes.
+    return (nbytes + 255) & ~255
+
+
+class HostTracer:
+    """Records host activity between `install` and `uninstall`."""
+
+    def __init__(self):
+        self.records: List[tuple] = []
+        self._append = self.records.append
+        self._baselines: Dict[int, int] = {}  # id(allocator) -> bytes in use at start
+        self._allocators: Dict[int, Any] = {}
+        self._sizes: Dict[int, int] = {}  # address -> chunk bytes, for frees by address
+
+    # -- session ---------------------------------------------------------------------------
+    def install(self) -> None:
+        from .. import loader
+
+        for platform in loader.manager().platforms.all():
+            for executor in platform.executors:
+                for bfc in (executor._allocator, executor._host_allocator):
+                    if bfc is not None and not bfc.is_closed:
+                        self._baselines[id(bfc)] = bfc.stats()["bytes_in_use"]
+                        self._allocators[id(bfc)] = bfc
+        for module in _HOOKED_MODULES:
+            module._tracer = self
+
+    def uninstall(self) -> None:
+        for module in _HOOKED_MODULES:
+            if module._tracer is self:
+                module._tracer = None
+
+    # -- hooks (the recording cost of a session) ---------------------------------------------
+    def op(self, op_name: str, inputs, attrs):
+        """Runs the op through dispatch and records it (dispatch's hook)."""
+        info: list = []
+        start = time_ns()
+        try:
+            outputs = _dispatch_module.execute(op_name, inputs, attrs, info)
+        finally:
+            end = time_ns()
+            self._append((OP, get_ident(), start, end, op_name, info[0] if info else None))
+        # A kernel's outputs were allocated inside the plugin call; record them here (an
+        # output that forwards an input's buffer is no allocation).
+        for t in outputs:
+            buffer = t._buffer
+            if buffer is not None and buffer.nbytes and all(
+                    buffer is not getattr(i, "_buffer", None) for i in inputs):
+                self.alloc(buffer.executor._allocator, buffer.nbytes, buffer.address)
+        return outputs
+
+    def copy(self, call: str, executor, stream, nbytes: int, start: int, end: int) -> None:
+        self._append((COPY, get_ident(), start, end, call, executor, stream, nbytes))
+
+    def alloc(self, bfc, nbytes: int, address: int = 0) -> None:
+        if bfc is None:
+            return
+        chunk = _round_chunk(nbytes)
+        if address:
+            self._sizes[address] = chunk
+        self._append((ALLOC, get_ident(), time_ns(), bfc, chunk))
+
+    def free(self, bfc, address: int, nbytes: Optional[int] = None) -> None:
+        if bfc is None or not address:
+            return
+        chunk = self._sizes.pop(address, None)
+        if chunk is None:
+            chunk = _round_chunk(nbytes) if nbytes is not None else bfc.allocated_size(address)
+        self._append((FREE, get_ident(), time_ns(), bfc, chunk))
+
+    def annotation(self, name: str, start: int, end: int, step_num, metadata, ident) -> None:
+        self._append((ANNOTATION, ident, start, end, name, step_num, metadata))
+
+    # -- the plane -------------------------------------------------------------------------
+    def build_plane(self, plane_id: int):
+        """The ``/host:CPU`` XPlane of everything recorded (None when nothing was)."""
+        if not self.records:
+            return None
+        builder = PlaneBuilder(plane_id, HOST_PLANE_NAME)
+        names = {t.ident: t.name for t in threading.enumerate()}
+        in_use = dict(self._baselines)
+        lines: Dict[int, Any] = {}
+
+        def line_of(ident):
+            line = lines.get(ident)
+            if line is None:
+                line = lines[ident] = builder.line(ident, names.get(ident, f"thread {ident}"))
+            return line
+
+        for record in self.records:
+            kind, ident = record[0], record[1]
+            line = line_of(ident)
+            if kind == OP:
+                _, _, start, end, op_name, info = record
+                stats = _op_stats(info)
+                line.event(op_name, start, end - start, stats)
+            elif kind == COPY:
+                _, _, start, end, call, executor, stream, nbytes = record
+                name, direction = _COPY_NAMES[call]
+                stats = {"bytes": nbytes, "direction": direction,
+                         "device": _device_name(executor)}
+                stream_name = getattr(stream, "name", None) if stream is not None else "sync"
+                if stream_name:
+                    stats["stream"] = stream_name
+                line.event(name, start, end - start, stats)
+            elif kind in (ALLOC, FREE):
+                _, _, when, bfc, chunk = record
+                key = id(bfc)
+                used = in_use.get(key, 0) + (chunk if kind == ALLOC else -chunk)
+                in_use[key] = used
+                line.event("Allocate" if kind == ALLOC else "Deallocate", when, 0,
+                           {"device": _device_name(bfc.executor), "allocator": bfc.name,
+                            "bytes": chunk, "bytes_in_use": max(used, 0)})
+            else:
+                _, _, start, end, name, step_num, metadata = record
+                stats = dict(metadata)
+                if step_num is not None:
+                    stats["step_num"] = int(step_num)
+                line.event(name, start, end - start, stats)
+        return builder.finish()
+
+
+def _device_name(executor) -> str:
+    return f"/device:{executor.platform.device_type}:{executor.ordinal}"
+
+
+def _op_stats(info) -> Dict[str, Any]:
+    if info is None:  # the op raised before dispatch chose anything
+        return {}
+    if isinstance(info, tuple):  # the slow path's own account
+        device, kernel, fallback, inputs = info
+        device_name = device.name if device is not None else "/device:CPU:0"
+        placement = "fallback" if fallback else ("kernel" if kernel else "cpu")
+    else:  # a fast-path plan: everything follows from its key
+        plan = info
+        device_name = plan.device.name
+        kernel = plan.kernel_name
+        placement = "kernel"
+        key = plan.key
+        inputs = tuple((tuple(key[i + 1]), _dtype_name(key[i])) for i in range(2, len(key), 3))
+    stats = {"device": device_name, "placement": placement,
+             "input_shapes": ";".join(str(list(shape)) for shape, _ in inputs),
+             "input_dtypes": ",".join(dtype for _, dtype in inputs)}
+    if kernel:
+        stats["kernel"] = kernel
+    return stats
+
+
+def _dtype_name(code: int) -> str:
+    from ..dtypes import from_code
+
+    try:
+        return from_code(code).name
+    except Exception:
+        return f"type code {code}"
