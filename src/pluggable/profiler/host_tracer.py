@@ -51,6 +51,14 @@ class HostTracer:
         self._baselines: Dict[int, int] = {}  # id(allocator) -> bytes in use at start
         self._allocators: Dict[int, Any] = {}
         self._sizes: Dict[int, int] = {}  # address -> chunk bytes, for frees by address
+        # Thread names, taken while the threads live (a line is named after its thread).
+        self.thread_names: Dict[int, str] = {}
+
+    def _ident(self) -> int:
+        ident = get_ident()
+        if ident not in self.thread_names:
+            self.thread_names[ident] = threading.current_thread().name
+        return ident
 
     # -- session ---------------------------------------------------------------------------
     def install(self) -> None:
@@ -79,7 +87,7 @@ class HostTracer:
             outputs = _dispatch_module.execute(op_name, inputs, attrs, info)
         finally:
             end = time_ns()
-            self._append((OP, get_ident(), start, end, op_name, info[0] if info else None))
+            self._append((OP, self._ident(), start, end, op_name, info[0] if info else None))
         # A kernel's outputs were allocated inside the plugin call; record them here (an
         # output that forwards an input's buffer is no allocation).
         for t in outputs:
@@ -90,7 +98,7 @@ class HostTracer:
         return outputs
 
     def copy(self, call: str, executor, stream, nbytes: int, start: int, end: int) -> None:
-        self._append((COPY, get_ident(), start, end, call, executor, stream, nbytes))
+        self._append((COPY, self._ident(), start, end, call, executor, stream, nbytes))
 
     def alloc(self, bfc, nbytes: int, address: int = 0) -> None:
         if bfc is None:
@@ -98,7 +106,7 @@ class HostTracer:
         chunk = _round_chunk(nbytes)
         if address:
             self._sizes[address] = chunk
-        self._append((ALLOC, get_ident(), time_ns(), bfc, chunk))
+        self._append((ALLOC, self._ident(), time_ns(), bfc, chunk))
 
     def free(self, bfc, address: int, nbytes: Optional[int] = None) -> None:
         if bfc is None or not address:
@@ -106,10 +114,10 @@ class HostTracer:
         chunk = self._sizes.pop(address, None)
         if chunk is None:
             chunk = _round_chunk(nbytes) if nbytes is not None else bfc.allocated_size(address)
-        self._append((FREE, get_ident(), time_ns(), bfc, chunk))
+        self._append((FREE, self._ident(), time_ns(), bfc, chunk))
 
-    def annotation(self, name: str, start: int, end: int, step_num, metadata, ident) -> None:
-        self._append((ANNOTATION, ident, start, end, name, step_num, metadata))
+    def annotation(self, name: str, start: int, end: int, step_num, metadata) -> None:
+        self._append((ANNOTATION, self._ident(), start, end, name, step_num, metadata))
 
     # -- the plane -------------------------------------------------------------------------
     def build_plane(self, plane_id: int):
@@ -117,7 +125,7 @@ class HostTracer:
         if not self.records:
             return None
         builder = PlaneBuilder(plane_id, HOST_PLANE_NAME)
-        names = {t.ident: t.name for t in threading.enumerate()}
+        names = self.thread_names
         in_use = dict(self._baselines)
         lines: Dict[int, Any] = {}
 

@@ -42,16 +42,18 @@ class ProfileResult:
 
     # -- summary -----------------------------------------------------------------------------
     def summary_rows(self) -> List[Dict[str, Any]]:
-        """One row per (device, op): count, total/mean/min/max device time in µs, share of
-        the device's busy time, and mean host dispatch time per op in µs."""
+        """One row per (device, op): ``count``, ``total_us``/``mean_us``/``min_us``/``max_us``
+        of device time, ``share`` of the device's busy time, and ``host_us``, the mean host
+        dispatch time per op. Ops the CPU ran count as device "/device:CPU:0"; an op whose
+        device has no profiler plane has its host figures only (device times None)."""
         device_events: Dict[tuple, List[float]] = defaultdict(list)
         busy: Dict[str, float] = defaultdict(float)
         host: Dict[tuple, List[float]] = defaultdict(list)
         for e in self.events():
             if e.plane == HOST_PLANE:
-                device = e.stats.get("device")
-                if device is not None and "placement" in e.stats:
-                    if e.stats["placement"] != "kernel":
+                device = e.stats.get("device")  # ops and copies; not allocations
+                if device is not None and e.name not in ("Allocate", "Deallocate"):
+                    if e.stats.get("placement", "kernel") != "kernel":
                         device = "/device:CPU:0"
                         device_events[(device, e.name)].append(e.duration_ns)
                         busy[device] += e.duration_ns
@@ -60,17 +62,21 @@ class ProfileResult:
             device_events[(e.plane, e.name)].append(e.duration_ns)
             busy[e.plane] += e.duration_ns
         rows = []
-        for (device, name), durations in sorted(device_events.items(),
-                                                key=lambda kv: (kv[0][0], -sum(kv[1]))):
-            total = sum(durations)
+        for device, name in set(device_events) | set(host):
+            durations = device_events.get((device, name))
             dispatch = host.get((device, name))
-            rows.append({
-                "device": device, "op": name, "count": len(durations),
-                "total_us": total / 1e3, "mean_us": total / len(durations) / 1e3,
-                "min_us": min(durations) / 1e3, "max_us": max(durations) / 1e3,
-                "share": total / busy[device] if busy[device] else 0.0,
-                "host_us": sum(dispatch) / len(dispatch) / 1e3 if dispatch else None,
-            })
+            row = {"device": device, "op": name,
+                   "count": len(durations) if durations else len(dispatch),
+                   "total_us": None, "mean_us": None, "min_us": None, "max_us": None,
+                   "share": None,
+                   "host_us": sum(dispatch) / len(dispatch) / 1e3 if dispatch else None}
+            if durations:
+                total = sum(durations)
+                row.update(total_us=total / 1e3, mean_us=total / len(durations) / 1e3,
+                           min_us=min(durations) / 1e3, max_us=max(durations) / 1e3,
+                           share=total / busy[device] if busy[device] else 0.0)
+            rows.append(row)
+        rows.sort(key=lambda r: (r["device"], -(r["total_us"] or 0), r["op"]))
         return rows
 
     def summary(self) -> str:
@@ -80,10 +86,13 @@ class ProfileResult:
             return "no events in this profile"
         headers = ("device", "op", "count", "total µs", "mean µs", "min µs", "max µs",
                    "device %", "host µs/op")
+        def cell(value, scale=1.0, digits=2):
+            return "" if value is None else f"{value * scale:.{digits}f}"
+
         cells = [headers] + [
-            (r["device"], r["op"], str(r["count"]), f"{r['total_us']:.1f}",
-             f"{r['mean_us']:.2f}", f"{r['min_us']:.2f}", f"{r['max_us']:.2f}",
-             f"{100 * r['share']:.1f}", "" if r["host_us"] is None else f"{r['host_us']:.2f}")
+            (r["device"], r["op"], str(r["count"]), cell(r["total_us"], digits=1),
+             cell(r["mean_us"]), cell(r["min_us"]), cell(r["max_us"]),
+             cell(r["share"], 100, 1), cell(r["host_us"]))
             for r in rows]
         widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
         lines = []

@@ -18,7 +18,6 @@ import socket
 import threading
 import time
 import warnings
-from _thread import get_ident
 from time import time_ns
 from typing import Any, List, Optional
 
@@ -229,18 +228,18 @@ class Trace:
         self.name = name
         self.step_num = step_num
         self.metadata = metadata
-        self._start = None
+        self._starts: List[Optional[int]] = []  # one per nested `with` of this object
 
     def __enter__(self) -> "Trace":
-        self._start = time_ns() if _session is not None else None
+        self._starts.append(time_ns() if _session is not None else None)
         return self
 
     def __exit__(self, *exc_info) -> None:
+        start = self._starts.pop()
         session = _session
-        if self._start is not None and session is not None and session.tracer is not None:
-            session.tracer.annotation(self.name, self._start, time_ns(), self.step_num,
-                                      self.metadata, get_ident())
-        self._start = None
+        if start is not None and session is not None and session.tracer is not None:
+            session.tracer.annotation(self.name, start, time_ns(), self.step_num,
+                                      self.metadata)
 
     def __call__(self, fn):
         @functools.wraps(fn)
