@@ -10,6 +10,7 @@
  *   or the global stream registry lock (xpu_stream.c, kernels' stream lookup)
  *     ->  XpuDevice.mu  ->  the timer registry lock (xpu_stream.c)
  *                       ->  the fault-injection lock (xpu_faults.c)
+ *     XpuDevice.mu  ->  the profiler lock (xpu_profiler.c), which is a leaf
  * The kernel thread pool's lock (xpu_kernels_pool.c) is a leaf: nothing else is taken while
  * it is held, and it is never taken under a device lock.
  * The registry lock is held over a device lock only by the peer-source lookup
@@ -55,7 +56,7 @@ void SE_InitializePlugin(SE_PlatformRegistrationParams* params, TF_Status* statu
 
 #define XPU_PLATFORM_NAME "REF_XPU"
 #define XPU_DEVICE_TYPE "XPU"
-#define XPU_PLUGIN_VERSION "xpu-reference 0.2.0"
+#define XPU_PLUGIN_VERSION "xpu-reference 0.3.0"
 
 #define XPU_DEFAULT_DEVICE_COUNT 2
 #define XPU_MAX_DEVICE_COUNT 64
@@ -243,6 +244,60 @@ typedef struct XpuDeviceRange {
 bool xpu_stream_enqueue_fn(SP_Stream stream, const char* name, XpuStreamFn fn, void* arg,
                            void (*free_arg)(void*), const XpuDeviceRange* ranges,
                            size_t range_count, TF_Status* status);
+/* The same for a kernel whose node is called [node, node + node_len) (TF_GetOpKernelName):
+ * while a profiling session runs the name is copied into the queued work, so that the
+ * profiler can show it; `node` may be NULL. */
+bool xpu_stream_enqueue_kernel(SP_Stream stream, const char* op_type, const char* node,
+                               size_t node_len, XpuStreamFn fn, void* arg,
+                               void (*free_arg)(void*), const XpuDeviceRange* ranges,
+                               size_t range_count, TF_Status* status);
+/* Fills PLUGGABLE_StreamNamesExt.set_stream_name (see pluggable/plugin_ext.h). */
+void xpu_stream_set_name(const SP_Device* device, SP_Stream stream, const char* name);
+
+/* ---- the profiler (xpu_profiler.c) ------------------------------------------------------ */
+
+/* What a profiled stream operation was. */
+typedef enum XpuProfKind {
+  XPU_PROF_KERNEL,
+  XPU_PROF_MEMCPY_H2D,
+  XPU_PROF_MEMCPY_D2H,
+  XPU_PROF_MEMCPY_D2D,
+  XPU_PROF_MEMSET,
+  XPU_PROF_HOST_CALLBACK,
+  XPU_PROF_RECORD_EVENT,
+  XPU_PROF_WAIT_EVENT,
+  XPU_PROF_KIND_COUNT
+} XpuProfKind;
+
+/* One stream's event buffer. Only the stream's worker appends to it, and only while a session
+ * runs; it outlives its stream until the session's data has been taken (xpu_profiler.c). */
+typedef struct XpuProfStream XpuProfStream;
+
+/* True while a profiling session runs. One relaxed atomic load: the whole cost of the
+ * profiler on the hot path when no session runs. */
+bool xpu_prof_active(void);
+/* CLOCK_REALTIME in nanoseconds, the profiler's clock (TensorFlow's profiler uses it too). */
+uint64_t xpu_prof_now_ns(void);
+/* A buffer for stream `stream_id` of device `ordinal`, not yet listed; NULL when out of memory
+ * (the stream then goes unprofiled). List it with xpu_prof_stream_publish once the stream
+ * exists, and hand it back with xpu_prof_stream_release when the stream is destroyed (its
+ * worker joined). */
+XpuProfStream* xpu_prof_stream_new(int ordinal, uint64_t stream_id);
+void xpu_prof_stream_publish(XpuProfStream* b);
+void xpu_prof_stream_release(XpuProfStream* b);
+/* Replaces the stream's name (copied, at most XPU_PROF_MAX_NAME bytes kept). */
+void xpu_prof_stream_set_name(XpuProfStream* b, const char* name);
+#define XPU_PROF_MAX_NAME 255
+/* A heap copy of [text, text + len) (at most XPU_PROF_MAX_NAME bytes), for a kernel's node
+ * name; NULL when out of memory. Freed with xpu_prof_free_name unless handed to
+ * xpu_prof_record, which takes it. */
+char* xpu_prof_copy_name(const char* text, size_t len);
+void xpu_prof_free_name(char* name);
+/* Called by `b`'s worker after an operation: appends one event if a session is running
+ * (else drops it). Takes ownership of `name` (may be NULL). `op_type`, for kernels, is a
+ * string that lives as long as the plugin. */
+void xpu_prof_record(XpuProfStream* b, XpuProfKind kind, uint64_t start_ns, uint64_t end_ns,
+                     uint64_t bytes, const char* op_type, char* name);
 
 /* ---- the kernels' helper-thread pool (xpu_kernels_pool.c) ------------------------------- */
 
@@ -275,6 +330,8 @@ typedef enum XpuFaultKind {
   XPU_FAULT_STREAM,
   XPU_FAULT_CREATE_TIMER,
   XPU_FAULT_KERNEL,
+  XPU_FAULT_PROFILER_START,
+  XPU_FAULT_PROFILER_COLLECT,
   XPU_FAULT_KIND_COUNT
 } XpuFaultKind;
 
