@@ -232,7 +232,7 @@ class BFCAllocator:
             if 0 < size < _MAX_SIZE:  # ctypes would silently wrap sizes of 2**64 and more
                 address = _BFCAllocate(self._handle, size) or self._out_of_memory(size)
                 if _tracer is not None:
-                    _tracer.alloc(self, size, address)
+                    _tracer.alloc(self, size)
                 return address
         except (TypeError, ctypes.ArgumentError):
             pass

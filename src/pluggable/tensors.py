@@ -135,7 +135,7 @@ class DeviceBuffer:
                 allocator = executor._allocator
                 if allocator is not None and not executor._closed:
                     if _tracer is not None:
-                        _tracer.free(allocator, address, self.nbytes)
+                        _tracer.free_buffer(allocator, self.nbytes)
                     if _BFCDeallocate(allocator._handle, address):
                         allocator._deallocate_failed(address)
                 return

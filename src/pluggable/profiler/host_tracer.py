@@ -18,6 +18,7 @@ from .. import allocator as _allocator_module
 from .. import dispatch as _dispatch_module
 from .. import executor as _executor_module
 from .. import tensors as _tensors_module
+from ..dispatch import _Plan
 from .xspace import PlaneBuilder
 
 _HOOKED_MODULES = (_dispatch_module, _executor_module, _allocator_module, _tensors_module)
@@ -50,7 +51,6 @@ class HostTracer:
         self._append = self.records.append
         self._baselines: Dict[int, int] = {}  # id(allocator) -> bytes in use at start
         self._allocators: Dict[int, Any] = {}
-        self._sizes: Dict[int, int] = {}  # address -> chunk bytes, for frees by address
         # Thread names, taken while the threads live (a line is named after its thread).
         self.thread_names: Dict[int, str] = {}
 
@@ -85,36 +85,42 @@ class HostTracer:
         start = time_ns()
         try:
             outputs = _dispatch_module.execute(op_name, inputs, attrs, info)
-        finally:
-            end = time_ns()
-            self._append((OP, self._ident(), start, end, op_name, info[0] if info else None))
-        # A kernel's outputs were allocated inside the plugin call; record them here (an
-        # output that forwards an input's buffer is no allocation).
-        for t in outputs:
-            buffer = t._buffer
-            if buffer is not None and buffer.nbytes and all(
-                    buffer is not getattr(i, "_buffer", None) for i in inputs):
-                self.alloc(buffer.executor._allocator, buffer.nbytes, buffer.address)
+        except BaseException:
+            self._append((OP, self._ident(), start, time_ns(), op_name,
+                          info[0] if info else None, ()))
+            raise
+        end = time_ns()
+        ident = get_ident()
+        if ident not in self.thread_names:
+            self.thread_names[ident] = threading.current_thread().name
+        # The kernel's outputs were allocated inside the plugin call: the record keeps their
+        # executors and sizes (never the buffers, which must not be kept alive). The common
+        # case, one output of a fast-path plan (all inputs tensors), is spelled out.
+        if len(outputs) == 1 and type(info[0]) is _Plan:
+            buffer = outputs[0]._buffer
+            fresh = ((buffer.executor, buffer.nbytes),)
+            for t in inputs:
+                if t._buffer is buffer:
+                    fresh = ()
+                    break
+        else:
+            fresh = _fresh_outputs(outputs, inputs)
+        self._append((OP, ident, start, end, op_name, info[0], fresh))
         return outputs
 
     def copy(self, call: str, executor, stream, nbytes: int, start: int, end: int) -> None:
         self._append((COPY, self._ident(), start, end, call, executor, stream, nbytes))
 
-    def alloc(self, bfc, nbytes: int, address: int = 0) -> None:
-        if bfc is None:
-            return
-        chunk = _round_chunk(nbytes)
-        if address:
-            self._sizes[address] = chunk
-        self._append((ALLOC, self._ident(), time_ns(), bfc, chunk))
+    def alloc(self, bfc, nbytes: int) -> None:
+        self._append((ALLOC, self._ident(), time_ns(), bfc, _round_chunk(nbytes)))
 
-    def free(self, bfc, address: int, nbytes: Optional[int] = None) -> None:
-        if bfc is None or not address:
-            return
-        chunk = self._sizes.pop(address, None)
-        if chunk is None:
-            chunk = _round_chunk(nbytes) if nbytes is not None else bfc.allocated_size(address)
-        self._append((FREE, self._ident(), time_ns(), bfc, chunk))
+    def free(self, bfc, address: int) -> None:
+        """A free by address (the allocator's own `deallocate`): the size is asked."""
+        self._append((FREE, self._ident(), time_ns(), bfc, bfc.allocated_size(address)))
+
+    def free_buffer(self, bfc, nbytes: int) -> None:
+        """A tensor's buffer given back (once per op output: kept short)."""
+        self._append((FREE, get_ident(), time_ns(), bfc, nbytes))
 
     def annotation(self, name: str, start: int, end: int, step_num, metadata) -> None:
         self._append((ANNOTATION, self._ident(), start, end, name, step_num, metadata))
@@ -125,7 +131,8 @@ class HostTracer:
         if not self.records:
             return None
         builder = PlaneBuilder(plane_id, HOST_PLANE_NAME)
-        names = self.thread_names
+        names = {t.ident: t.name for t in threading.enumerate()}
+        names.update(self.thread_names)
         in_use = dict(self._baselines)
         lines: Dict[int, Any] = {}
 
@@ -135,13 +142,24 @@ class HostTracer:
                 line = lines[ident] = builder.line(ident, names.get(ident, f"thread {ident}"))
             return line
 
+        def allocation(kind, when, bfc, nbytes):
+            chunk = _round_chunk(nbytes)
+            used = in_use.get(id(bfc), 0) + (chunk if kind == ALLOC else -chunk)
+            in_use[id(bfc)] = used
+            line.event("Allocate" if kind == ALLOC else "Deallocate", when, 0,
+                       {"device": _device_name(bfc.executor), "allocator": bfc.name,
+                        "bytes": chunk, "bytes_in_use": max(used, 0)})
+
         for record in self.records:
             kind, ident = record[0], record[1]
             line = line_of(ident)
             if kind == OP:
-                _, _, start, end, op_name, info = record
+                _, _, start, end, op_name, info, fresh = record
                 stats = _op_stats(info)
                 line.event(op_name, start, end - start, stats)
+                for executor, nbytes in fresh:
+                    if nbytes and executor._allocator is not None:
+                        allocation(ALLOC, end, executor._allocator, nbytes)
             elif kind == COPY:
                 _, _, start, end, call, executor, stream, nbytes = record
                 name, direction = _COPY_NAMES[call]
@@ -152,13 +170,8 @@ class HostTracer:
                     stats["stream"] = stream_name
                 line.event(name, start, end - start, stats)
             elif kind in (ALLOC, FREE):
-                _, _, when, bfc, chunk = record
-                key = id(bfc)
-                used = in_use.get(key, 0) + (chunk if kind == ALLOC else -chunk)
-                in_use[key] = used
-                line.event("Allocate" if kind == ALLOC else "Deallocate", when, 0,
-                           {"device": _device_name(bfc.executor), "allocator": bfc.name,
-                            "bytes": chunk, "bytes_in_use": max(used, 0)})
+                _, _, when, bfc, nbytes = record
+                allocation(kind, when, bfc, nbytes)
             else:
                 _, _, start, end, name, step_num, metadata = record
                 stats = dict(metadata)
@@ -166,6 +179,17 @@ class HostTracer:
                     stats["step_num"] = int(step_num)
                 line.event(name, start, end - start, stats)
         return builder.finish()
+
+
+def _fresh_outputs(outputs, inputs) -> tuple:
+    """(executor, bytes) of each output buffer that is not an input's (forwarded)."""
+    fresh = []
+    for t in outputs:
+        buffer = t._buffer
+        if buffer is not None and buffer.nbytes and all(
+                buffer is not getattr(i, "_buffer", None) for i in inputs):
+            fresh.append((buffer.executor, buffer.nbytes))
+    return tuple(fresh)
 
 
 def _device_name(executor) -> str:
