@@ -36,6 +36,7 @@ _COPY_NAMES = {
 }
 
 HOST_PLANE_NAME = "/host:CPU"
+ALLOCATE, DEALLOCATE = "Allocate", "Deallocate"
 
 
 def _round_chunk(nbytes: int) -> int:
@@ -126,14 +127,17 @@ class HostTracer:
         self._append((ANNOTATION, self._ident(), start, end, name, step_num, metadata))
 
     # -- the plane -------------------------------------------------------------------------
-    def build_plane(self, plane_id: int):
-        """The ``/host:CPU`` XPlane of everything recorded (None when nothing was)."""
+    def build_plane(self, plane_id: int) -> Optional[bytes]:
+        """The ``/host:CPU`` XPlane of everything recorded, serialized as an
+        ``XSpace.planes`` field (None when nothing was recorded)."""
         if not self.records:
             return None
         builder = PlaneBuilder(plane_id, HOST_PLANE_NAME)
         names = {t.ident: t.name for t in threading.enumerate()}
         names.update(self.thread_names)
         in_use = dict(self._baselines)
+        encoded: Dict[tuple, bytes] = {}  # the fixed stats of allocations, by (bfc, bytes)
+        bytes_in_use = builder.int_stat("bytes_in_use")
         lines: Dict[int, Any] = {}
 
         def line_of(ident):
@@ -146,17 +150,21 @@ class HostTracer:
             chunk = _round_chunk(nbytes)
             used = in_use.get(id(bfc), 0) + (chunk if kind == ALLOC else -chunk)
             in_use[id(bfc)] = used
-            line.event("Allocate" if kind == ALLOC else "Deallocate", when, 0,
-                       {"device": _device_name(bfc.executor), "allocator": bfc.name,
-                        "bytes": chunk, "bytes_in_use": max(used, 0)})
+            key = (id(bfc), chunk)
+            fixed = encoded.get(key)
+            if fixed is None:
+                fixed = encoded[key] = builder.stats({"device": _device_name(bfc.executor),
+                                                      "allocator": bfc.name, "bytes": chunk})
+            line.event(ALLOCATE if kind == ALLOC else DEALLOCATE, when, 0,
+                       fixed + bytes_in_use(max(used, 0)))
 
         for record in self.records:
             kind, ident = record[0], record[1]
             line = line_of(ident)
             if kind == OP:
                 _, _, start, end, op_name, info, fresh = record
-                stats = _op_stats(info)
-                line.event(op_name, start, end - start, stats)
+                line.event(op_name, start, end - start,
+                           builder.cached_stats(info, lambda: _op_stats(info)))
                 for executor, nbytes in fresh:
                     if nbytes and executor._allocator is not None:
                         allocation(ALLOC, end, executor._allocator, nbytes)
@@ -168,7 +176,7 @@ class HostTracer:
                 stream_name = getattr(stream, "name", None) if stream is not None else "sync"
                 if stream_name:
                     stats["stream"] = stream_name
-                line.event(name, start, end - start, stats)
+                line.event(name, start, end - start, builder.stats(stats))
             elif kind in (ALLOC, FREE):
                 _, _, when, bfc, nbytes = record
                 allocation(kind, when, bfc, nbytes)
@@ -177,8 +185,8 @@ class HostTracer:
                 stats = dict(metadata)
                 if step_num is not None:
                     stats["step_num"] = int(step_num)
-                line.event(name, start, end - start, stats)
-        return builder.finish()
+                line.event(name, start, end - start, builder.stats(stats))
+        return builder.finish_space_field()
 
 
 def _fresh_outputs(outputs, inputs) -> tuple:

@@ -10,18 +10,25 @@ from collections import defaultdict
 from typing import Any, Dict, Iterator, List, Optional
 
 from ..errors import NotFoundError
-from .xspace import Event, iter_events, parse_xspace, pb2
+from .xspace import Event, iter_events, parse_xspace
 
 HOST_PLANE = "/host:CPU"
 
 
 class ProfileResult:
     """What one profiling session saw. ``path`` is the saved ``.xplane.pb`` (None when the
-    session was not saved); ``space`` the XSpace message."""
+    session was not saved); ``space`` the XSpace message (parsed on first use)."""
 
-    def __init__(self, space, path: Optional[str] = None):
-        self.space = space
+    def __init__(self, data: bytes, path: Optional[str] = None):
+        self._data = data
+        self._space = None
         self.path = path
+
+    @property
+    def space(self):
+        if self._space is None:
+            self._space = parse_xspace(self._data, self.path or "the profile")
+        return self._space
 
     @property
     def planes(self) -> List[str]:
@@ -38,7 +45,8 @@ class ProfileResult:
         return iter_events(self.space, plane)
 
     def serialize(self) -> bytes:
-        return self.space.SerializeToString()
+        """The XSpace as saved."""
+        return self._data
 
     # -- summary -----------------------------------------------------------------------------
     def summary_rows(self) -> List[Dict[str, Any]]:
@@ -164,5 +172,6 @@ def load(path) -> ProfileResult:
         path = found
     with open(path, "rb") as f:
         data = f.read()
-    pb2()
-    return ProfileResult(parse_xspace(data, path), path)
+    result = ProfileResult(data, path)
+    result.space  # parsed now: a file that is not a profile is refused here
+    return result

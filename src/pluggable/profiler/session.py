@@ -165,18 +165,17 @@ def _finish(session: _Session, save: bool) -> ProfileResult:
                 chunks.append(data)
         except PluggableError as exc:
             _warn(session, f"pluggable.profiler: {exc}; its planes are left out")
-    host_plane = (session.tracer.build_plane(max(plane_ids, default=-1) + 1)
-                  if session.tracer is not None else None)
-    tail = pb.XSpace(hostnames=[socket.gethostname()], warnings=session.warnings)
-    if host_plane is not None:
-        tail.planes.append(host_plane)
-    chunks.append(tail.SerializeToString())
+    if session.tracer is not None:
+        host_plane = session.tracer.build_plane(max(plane_ids, default=-1) + 1)
+        if host_plane is not None:
+            chunks.append(host_plane)
+    chunks.append(pb.XSpace(hostnames=[socket.gethostname()],
+                            warnings=session.warnings).SerializeToString())
     data = b"".join(chunks)
-    space = pb.XSpace.FromString(data)
     path = None
     if save and session.logdir is not None:
         path = _save(session.logdir, data)
-    return ProfileResult(space, path)
+    return ProfileResult(data, path)
 
 
 def _save(logdir: str, data: bytes) -> str:

@@ -8,7 +8,8 @@ re-encoding the plugins' bytes.
 """
 from __future__ import annotations
 
-from typing import Any, Dict, Iterator, NamedTuple, Optional
+import struct
+from typing import Any, Callable, Dict, Iterator, NamedTuple, Optional
 
 from ..errors import DataLossError
 
@@ -42,61 +43,132 @@ def parse_xspace(data: bytes, what: str):
     return space
 
 
+def _varint(n: int) -> bytes:
+    """``n`` as a protobuf varint, 14 bits at a time from two tables (timestamps in
+    picoseconds take 6 or 7 bytes; a byte-by-byte loop was the cost of a host plane)."""
+    if 0 <= n < 0x4000:
+        return _LAST[n]
+    n &= 0xFFFFFFFFFFFFFFFF  # int64 on the wire: two's complement, 10 bytes when negative
+    parts = []
+    while n >= 0x4000:
+        parts.append(_MORE[n & 0x3FFF])
+        n >>= 14
+    parts.append(_LAST[n])
+    return b"".join(parts)
+
+
+def _varint_tables():
+    last, more = [], []
+    for i in range(0x4000):
+        low, high = i & 0x7F, i >> 7
+        last.append(bytes((low | 0x80, high)) if high else bytes((low,)))
+        more.append(bytes((low | 0x80, high | 0x80)))
+    return last, more
+
+
+# _LAST[i]: the varint of i < 2**14; _MORE[i]: the same 14 bits as two bytes, more to come.
+_LAST, _MORE = _varint_tables()
+
+
+def _field_bytes(tag: int, data: bytes) -> bytes:
+    """A length-delimited field: ``tag`` is (field number << 3) | 2."""
+    return _varint(tag) + _varint(len(data)) + data
+
+
+# Wire tags of the fields written here (field number << 3 | wire type), from xplane.proto.
+_XSTAT_DOUBLE, _XSTAT_UINT64, _XSTAT_INT64, _XSTAT_STR, _XSTAT_BYTES = 0x11, 0x18, 0x20, 0x2A, 0x32
+
+
 class PlaneBuilder:
-    """Builds one XPlane: lines, events, and the metadata tables they refer to."""
+    """Builds one serialized XPlane: lines, events, and the metadata tables they refer to.
+
+    It writes protobuf's wire format itself rather than building messages: a host plane has
+    an event per op, copy and allocation, and message objects would cost more than the
+    session they record. Stats that repeat (every run of one op plan has the same device,
+    kernel, shapes and dtypes) are encoded once per key. The result parses with the
+    generated xplane_pb2 and with TensorFlow's own."""
 
     def __init__(self, plane_id: int, name: str):
-        self.plane = pb2().XPlane(id=plane_id, name=name)
+        self.id = plane_id
+        self.name = name
         self._event_ids: Dict[str, int] = {}
         self._stat_ids: Dict[str, int] = {}
+        self._encoded: Dict[Any, bytes] = {}
         self._lines = []
 
     def event_metadata_id(self, name: str) -> int:
         found = self._event_ids.get(name)
         if found is None:
             found = self._event_ids[name] = len(self._event_ids) + 1
-            self.plane.event_metadata[found].id = found
-            self.plane.event_metadata[found].name = name
         return found
 
     def stat_metadata_id(self, name: str) -> int:
         found = self._stat_ids.get(name)
         if found is None:
             found = self._stat_ids[name] = len(self._stat_ids) + 1
-            self.plane.stat_metadata[found].id = found
-            self.plane.stat_metadata[found].name = name
         return found
 
-    def stat(self, name: str, value: Any):
-        """An XStat of the right kind for ``value``."""
-        XStat = _pb2.XStat
-        metadata_id = self.stat_metadata_id(name)
+    def stat(self, name: str, value: Any) -> bytes:
+        """An XStat of the right kind for ``value``, as an XEvent.stats field."""
+        body = b"\x08" + _varint(self.stat_metadata_id(name))
         if isinstance(value, bool):
-            return XStat(metadata_id=metadata_id, int64_value=int(value))
-        if isinstance(value, int):
-            if value >= 1 << 63:
-                return XStat(metadata_id=metadata_id, uint64_value=value)
-            return XStat(metadata_id=metadata_id, int64_value=value)
-        if isinstance(value, float):
-            return XStat(metadata_id=metadata_id, double_value=value)
-        if isinstance(value, (bytes, bytearray)):
-            return XStat(metadata_id=metadata_id, bytes_value=bytes(value))
-        return XStat(metadata_id=metadata_id, str_value=str(value))
+            body += bytes((_XSTAT_INT64,)) + _varint(int(value))
+        elif isinstance(value, int):
+            tag = _XSTAT_UINT64 if value >= 1 << 63 else _XSTAT_INT64
+            body += bytes((tag,)) + _varint(value)
+        elif isinstance(value, float):
+            body += bytes((_XSTAT_DOUBLE,)) + struct.pack("<d", value)
+        elif isinstance(value, (bytes, bytearray)):
+            body += _field_bytes(_XSTAT_BYTES, bytes(value))
+        else:
+            body += _field_bytes(_XSTAT_STR, str(value).encode("utf-8"))
+        return _field_bytes(0x22, body)  # XEvent.stats = 4
+
+    def int_stat(self, name: str) -> Callable[[int], bytes]:
+        """A fast encoder of the int64 stat ``name`` (for a stat on every event)."""
+        prefix = b"\x08" + _varint(self.stat_metadata_id(name)) + bytes((_XSTAT_INT64,))
+
+        def encode(value: int) -> bytes:
+            body = prefix + _varint(value)
+            return b"\x22" + _LAST[len(body)] + body
+        return encode
+
+    def stats(self, stats: Dict[str, Any]) -> bytes:
+        return b"".join(self.stat(k, v) for k, v in stats.items())
+
+    def cached_stats(self, key: Any, make: Callable[[], Dict[str, Any]]) -> bytes:
+        """The encoded stats ``make()`` gives, made once per ``key``."""
+        found = self._encoded.get(key)
+        if found is None:
+            found = self._encoded[key] = self.stats(make())
+        return found
 
     def line(self, line_id: int, name: str) -> "LineBuilder":
         line = LineBuilder(self, line_id, name)
         self._lines.append(line)
         return line
 
-    def finish(self):
-        """The XPlane, lines in creation order."""
-        for line in self._lines:
-            self.plane.lines.append(line.finish())
-        return self.plane
+    def finish(self) -> bytes:
+        """The XPlane, serialized; lines in creation order."""
+        parts = [b"\x08" + _varint(self.id), _field_bytes(0x12, self.name.encode("utf-8"))]
+        parts.extend(_field_bytes(0x1A, line.finish()) for line in self._lines)
+        for name, metadata_id in self._event_ids.items():  # map<int64, XEventMetadata> = 4
+            value = b"\x08" + _varint(metadata_id) + _field_bytes(0x12, name.encode("utf-8"))
+            parts.append(_field_bytes(0x22, b"\x08" + _varint(metadata_id)
+                                      + _field_bytes(0x12, value)))
+        for name, metadata_id in self._stat_ids.items():  # map<int64, XStatMetadata> = 5
+            value = b"\x08" + _varint(metadata_id) + _field_bytes(0x12, name.encode("utf-8"))
+            parts.append(_field_bytes(0x2A, b"\x08" + _varint(metadata_id)
+                                      + _field_bytes(0x12, value)))
+        return b"".join(parts)
+
+    def finish_space_field(self) -> bytes:
+        """The plane as an ``XSpace.planes`` field: appended to a serialized XSpace."""
+        return _field_bytes(0x0A, self.finish())
 
 
 class LineBuilder:
-    """One XLine; events are collected as tuples and encoded at `finish`."""
+    """One XLine; events are collected as (name, start, duration, encoded stats)."""
 
     def __init__(self, plane: PlaneBuilder, line_id: int, name: str):
         self._plane = plane
@@ -104,23 +176,33 @@ class LineBuilder:
         self.name = name
         self._events = []
 
-    def event(self, name: str, start_ns: int, duration_ns: int, stats: Dict[str, Any]) -> None:
-        self._events.append((name, start_ns, duration_ns, stats))
+    def event(self, name: str, start_ns: int, duration_ns: int, stats: bytes) -> None:
+        """Adds an event; ``stats`` is encoded (`PlaneBuilder.stats` / `cached_stats`)."""
+        self._events.append((start_ns, duration_ns, name, stats))
 
-    def finish(self):
-        pb = _pb2
-        plane = self._plane
-        first = min(e[1] for e in self._events) if self._events else 0
-        last = max(e[1] + e[2] for e in self._events) if self._events else 0
-        line = pb.XLine(id=self.id, display_id=self.id, name=self.name, timestamp_ns=first,
-                        duration_ps=(last - first) * 1000)
-        XEvent = pb.XEvent
-        line.events.extend(
-            XEvent(metadata_id=plane.event_metadata_id(name),
-                   offset_ps=(start - first) * 1000, duration_ps=duration * 1000,
-                   stats=[plane.stat(k, v) for k, v in stats.items()])
-            for name, start, duration, stats in sorted(self._events, key=lambda e: e[1]))
-        return line
+    def finish(self) -> bytes:
+        events = sorted(self._events, key=lambda e: e[0])
+        first = events[0][0] if events else 0
+        last = max(e[0] + e[1] for e in events) if events else 0
+        metadata_id = self._plane.event_metadata_id
+        ids: Dict[str, bytes] = {}
+        varint = _varint
+        parts = [b"\x08" + varint(self.id), b"\x50" + varint(self.id),  # id, display_id
+                 _field_bytes(0x12, self.name.encode("utf-8")),
+                 b"\x18" + varint(first), b"\x48" + varint((last - first) * 1000)]
+        last_table = _LAST  # the hot loop: small varints straight from the table
+        append = parts.append
+        for start, duration, name, stats in events:
+            head = ids.get(name)
+            if head is None:
+                head = ids[name] = b"\x08" + varint(metadata_id(name))
+            duration *= 1000
+            body = b"".join((head, b"\x10", varint((start - first) * 1000), b"\x18",
+                             last_table[duration] if duration < 0x4000 else varint(duration),
+                             stats))
+            size = len(body)
+            append(b"\x22" + (last_table[size] if size < 0x4000 else varint(size)) + body)
+        return b"".join(parts)
 
 
 class Event(NamedTuple):
