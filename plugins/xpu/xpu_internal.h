@@ -35,6 +35,7 @@
 #endif
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -273,9 +274,13 @@ typedef enum XpuProfKind {
  * runs; it outlives its stream until the session's data has been taken (xpu_profiler.c). */
 typedef struct XpuProfStream XpuProfStream;
 
+/* Set while a profiling session runs (xpu_profiler.c writes it under its lock). */
+extern atomic_bool xpu_prof_session;
 /* True while a profiling session runs. One relaxed atomic load: the whole cost of the
  * profiler on the hot path when no session runs. */
-bool xpu_prof_active(void);
+static inline bool xpu_prof_active(void) {
+  return atomic_load_explicit(&xpu_prof_session, memory_order_relaxed);
+}
 /* CLOCK_REALTIME in nanoseconds, the profiler's clock (TensorFlow's profiler uses it too). */
 uint64_t xpu_prof_now_ns(void);
 /* A buffer for stream `stream_id` of device `ordinal`, not yet listed; NULL when out of memory

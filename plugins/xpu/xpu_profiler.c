@@ -95,7 +95,7 @@ typedef struct XpuProfLine {
 } XpuProfLine;
 
 static pthread_mutex_t g_prof_mu = PTHREAD_MUTEX_INITIALIZER;
-static atomic_bool g_active; /* written under g_prof_mu, read anywhere */
+atomic_bool xpu_prof_session; /* written under g_prof_mu, read anywhere */
 /* Guarded by g_prof_mu. */
 static XpuProfStream* g_streams; /* every published buffer */
 static XpuProfLine* g_lines;     /* the stopped session, sorted by (ordinal, stream id) */
@@ -122,12 +122,14 @@ static const char* const kStatNames[STAT_COUNT] = {
 
 /* ---- counted heap blocks ---------------------------------------------------------------- */
 
+/* malloc, counted in g_heap_blocks. */
 static void* prof_alloc(size_t size) {
   void* p = malloc(size);
   if (p != NULL) atomic_fetch_add_explicit(&g_heap_blocks, 1, memory_order_relaxed);
   return p;
 }
 
+/* free of a prof_alloc block (NULL is ignored). */
 static void prof_free(void* p) {
   if (p == NULL) return;
   atomic_fetch_sub_explicit(&g_heap_blocks, 1, memory_order_relaxed);
@@ -158,8 +160,6 @@ static void free_chunks(XpuProfChunk* c) {
 }
 
 /* ---- recording -------------------------------------------------------------------------- */
-
-bool xpu_prof_active(void) { return atomic_load_explicit(&g_active, memory_order_relaxed); }
 
 uint64_t xpu_prof_now_ns(void) {
   struct timespec ts;
@@ -202,7 +202,7 @@ void xpu_prof_stream_release(XpuProfStream* b) {
   if (b == NULL) return;
   pthread_mutex_lock(&g_prof_mu);
   /* Events recorded in a running session stay until stop() takes them. */
-  if (atomic_load(&g_active) && (b->count > 0 || b->dropped > 0)) b->released = true;
+  if (atomic_load(&xpu_prof_session) && (b->count > 0 || b->dropped > 0)) b->released = true;
   else stream_unlink_free(b);
   pthread_mutex_unlock(&g_prof_mu);
 }
@@ -225,7 +225,7 @@ void xpu_prof_record(XpuProfStream* b, XpuProfKind kind, uint64_t start_ns, uint
     return;
   }
   atomic_store_explicit(&b->writing, 1, memory_order_seq_cst);
-  if (!atomic_load_explicit(&g_active, memory_order_seq_cst)) {
+  if (!atomic_load_explicit(&xpu_prof_session, memory_order_seq_cst)) {
     atomic_store_explicit(&b->writing, 0, memory_order_release);
     prof_free(name);
     return;
@@ -276,6 +276,7 @@ static void discard_stopped_session(void) {
   g_encoded_ready = false;
 }
 
+/* qsort order of the stopped session's lines: by device, then by stream id. */
 static int compare_lines(const void* a, const void* b) {
   const XpuProfLine* x = a;
   const XpuProfLine* y = b;
@@ -286,7 +287,7 @@ static int compare_lines(const void* a, const void* b) {
 /* Ends recording and moves every buffer's events into the stopped session. Returns false when
  * the session's line table could not be allocated (its events are then dropped). */
 static bool end_session(void) {
-  atomic_store_explicit(&g_active, false, memory_order_seq_cst);
+  atomic_store_explicit(&xpu_prof_session, false, memory_order_seq_cst);
   size_t n = 0;
   for (XpuProfStream* b = g_streams; b != NULL; b = b->next) {
     while (atomic_load_explicit(&b->writing, memory_order_seq_cst) != 0) sched_yield();
@@ -339,12 +340,14 @@ typedef struct PbOut {
 
 enum { PB_VARINT = 0, PB_LEN = 2 };
 
+/* Bytes of `v` as a base-128 varint. */
 static size_t varint_size(uint64_t v) {
   size_t n = 1;
   for (; v >= 0x80; v >>= 7) n++;
   return n;
 }
 
+/* Appends `v` as a varint. */
 static void pb_varint(PbOut* o, uint64_t v) {
   size_t n = varint_size(v);
   if (o->p != NULL) {
@@ -355,6 +358,7 @@ static void pb_varint(PbOut* o, uint64_t v) {
   o->n += n;
 }
 
+/* Appends a field key. */
 static void pb_tag(PbOut* o, unsigned field, unsigned wire_type) {
   pb_varint(o, (uint64_t)field << 3 | wire_type);
 }
@@ -371,6 +375,7 @@ static void pb_len(PbOut* o, unsigned field, size_t len) {
   pb_varint(o, len);
 }
 
+/* A string field. */
 static void pb_str(PbOut* o, unsigned field, const char* s) {
   size_t len = strlen(s);
   pb_len(o, field, len);
@@ -406,11 +411,14 @@ typedef struct MetaTable {
   size_t slot_capacity; /* a power of two, at least twice count */
 } MetaTable;
 
+/* FNV-1a over `s` (NULL hashes like ""), continuing from `h`, with a terminator mixed in
+ * so that ("ab", "c") and ("a", "bc") differ. */
 static uint64_t hash_str(uint64_t h, const char* s) {
   for (; s != NULL && *s != '\0'; s++) h = (h ^ (unsigned char)*s) * UINT64_C(0x100000001b3);
   return (h ^ 0xff) * UINT64_C(0x100000001b3);
 }
 
+/* String equality where NULL equals only NULL. */
 static bool str_eq(const char* a, const char* b) {
   return a == b || (a != NULL && b != NULL && strcmp(a, b) == 0);
 }
@@ -467,6 +475,7 @@ typedef struct StatArg {
   const char* text;
 } StatArg;
 
+/* An XStat. */
 static void stat_body(PbOut* o, const void* arg) {
   const StatArg* s = arg;
   pb_int(o, 1, s->meta_id);
@@ -479,6 +488,7 @@ typedef struct EventArg {
   uint64_t line_start_ns;
 } EventArg;
 
+/* An XEvent, its offset relative to its line's timestamp. */
 static void event_body(PbOut* o, const void* arg) {
   const EventArg* a = arg;
   const XpuProfEvent* e = a->e;
@@ -507,6 +517,7 @@ static void line_span(const XpuProfLine* line, uint64_t* first, uint64_t* last) 
   }
 }
 
+/* An XLine with its events. */
 static void line_body(PbOut* o, const void* arg) {
   const XpuProfLine* line = arg;
   char fallback[48];
@@ -532,6 +543,7 @@ typedef struct MetaArg {
   const char* display;
 } MetaArg;
 
+/* An XEventMetadata. */
 static void event_metadata_body(PbOut* o, const void* arg) {
   const MetaArg* m = arg;
   pb_int(o, 1, m->id);
@@ -539,6 +551,7 @@ static void event_metadata_body(PbOut* o, const void* arg) {
   if (m->display != NULL) pb_str(o, 4, m->display);
 }
 
+/* An XStatMetadata. */
 static void stat_metadata_body(PbOut* o, const void* arg) {
   const MetaArg* m = arg;
   pb_int(o, 1, m->id);
@@ -551,12 +564,15 @@ typedef struct MapEntryArg {
   void (*value)(PbOut*, const void*);
 } MapEntryArg;
 
+/* One entry of an XPlane metadata map. */
 static void map_entry_body(PbOut* o, const void* arg) {
   const MapEntryArg* m = arg;
   pb_int(o, 1, m->meta->id);
   pb_message(o, 2, m->value, m->meta);
 }
 
+/* An XPlane: lines, metadata maps, stats. Measuring records each line's size in the
+ * PlaneCtx, which writing reuses. */
 static void plane_body(PbOut* o, const void* arg) {
   PlaneCtx* p = (PlaneCtx*)arg;
   char name[32];
@@ -592,6 +608,7 @@ static void plane_body(PbOut* o, const void* arg) {
   }
 }
 
+/* The XSpace: planes (sizes recorded when measuring, as for lines) and warnings. */
 static void space_body(PbOut* o, PlaneCtx* planes, size_t plane_count) {
   for (size_t i = 0; i < plane_count; i++) {
     if (o->p == NULL) {
@@ -627,7 +644,9 @@ static bool plane_assign_metadata(PlaneCtx* p) {
         const char* display = NULL;
         if (e->kind == XPU_PROF_KERNEL && e->op_type != NULL) {
           name = e->op_type;
-          if (e->name != NULL && strcmp(e->name, name) != 0) display = e->name;
+          if (e->name != NULL && e->name[0] != '\0' && strcmp(e->name, name) != 0) {
+            display = e->name;
+          }
         }
         e->meta_id = meta_id(&p->meta, name, display);
         if (e->meta_id == 0) return false;
@@ -717,7 +736,7 @@ static void xpu_profiler_start(const TP_Profiler* profiler, TF_Status* status) {
     return;
   }
   pthread_mutex_lock(&g_prof_mu);
-  if (atomic_load(&g_active)) {
+  if (atomic_load(&xpu_prof_session)) {
     pthread_mutex_unlock(&g_prof_mu);
     xpu_status(status, TF_FAILED_PRECONDITION,
                "%s: an XPU profiling session is already running; call stop first", fn);
@@ -725,7 +744,7 @@ static void xpu_profiler_start(const TP_Profiler* profiler, TF_Status* status) {
   }
   discard_stopped_session();
   atomic_store_explicit(&g_max_events, atomic_load(&g_max_events_setting), memory_order_relaxed);
-  atomic_store_explicit(&g_active, true, memory_order_seq_cst);
+  atomic_store_explicit(&xpu_prof_session, true, memory_order_seq_cst);
   pthread_mutex_unlock(&g_prof_mu);
   TF_SetStatus(status, TF_OK, "");
 }
@@ -735,7 +754,7 @@ static void xpu_profiler_stop(const TP_Profiler* profiler, TF_Status* status) {
   const char* fn = "TP_ProfilerFns.stop";
   if (!profiler_valid(profiler, fn, status)) return;
   pthread_mutex_lock(&g_prof_mu);
-  if (!atomic_load(&g_active)) {
+  if (!atomic_load(&xpu_prof_session)) {
     pthread_mutex_unlock(&g_prof_mu);
     xpu_status(status, TF_FAILED_PRECONDITION,
                "%s: no XPU profiling session is running (start was not called, or it failed)",
@@ -768,7 +787,7 @@ static void xpu_profiler_collect(const TP_Profiler* profiler, uint8_t* buffer,
     return;
   }
   pthread_mutex_lock(&g_prof_mu);
-  if (atomic_load(&g_active)) {
+  if (atomic_load(&xpu_prof_session)) {
     pthread_mutex_unlock(&g_prof_mu);
     *size_in_bytes = 0;
     xpu_status(status, TF_FAILED_PRECONDITION,
@@ -815,7 +834,7 @@ static void xpu_profiler_collect(const TP_Profiler* profiler, uint8_t* buffer,
 static void xpu_destroy_profiler(TP_Profiler* profiler) {
   (void)profiler;
   pthread_mutex_lock(&g_prof_mu);
-  if (atomic_load(&g_active)) end_session();
+  if (atomic_load(&xpu_prof_session)) end_session();
   discard_stopped_session();
   pthread_mutex_unlock(&g_prof_mu);
 }

@@ -1100,7 +1100,7 @@ bool xpu_stream_enqueue_kernel(SP_Stream stream, const char* name, const char* n
                                void (*free_arg)(void*), const XpuDeviceRange* ranges,
                                size_t range_count, TF_Status* status) {
   /* Copied before any lock is taken; only while a session runs. */
-  char* prof_name = node != NULL && fn != NULL && xpu_prof_active()
+  char* prof_name = node != NULL && node_len > 0 && fn != NULL && xpu_prof_active()
                         ? xpu_prof_copy_name(node, node_len) : NULL;
   /* Find and lock the stream's device while the registry keeps both alive. */
   XpuDevice* dev = NULL;

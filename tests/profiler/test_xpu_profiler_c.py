@@ -420,6 +420,45 @@ def test_mlp_kernels_on_two_devices(profiler, xpu_platform):
         assert ("MemcpyD2H", results[ordinal].nbytes) in copies
 
 
+def test_kernel_node_names(profiler, xpu_platform):
+    """The node name (TF_GetOpKernelName) is the display name when it differs from the op
+    type; a kernel enqueued before the session starts runs in it without one."""
+    from pluggable.kernels import KernelInput, registered_kernels
+
+    xpu = xpu_platform.executor(0)  # kernel outputs come from its BFC pool, which stays
+
+    (relu,) = registered_kernels("Relu", "XPU", plugin=xpu_platform.path)[:1]
+    x = np.array([-1.0, 2.0, -3.0, 4.0], np.float32)
+    F32 = 1  # TF_FLOAT
+    with xpu.create_stream() as stream, xpu.allocate(x.nbytes) as memory, \
+            relu.instantiate("block1/dense/Relu", {"T": pluggable.float32}) as named, \
+            relu.instantiate("Relu", {"T": pluggable.float32}) as plain:
+        xpu.sync_memcpy_htod(memory, x)
+        arg = [KernelInput(memory.address, x.nbytes, F32, x.shape)]
+        outputs = []
+        stream_delay_us = ctypes.CDLL(xpu_platform.path).XPU_SetStreamDelayUs
+        stream_delay_us.argtypes = [ctypes.c_uint64]
+        stream_delay_us(20000)  # the first kernel is still queued when the session starts
+        try:
+            outputs += named.run(xpu, stream, arg, [F32])
+            profiler.start()
+        finally:
+            stream_delay_us(0)
+        outputs += named.run(xpu, stream, arg, [F32])
+        outputs += plain.run(xpu, stream, arg, [F32])
+        stream.synchronize()
+        profiler.stop()
+        for out in outputs:
+            xpu.allocator.deallocate(out.address)
+    plane = plane_named(parse(profiler.collect()), f"/device:XPU:{xpu.ordinal}")
+    got = [(m.name, m.display_name, stats["op_type"]) for _, m, _, stats in events_of(plane)]
+    assert got == [("Relu", "", "Relu"), ("Relu", "block1/dense/Relu", "Relu"),
+                   ("Relu", "", "Relu")]
+    # One metadata entry per (op type, node name).
+    assert sorted((m.name, m.display_name) for m in plane.event_metadata.values()) == \
+        [("Relu", ""), ("Relu", "block1/dense/Relu")]
+
+
 def test_size_query_is_exact_and_a_short_buffer_is_refused(profiler, xpu):
     with xpu.create_stream() as stream, xpu.allocate(64) as memory:
         profiler.start()
