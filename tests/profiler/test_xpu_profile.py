@@ -85,6 +85,17 @@ def test_mlp_on_two_xpus(tmp_path):
     assert summary[("/device:XPU:1", "MatMul")]["host_us"] > 0
 
 
+def test_work_in_flight_at_stop_is_in_the_profile(tmp_path):
+    x, w = np.ones((64, 64), np.float32), np.ones((64, 64), np.float32)
+    with profiler.Profile(tmp_path) as session:  # no synchronisation before the end
+        with pluggable.device("/xpu:1"):
+            for _ in range(20):
+                y = ops.relu(ops.matmul(x, w))
+    names = [e.name for e in session.result.events("/device:XPU:1") if e.line == "compute"]
+    assert (names.count("MatMul"), names.count("Relu")) == (20, 20)
+    assert float(y.numpy()[0, 0]) == 64.0
+
+
 def test_device_options_leave_the_xpu_profiler_out(tmp_path):
     for options in (ProfilerOptions(device_tracer_level=0), ProfilerOptions(device_type="CPU")):
         with profiler.Profile(tmp_path, options) as session:

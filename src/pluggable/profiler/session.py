@@ -3,9 +3,10 @@
 
 One session runs at a time per process. `start` starts the plugin profilers the options
 select (TensorFlow's rule: only when ``device_tracer_level > 0`` and ``device_type`` is
-"UNSPECIFIED" or "PLUGGABLE_DEVICE") and installs the host tracer; `stop` stops them,
-collects each plugin's XSpace (two calls: size, then data), merges them with the host plane
-and saves ``logdir/plugins/profile/<YYYY_MM_DD_HH_MM_SS>/<hostname>.xplane.pb``, where
+"UNSPECIFIED" or "PLUGGABLE_DEVICE") and installs the host tracer; `stop` waits for the
+work enqueued on every device, stops them, collects each plugin's XSpace (two calls: size,
+then data), merges them with the host plane and saves
+``logdir/plugins/profile/<YYYY_MM_DD_HH_MM_SS>/<hostname>.xplane.pb``, where
 TensorBoard's profile plugin and xprof look. A plugin that fails is reported in a
 `ProfilerWarning` and left out; the other planes are kept.
 """
@@ -142,12 +143,30 @@ def stop(save: bool = True) -> ProfileResult:
         _session = None
         if session.tracer is not None:
             session.tracer.uninstall()
+        if session.profilers:
+            _finish_device_work(session)
         for profiler in session.profilers:
             try:
                 profiler.stop()
             except PluggableError as exc:
                 _warn(session, f"pluggable.profiler: {exc}")
         return _finish(session, save)
+
+
+def _finish_device_work(session: _Session) -> None:
+    """Waits for the work enqueued on every device, so that the plugins' profilers have
+    recorded all of it (a kernel launched in the session appears in its profile)."""
+    from .. import loader
+
+    for platform in loader.manager().platforms.all():
+        for executor in platform.executors:
+            if executor.is_closed:
+                continue
+            try:
+                executor.synchronize_all_activity()
+            except PluggableError as exc:
+                _warn(session, f"pluggable.profiler: waiting for {executor.name} before "
+                               f"collecting failed: {exc}")
 
 
 def _finish(session: _Session, save: bool) -> ProfileResult:
