@@ -160,12 +160,12 @@ class XpuProfiler:
     def fill(self, capacity: int, guard: int = 64) -> bytes:
         """The second call, with a buffer of `capacity` bytes followed by guard bytes that
         must stay untouched."""
-        buffer = (ctypes.c_uint8 * (capacity + guard))(*([0xA5] * (capacity + guard)))
+        buffer = ctypes.create_string_buffer(b"\xa5" * (capacity + guard), capacity + guard)
         size = ctypes.c_size_t(capacity)
         self._call(self.fns.collect_data_xspace, buffer, ctypes.byref(size))
-        assert bytes(buffer[capacity:]) == b"\xa5" * guard, "the plugin wrote past the buffer"
+        assert buffer.raw[capacity:] == b"\xa5" * guard, "the plugin wrote past the buffer"
         assert size.value <= capacity
-        return bytes(buffer[:size.value])
+        return buffer.raw[:size.value]
 
     def collect(self) -> bytes:
         announced = self.size()
