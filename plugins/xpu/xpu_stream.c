@@ -243,7 +243,7 @@ static void wait_for_work(SP_Stream s) {
 
 /* Drops the references a finished operation held and frees it. Under dev->mu. */
 static void op_release(XpuOp* op) {
-  xpu_prof_free_name(op->prof_name); /* normally handed to the profiler */
+  if (op->prof_name != NULL) xpu_prof_free_name(op->prof_name); /* normally handed over */
   if (op->kind == OP_COPY) xpu_mapping_unref(op->u.copy.pin); /* normally already dropped */
   if (op->kind == OP_FN && op->u.work.arg != NULL) { /* normally already freed by the worker */
     if (op->u.work.free_arg != NULL) op->u.work.free_arg(op->u.work.arg);
