@@ -288,6 +288,7 @@ static int compare_lines(const void* a, const void* b) {
  * the session's line table could not be allocated (its events are then dropped). */
 static bool end_session(void) {
   atomic_store_explicit(&xpu_prof_session, false, memory_order_seq_cst);
+  discard_stopped_session(); /* normally nothing: start() dropped the previous one */
   size_t n = 0;
   for (XpuProfStream* b = g_streams; b != NULL; b = b->next) {
     while (atomic_load_explicit(&b->writing, memory_order_seq_cst) != 0) sched_yield();
