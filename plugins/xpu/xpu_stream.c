@@ -1099,9 +1099,13 @@ bool xpu_stream_enqueue_kernel(SP_Stream stream, const char* name, const char* n
                                size_t node_len, XpuStreamFn fn, void* arg,
                                void (*free_arg)(void*), const XpuDeviceRange* ranges,
                                size_t range_count, TF_Status* status) {
-  /* Copied before any lock is taken; only while a session runs. */
-  char* prof_name = node != NULL && node_len > 0 && fn != NULL && xpu_prof_active()
-                        ? xpu_prof_copy_name(node, node_len) : NULL;
+  /* Copied before any lock is taken, only while a session runs, and only when it says more
+   * than the op type (eager nodes are usually named after their op). */
+  char* prof_name = NULL;
+  if (node != NULL && node_len > 0 && fn != NULL && xpu_prof_active() &&
+      !(strlen(name) == node_len && memcmp(name, node, node_len) == 0)) {
+    prof_name = xpu_prof_copy_name(node, node_len);
+  }
   /* Find and lock the stream's device while the registry keeps both alive. */
   XpuDevice* dev = NULL;
   pthread_mutex_lock(&g_stream_registry_mu);
