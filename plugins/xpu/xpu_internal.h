@@ -238,20 +238,15 @@ typedef struct XpuDeviceRange {
  * host through TF_GetStream): it must be a live stream of a live XPU device, else
  * INVALID_ARGUMENT. Every range must lie inside a live allocation of that device
  * (INVALID_ARGUMENT / OUT_OF_RANGE as for copies). `name` names the operation in messages
- * (the op: "MatMul"). The stream takes ownership of `arg` whatever happens: it is released
- * with free_arg (free() when NULL) after fn ran, when fn is skipped because the stream has
- * already failed, or at once when enqueueing fails. With fn == NULL the stream and ranges are
- * only checked and nothing is enqueued. Never blocks on the stream. */
-bool xpu_stream_enqueue_fn(SP_Stream stream, const char* name, XpuStreamFn fn, void* arg,
-                           void (*free_arg)(void*), const XpuDeviceRange* ranges,
-                           size_t range_count, TF_Status* status);
-/* The same for a kernel whose node is called [node, node + node_len) (TF_GetOpKernelName):
- * while a profiling session runs the name is copied into the queued work, so that the
- * profiler can show it; `node` may be NULL. */
-bool xpu_stream_enqueue_kernel(SP_Stream stream, const char* op_type, const char* node,
-                               size_t node_len, XpuStreamFn fn, void* arg,
-                               void (*free_arg)(void*), const XpuDeviceRange* ranges,
-                               size_t range_count, TF_Status* status);
+ * (the op: "MatMul") and is the op type the profiler shows; [node, node + node_len) is the
+ * kernel's node name (TF_GetOpKernelName; `node` may be NULL), copied into the queued work
+ * while a profiling session runs. The stream takes ownership of `arg` whatever happens: it is
+ * released with free_arg (free() when NULL) after fn ran, when fn is skipped because the
+ * stream has already failed, or at once when enqueueing fails. With fn == NULL the stream and
+ * ranges are only checked and nothing is enqueued. Never blocks on the stream. */
+bool xpu_stream_enqueue_fn(SP_Stream stream, const char* name, const char* node,
+                           size_t node_len, XpuStreamFn fn, void* arg, void (*free_arg)(void*),
+                           const XpuDeviceRange* ranges, size_t range_count, TF_Status* status);
 /* Fills PLUGGABLE_StreamNamesExt.set_stream_name (see pluggable/plugin_ext.h). */
 void xpu_stream_set_name(const SP_Device* device, SP_Stream stream, const char* name);
 

@@ -425,8 +425,8 @@ bool xpu_compute_enqueue(XpuCompute* c, XpuStreamFn fn, void* arg, void (*free_a
   /* The node name only matters to a running profiling session. */
   TF_StringView node = {NULL, 0};
   if (xpu_prof_active()) node = TF_GetOpKernelName(c->ctx);
-  if (!xpu_stream_enqueue_kernel(stream, c->op, node.data, node.len, fn, arg, free_arg, ranges,
-                                 n, c->status)) {
+  if (!xpu_stream_enqueue_fn(stream, c->op, node.data, node.len, fn, arg, free_arg, ranges, n,
+                             c->status)) {
     c->failed = true;
     TF_OpKernelContext_Failure(c->ctx, c->status);
     return false;

@@ -1088,17 +1088,9 @@ static void free_work_arg(void* arg, void (*free_arg)(void*)) {
   else free(arg);
 }
 
-bool xpu_stream_enqueue_fn(SP_Stream stream, const char* name, XpuStreamFn fn, void* arg,
-                           void (*free_arg)(void*), const XpuDeviceRange* ranges,
-                           size_t range_count, TF_Status* status) {
-  return xpu_stream_enqueue_kernel(stream, name, NULL, 0, fn, arg, free_arg, ranges, range_count,
-                                   status);
-}
-
-bool xpu_stream_enqueue_kernel(SP_Stream stream, const char* name, const char* node,
-                               size_t node_len, XpuStreamFn fn, void* arg,
-                               void (*free_arg)(void*), const XpuDeviceRange* ranges,
-                               size_t range_count, TF_Status* status) {
+bool xpu_stream_enqueue_fn(SP_Stream stream, const char* name, const char* node,
+                           size_t node_len, XpuStreamFn fn, void* arg, void (*free_arg)(void*),
+                           const XpuDeviceRange* ranges, size_t range_count, TF_Status* status) {
   /* Copied before any lock is taken, only while a session runs, and only when it says more
    * than the op type (eager nodes are usually named after their op). */
   char* prof_name = NULL;
