@@ -614,6 +614,27 @@ def test_fault_profiler_collect(profiler, faults, xpu):
     assert [p.name for p in parse(data).planes] == [f"/device:XPU:{xpu.ordinal}"]
 
 
+def test_fault_kinds_from_the_environment(run_python):
+    code = f"""
+import ctypes, sys
+sys.path[:0] = [{os.path.dirname(os.path.abspath(__file__))!r}]
+import pluggable
+from test_xpu_profiler_c import XpuProfiler
+p = XpuProfiler(ctypes.CDLL(pluggable.get_platform("REF_XPU").path))
+for _ in range(2):
+    try:
+        p.start()
+    except Exception as exc:
+        print(type(exc).__name__, exc)
+    else:
+        print("started")
+"""
+    result = run_python(code, env={"XPU_FAIL": "profiler_start:1"})
+    assert result.stdout.splitlines() == [
+        "InternalError TP_ProfilerFns.start: injected fault (XPU fault kind 'profiler_start', "
+        "call #1)", "started"]
+
+
 def test_fault_kinds_are_listed(xpu_control):
     assert xpu_control.XPU_SetFaults(b"profiler_stop") == -1
     message = xpu_control.XPU_LastControlError().decode()
