@@ -438,7 +438,7 @@ def test_kernel_node_names(profiler, xpu_platform):
         outputs = []
         stream_delay_us = ctypes.CDLL(xpu_platform.path).XPU_SetStreamDelayUs
         stream_delay_us.argtypes = [ctypes.c_uint64]
-        stream_delay_us(20000)  # the first kernel is still queued when the session starts
+        stream_delay_us(200_000)  # the first kernel is still queued when the session starts
         try:
             outputs += named.run(xpu, stream, arg, [F32])
             profiler.start()
