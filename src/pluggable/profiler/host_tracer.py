@@ -138,13 +138,9 @@ class HostTracer:
         in_use = dict(self._baselines)
         encoded: Dict[tuple, bytes] = {}  # the fixed stats of allocations, by (bfc, bytes)
         bytes_in_use = builder.int_stat("bytes_in_use")
-        lines: Dict[int, Any] = {}
-
-        def line_of(ident):
-            line = lines.get(ident)
-            if line is None:
-                line = lines[ident] = builder.line(ident, names.get(ident, f"thread {ident}"))
-            return line
+        adders: Dict[int, Any] = {}  # thread ident -> its line's event adder
+        last_ident, add = None, None
+        cached_stats = builder.cached_stats
 
         def allocation(kind, when, bfc, nbytes):
             chunk = _round_chunk(nbytes)
@@ -155,19 +151,26 @@ class HostTracer:
             if fixed is None:
                 fixed = encoded[key] = builder.stats({"device": _device_name(bfc.executor),
                                                       "allocator": bfc.name, "bytes": chunk})
-            line.event(ALLOCATE if kind == ALLOC else DEALLOCATE, when, 0,
-                       fixed + bytes_in_use(max(used, 0)))
+            add((when, 0, ALLOCATE if kind == ALLOC else DEALLOCATE,
+                 fixed + bytes_in_use(max(used, 0))))
 
-        for record in self.records:
+        for record in self.records:  # the hot loop of stop(): one pass, few calls
             kind, ident = record[0], record[1]
-            line = line_of(ident)
+            if ident != last_ident:
+                add = adders.get(ident)
+                if add is None:
+                    line = builder.line(ident, names.get(ident, f"thread {ident}"))
+                    add = adders[ident] = line.add
+                last_ident = ident
             if kind == OP:
                 _, _, start, end, op_name, info, fresh = record
-                line.event(op_name, start, end - start,
-                           builder.cached_stats(info, lambda: _op_stats(info)))
+                add((start, end - start, op_name, cached_stats(info, lambda: _op_stats(info))))
                 for executor, nbytes in fresh:
                     if nbytes and executor._allocator is not None:
                         allocation(ALLOC, end, executor._allocator, nbytes)
+            elif kind == FREE or kind == ALLOC:
+                _, _, when, bfc, nbytes = record
+                allocation(kind, when, bfc, nbytes)
             elif kind == COPY:
                 _, _, start, end, call, executor, stream, nbytes = record
                 name, direction = _COPY_NAMES[call]
@@ -176,16 +179,13 @@ class HostTracer:
                 stream_name = getattr(stream, "name", None) if stream is not None else "sync"
                 if stream_name:
                     stats["stream"] = stream_name
-                line.event(name, start, end - start, builder.stats(stats))
-            elif kind in (ALLOC, FREE):
-                _, _, when, bfc, nbytes = record
-                allocation(kind, when, bfc, nbytes)
+                add((start, end - start, name, builder.stats(stats)))
             else:
                 _, _, start, end, name, step_num, metadata = record
                 stats = dict(metadata)
                 if step_num is not None:
                     stats["step_num"] = int(step_num)
-                line.event(name, start, end - start, builder.stats(stats))
+                add((start, end - start, name, builder.stats(stats)))
         return builder.finish_space_field()
 
 

@@ -168,17 +168,16 @@ class PlaneBuilder:
 
 
 class LineBuilder:
-    """One XLine; events are collected as (name, start, duration, encoded stats)."""
+    """One XLine; events are collected as (start, duration, name, encoded stats)."""
 
     def __init__(self, plane: PlaneBuilder, line_id: int, name: str):
         self._plane = plane
         self.id = line_id
         self.name = name
         self._events = []
-
-    def event(self, name: str, start_ns: int, duration_ns: int, stats: bytes) -> None:
-        """Adds an event; ``stats`` is encoded (`PlaneBuilder.stats` / `cached_stats`)."""
-        self._events.append((start_ns, duration_ns, name, stats))
+        # add((start_ns, duration_ns, name, stats)) adds an event, ``stats`` encoded
+        # (`PlaneBuilder.stats` / `cached_stats`): a bare list append, one per host event.
+        self.add = self._events.append
 
     def finish(self) -> bytes:
         events = sorted(self._events, key=lambda e: e[0])
