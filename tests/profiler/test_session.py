@@ -176,3 +176,14 @@ def test_trace_as_decorator_and_context_manager(own_manager, tmp_path):
     assert inner.start_ns + inner.duration_ns <= outer.start_ns + outer.duration_ns
     with pytest.raises(InvalidArgumentError, match="non-empty string"):
         profiler.Trace("")
+
+
+def test_delay_ms_waits_before_recording(profiler_plugin, own_manager, tmp_path):
+    import time
+
+    _load(own_manager, profiler_plugin())
+    before = time.time_ns()
+    with profiler.Profile(tmp_path, ProfilerOptions(delay_ms=30)) as session:
+        pass
+    (first, *_) = session.result.events("/device:TEST:0")
+    assert first.start_ns - before >= 30_000_000  # the plugin was started after the delay
