@@ -5,7 +5,7 @@
  * off an `ext` pointer that TensorFlow leaves to the plugin:
  *
  *   SP_Platform.ext         -> PLUGGABLE_PlatformInfoExt
- *   SP_StreamExecutor.ext   -> PLUGGABLE_LiveHandlesExt
+ *   SP_StreamExecutor.ext   -> PLUGGABLE_LiveHandlesExt -> PLUGGABLE_StreamNamesExt
  *
  * Every extension starts with the same three fields (PLUGGABLE_ExtHeader), so the host walks a
  * chain without knowing every type in it: it reads `type`, uses the structs it knows, and
@@ -30,7 +30,7 @@ extern "C" {
 #endif
 
 #define PLUGGABLE_EXT_MAJOR 0
-#define PLUGGABLE_EXT_MINOR 2
+#define PLUGGABLE_EXT_MINOR 3
 #define PLUGGABLE_EXT_PATCH 0
 
 /* Extension type tags. Values are never reused. TensorFlow lets a plugin keep private data in
@@ -43,6 +43,8 @@ extern "C" {
 typedef enum PLUGGABLE_ExtType {
   PLUGGABLE_EXT_PLATFORM_INFO = 0x504C4701, /* PLUGGABLE_PlatformInfoExt, on SP_Platform.ext */
   PLUGGABLE_EXT_LIVE_HANDLES = 0x504C4702,  /* PLUGGABLE_LiveHandlesExt, on SP_StreamExecutor.ext */
+  /* 0x504C4703 is taken by the DLPack extension. */
+  PLUGGABLE_EXT_STREAM_NAMES = 0x504C4704,  /* PLUGGABLE_StreamNamesExt, on SP_StreamExecutor.ext */
 } PLUGGABLE_ExtType;
 
 /* The prefix every extension struct begins with. */
@@ -107,6 +109,22 @@ typedef struct PLUGGABLE_LiveHandlesExt {
 
 #define PLUGGABLE_LIVE_HANDLES_EXT_STRUCT_SIZE \
   TF_OFFSET_OF_END(PLUGGABLE_LiveHandlesExt, get_live_handles)
+
+/* Names for a device's streams (since 0.3.0), which a device profiler uses to label its
+ * timelines ("compute", "host_to_device", ...). The host calls set_stream_name when it knows
+ * what a stream is for; calling it is optional (TensorFlow never does) and a stream without a
+ * name is labelled by the plugin. The plugin copies `name` (the caller keeps ownership) and
+ * may shorten a long one; a later call replaces the name. A NULL device, a stream that is not
+ * a live stream of `device`, or a NULL name is ignored: the call cannot fail. */
+typedef struct PLUGGABLE_StreamNamesExt {
+  size_t struct_size;
+  int32_t type; /* PLUGGABLE_EXT_STREAM_NAMES */
+  void* next;
+  void (*set_stream_name)(const SP_Device* device, SP_Stream stream, const char* name);
+} PLUGGABLE_StreamNamesExt;
+
+#define PLUGGABLE_STREAM_NAMES_EXT_STRUCT_SIZE \
+  TF_OFFSET_OF_END(PLUGGABLE_StreamNamesExt, set_stream_name)
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -25,8 +25,8 @@ extern "C" {
  * XPU_FAIL's: comma-separated entries, `kind:N` fails the N-th call (1-based) of that kind,
  * `kind` alone fails every call. Kinds: allocate, memcpy_htod, memcpy_dtoh, memcpy_dtod,
  * memset, create_stream, create_event, record_event, host_callback, stream, create_timer,
- * kernel. NULL or "" clears all faults. Returns 0, or -1 for a malformed spec, in which case
- * nothing changes and XPU_LastControlError() says why. */
+ * kernel, profiler_start, profiler_collect. NULL or "" clears all faults. Returns 0, or -1
+ * for a malformed spec, in which case nothing changes and XPU_LastControlError() says why. */
 XPU_CONTROL_EXPORT int XPU_SetFaults(const char* spec);
 
 /* The reason the calling thread's last failed control call failed, or "" if none did. The
@@ -46,6 +46,15 @@ XPU_CONTROL_EXPORT uint64_t XPU_InvalidFreeCount(void);
  * loaded (all streams, all devices). Streams recycle finished records, so in a steady stream
  * of work this stops growing. */
 XPU_CONTROL_EXPORT uint64_t XPU_OpRecordAllocations(void);
+/* Sets how many events the profiler keeps per stream and session (default 262144) for
+ * sessions started afterwards; later events are dropped and counted in the XSpace. 0 restores
+ * the default. */
+XPU_CONTROL_EXPORT void XPU_SetProfilerMaxEvents(uint64_t max_events);
+
+/* How many heap blocks the profiler holds now: stream buffers, their event chunks, copied
+ * names, and the data of a stopped session not yet collected. Leak tests compare it before
+ * and after start/stop/collect cycles. */
+XPU_CONTROL_EXPORT int64_t XPU_ProfilerHeapBlocks(void);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -24,6 +24,7 @@ static const char* const kKindNames[XPU_FAULT_KIND_COUNT] = {
     "allocate",     "memcpy_htod",  "memcpy_dtoh",   "memcpy_dtod",
     "memset",       "create_stream", "create_event", "record_event",
     "host_callback", "stream",      "create_timer",  "kernel",
+    "profiler_start", "profiler_collect",
 };
 
 static pthread_mutex_t g_fault_mu = PTHREAD_MUTEX_INITIALIZER;

@@ -10,6 +10,7 @@
  *   or the global stream registry lock (xpu_stream.c, kernels' stream lookup)
  *     ->  XpuDevice.mu  ->  the timer registry lock (xpu_stream.c)
  *                       ->  the fault-injection lock (xpu_faults.c)
+ *     XpuDevice.mu  ->  the profiler lock (xpu_profiler.c), which is a leaf
  * The kernel thread pool's lock (xpu_kernels_pool.c) is a leaf: nothing else is taken while
  * it is held, and it is never taken under a device lock.
  * The registry lock is held over a device lock only by the peer-source lookup
@@ -34,6 +35,7 @@
 #endif
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -55,7 +57,7 @@ void SE_InitializePlugin(SE_PlatformRegistrationParams* params, TF_Status* statu
 
 #define XPU_PLATFORM_NAME "REF_XPU"
 #define XPU_DEVICE_TYPE "XPU"
-#define XPU_PLUGIN_VERSION "xpu-reference 0.2.0"
+#define XPU_PLUGIN_VERSION "xpu-reference 0.3.0"
 
 #define XPU_DEFAULT_DEVICE_COUNT 2
 #define XPU_MAX_DEVICE_COUNT 64
@@ -236,21 +238,75 @@ typedef struct XpuDeviceRange {
  * host through TF_GetStream): it must be a live stream of a live XPU device, else
  * INVALID_ARGUMENT. Every range must lie inside a live allocation of that device
  * (INVALID_ARGUMENT / OUT_OF_RANGE as for copies). `name` names the operation in messages
- * (the op: "MatMul"). The stream takes ownership of `arg` whatever happens: it is released
- * with free_arg (free() when NULL) after fn ran, when fn is skipped because the stream has
- * already failed, or at once when enqueueing fails. With fn == NULL the stream and ranges are
- * only checked and nothing is enqueued. Never blocks on the stream. */
-bool xpu_stream_enqueue_fn(SP_Stream stream, const char* name, XpuStreamFn fn, void* arg,
-                           void (*free_arg)(void*), const XpuDeviceRange* ranges,
-                           size_t range_count, TF_Status* status);
+ * (the op: "MatMul") and is the op type the profiler shows; [node, node + node_len) is the
+ * kernel's node name (TF_GetOpKernelName; `node` may be NULL), copied into the queued work
+ * while a profiling session runs. The stream takes ownership of `arg` whatever happens: it is
+ * released with free_arg (free() when NULL) after fn ran, when fn is skipped because the
+ * stream has already failed, or at once when enqueueing fails. With fn == NULL the stream and
+ * ranges are only checked and nothing is enqueued. Never blocks on the stream. */
+bool xpu_stream_enqueue_fn(SP_Stream stream, const char* name, const char* node,
+                           size_t node_len, XpuStreamFn fn, void* arg, void (*free_arg)(void*),
+                           const XpuDeviceRange* ranges, size_t range_count, TF_Status* status);
+/* Fills PLUGGABLE_StreamNamesExt.set_stream_name (see pluggable/plugin_ext.h). */
+void xpu_stream_set_name(const SP_Device* device, SP_Stream stream, const char* name);
+
+/* ---- the profiler (xpu_profiler.c) ------------------------------------------------------ */
+
+/* What a profiled stream operation was. */
+typedef enum XpuProfKind {
+  XPU_PROF_KERNEL,
+  XPU_PROF_MEMCPY_H2D,
+  XPU_PROF_MEMCPY_D2H,
+  XPU_PROF_MEMCPY_D2D,
+  XPU_PROF_MEMSET,
+  XPU_PROF_HOST_CALLBACK,
+  XPU_PROF_RECORD_EVENT,
+  XPU_PROF_WAIT_EVENT,
+  XPU_PROF_KIND_COUNT
+} XpuProfKind;
+
+/* One stream's event buffer. Only the stream's worker appends to it, and only while a session
+ * runs; it outlives its stream until the session's data has been taken (xpu_profiler.c). */
+typedef struct XpuProfStream XpuProfStream;
+
+/* Set while a profiling session runs (xpu_profiler.c writes it under its lock). */
+extern atomic_bool xpu_prof_session;
+/* True while a profiling session runs. One relaxed atomic load: the whole cost of the
+ * profiler on the hot path when no session runs. */
+static inline bool xpu_prof_active(void) {
+  return atomic_load_explicit(&xpu_prof_session, memory_order_relaxed);
+}
+/* CLOCK_REALTIME in nanoseconds, the profiler's clock (TensorFlow's profiler uses it too). */
+uint64_t xpu_prof_now_ns(void);
+/* A buffer for stream `stream_id` of device `ordinal`, not yet listed; NULL when out of memory
+ * (the stream then goes unprofiled). List it with xpu_prof_stream_publish once the stream
+ * exists, and hand it back with xpu_prof_stream_release when the stream is destroyed (its
+ * worker joined). */
+XpuProfStream* xpu_prof_stream_new(int ordinal, uint64_t stream_id);
+void xpu_prof_stream_publish(XpuProfStream* b);
+void xpu_prof_stream_release(XpuProfStream* b);
+/* Replaces the stream's name (copied, at most XPU_PROF_MAX_NAME bytes kept). */
+void xpu_prof_stream_set_name(XpuProfStream* b, const char* name);
+#define XPU_PROF_MAX_NAME 255
+/* A heap copy of [text, text + len) (at most XPU_PROF_MAX_NAME bytes), for a kernel's node
+ * name; NULL when out of memory. Freed with xpu_prof_free_name unless handed to
+ * xpu_prof_record, which takes it. */
+char* xpu_prof_copy_name(const char* text, size_t len);
+void xpu_prof_free_name(char* name);
+/* Called by `b`'s worker after an operation: appends one event if a session is running
+ * (else drops it). Takes ownership of `name` (may be NULL). `op_type`, for kernels, is a
+ * string that lives as long as the plugin. */
+void xpu_prof_record(XpuProfStream* b, XpuProfKind kind, uint64_t start_ns, uint64_t end_ns,
+                     uint64_t bytes, const char* op_type, char* name);
 
 /* Like xpu_stream_enqueue_fn, but the work is a struct of `work_size` bytes that the stream
  * copies into a buffer of the operation record; both are recycled per stream, so a steady
  * stream of kernels allocates nothing. fn gets the copy. `cleanup` (may be NULL) releases
  * what the work owns (never the struct itself): it is called on the copy after fn ran or was
  * skipped, or on `work` itself when enqueueing fails. */
-bool xpu_stream_enqueue_work(SP_Stream stream, const char* name, XpuStreamFn fn,
-                             const void* work, size_t work_size, void (*cleanup)(void*),
+bool xpu_stream_enqueue_work(SP_Stream stream, const char* name, const char* node,
+                             size_t node_len, XpuStreamFn fn, const void* work,
+                             size_t work_size, void (*cleanup)(void*),
                              const XpuDeviceRange* ranges, size_t range_count,
                              TF_Status* status);
 
@@ -285,6 +341,8 @@ typedef enum XpuFaultKind {
   XPU_FAULT_STREAM,
   XPU_FAULT_CREATE_TIMER,
   XPU_FAULT_KERNEL,
+  XPU_FAULT_PROFILER_START,
+  XPU_FAULT_PROFILER_COLLECT,
   XPU_FAULT_KIND_COUNT
 } XpuFaultKind;
 

@@ -424,10 +424,14 @@ static bool compute_enqueue(XpuCompute* c, XpuStreamFn fn, void* arg, void (*fre
     ranges[n++] = (XpuDeviceRange){TF_TensorData(c->out[i]), TF_TensorByteSize(c->out[i]),
                                    kOutputRoles[i]};
   }
+  /* The node name only matters to a running profiling session. */
+  TF_StringView node = {NULL, 0};
+  if (xpu_prof_active()) node = TF_GetOpKernelName(c->ctx);
   bool ok = work != NULL
-                ? xpu_stream_enqueue_work(stream, c->op, fn, work, work_size, NULL, ranges, n,
-                                          c->status)
-                : xpu_stream_enqueue_fn(stream, c->op, fn, arg, free_arg, ranges, n, c->status);
+                ? xpu_stream_enqueue_work(stream, c->op, node.data, node.len, fn, work,
+                                          work_size, NULL, ranges, n, c->status)
+                : xpu_stream_enqueue_fn(stream, c->op, node.data, node.len, fn, arg, free_arg,
+                                        ranges, n, c->status);
   if (!ok) {
     c->failed = true;
     TF_OpKernelContext_Failure(c->ctx, c->status);

@@ -22,8 +22,8 @@
  *   - Unified memory: blocks of the same arena, which the host can dereference directly.
  *   - Handle validation: streams, events, timers, devices and host allocations are kept in
  *     registries, so a destroyed or foreign handle is an error status, not a crash.
- *   - Project extensions on `ext` chains (pluggable/plugin_ext.h): platform capability flags
- *     and per-device live-handle counters for leak tests.
+ *   - Project extensions on `ext` chains (pluggable/plugin_ext.h): platform capability flags,
+ *     per-device live-handle counters for leak tests, and stream names for the profiler.
  *   - Peer copies (PLUGGABLE_PLATFORM_PEER_DTOD): memcpy_dtod and sync_memcpy_dtod of device
  *     D accept a source in a live allocation of any device created from the same SP_Platform;
  *     the destination must be D's. The source is looked up and checked when the call is made
@@ -41,8 +41,13 @@
  *     and Conv2D share a cache-blocked GEMM with AVX-512 / AVX2 / generic micro-kernels chosen
  *     at run time (xpu_kernels_gemm.c).
  *
+ *   - A device profiler (TF_InitProfiler, xpu_profiler.c): while a session runs, every stream
+ *     worker records its kernels (op type and node name), copies (direction, bytes), fills,
+ *     host callbacks and event records and waits, with CLOCK_REALTIME start and end, into a
+ *     buffer of its own; collect_data_xspace serialises them as an XSpace (one XPlane per
+ *     device, one XLine per stream) with a protobuf encoder of its own.
+ *
  * What is left out:
- *   - The profiler (TF_InitProfiler).
  *   - Other peer access: apart from the source of a device-to-device copy, a device only
  *     accepts its own memory (kernels, fills, host copies, copy destinations).
  *   - Memory spaces other than 0, and real NUMA placement (every device reports node 0).
@@ -401,11 +406,18 @@ static void xpu_get_live_handles(const SP_Device* device, PLUGGABLE_LiveHandles*
   }
 }
 
-/* Hangs off every SP_StreamExecutor.ext; never written after initialization. */
+/* The chain on every SP_StreamExecutor.ext; never written after initialization. */
+static PLUGGABLE_StreamNamesExt g_stream_names_ext = {
+    .struct_size = PLUGGABLE_STREAM_NAMES_EXT_STRUCT_SIZE,
+    .type = PLUGGABLE_EXT_STREAM_NAMES,
+    .next = NULL,
+    .set_stream_name = xpu_stream_set_name,
+};
+
 static PLUGGABLE_LiveHandlesExt g_live_handles_ext = {
     .struct_size = PLUGGABLE_LIVE_HANDLES_EXT_STRUCT_SIZE,
     .type = PLUGGABLE_EXT_LIVE_HANDLES,
-    .next = NULL,
+    .next = &g_stream_names_ext,
     .get_live_handles = xpu_get_live_handles,
 };
 

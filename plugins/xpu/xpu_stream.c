@@ -35,6 +35,11 @@
  * the stream's error, so that nobody waiting on them hangs; host callbacks still run (with an
  * OK status), because hosts release resources in them. A stream that waits on an errored
  * event takes the event's error.
+ *
+ * Profiling (xpu_profiler.c): while a session runs, the worker stamps each operation's start
+ * and end (CLOCK_REALTIME) and appends an event to its stream's XpuProfStream buffer; a kernel
+ * enqueued during a session carries a copy of its node name for that event. Without a session
+ * the worker pays one relaxed atomic load per operation, and enqueueing nothing.
  */
 #include "xpu_internal.h"
 
@@ -64,9 +69,13 @@ typedef struct XpuOp {
   const char* name; /* the API call that enqueued it, for error messages */
   uint64_t ticket;
   bool internal; /* plugin bookkeeping: not counted by the `stream` fault kind */
+  char* prof_name; /* OP_FN enqueued during a profiling session: the node name, else NULL */
   union {
-    /* `pin`: the source device's mapping, pinned for a peer copy (else NULL). */
-    struct { void* dst; const void* src; uint64_t size; XpuMapping* pin; } copy;
+    /* `pin`: the source device's mapping, pinned for a peer copy (else NULL). `direction`:
+     * which of the profiler's memcpy kinds it is. */
+    struct {
+      void* dst; const void* src; uint64_t size; XpuMapping* pin; XpuProfKind direction;
+    } copy;
     struct { void* dst; uint32_t pattern; unsigned width; uint64_t size; } fill;
     struct { SP_Event event; uint64_t gen; } event; /* OP_RECORD, OP_WAIT */
     SP_Timer timer;
@@ -109,6 +118,7 @@ struct SP_Stream_st {
   uint64_t credit_stamp_ns; /* when the credit was last refilled */
   bool work_came_fast;     /* the last wait ended with work within XPU_WORKER_SPIN_NS */
   bool batching;           /* the last wait found work: nap (timed) rather than sleep */
+  XpuProfStream* prof; /* immutable; NULL when it could not be allocated (not profiled) */
 };
 
 /* Guarded by dev->mu. */
@@ -388,6 +398,7 @@ static void release_work(XpuOp* op) {
 
 /* Drops the references a finished operation of `s` held and recycles it. Under dev->mu. */
 static void op_release(SP_Stream s, XpuOp* op) {
+  if (op->prof_name != NULL) xpu_prof_free_name(op->prof_name); /* normally handed over */
   if (op->kind == OP_COPY) xpu_mapping_unref(op->u.copy.pin); /* normally already dropped */
   if (op->kind == OP_FN) release_work(op); /* normally already done by the worker */
   if (op->kind == OP_RECORD || op->kind == OP_WAIT) event_unref(op->u.event.event);
@@ -511,8 +522,10 @@ static void run_work(SP_Stream s, XpuOp* op, bool healthy) {
   }
 }
 
-/* Executes one operation at the head of `s`. Called and returns with dev->mu held. */
-static void run_op(SP_Stream s, XpuOp* op) {
+/* Executes one operation at the head of `s`. Called and returns with dev->mu held. Returns
+ * whether it did its work (false when skipped because the stream has failed), for the
+ * profiler. */
+static bool run_op(SP_Stream s, XpuOp* op) {
   XpuDevice* dev = s->dev;
   bool healthy = s->error_code == TF_OK;
   if (healthy && !op->internal) {
@@ -525,7 +538,7 @@ static void run_op(SP_Stream s, XpuOp* op) {
   }
   switch (op->kind) {
     case OP_COPY:
-      if (!healthy && op->u.copy.pin == NULL) break;
+      if (!healthy && op->u.copy.pin == NULL) return false;
       pthread_mutex_unlock(&dev->mu);
       /* One memmove for the whole range: a host-to-device or device-to-host copy runs at
        * memcpy speed (a peer copy reads another device's arena, pinned in op->u.copy.pin). */
@@ -533,9 +546,9 @@ static void run_op(SP_Stream s, XpuOp* op) {
       xpu_mapping_unref(op->u.copy.pin); /* may unmap a peer's arena: done without the lock */
       op->u.copy.pin = NULL;
       pthread_mutex_lock(&dev->mu);
-      break;
+      return healthy;
     case OP_FILL:
-      if (!healthy) break;
+      if (!healthy) return false;
       pthread_mutex_unlock(&dev->mu);
       fill_pattern(op->u.fill.dst, op->u.fill.pattern, op->u.fill.width, op->u.fill.size);
       pthread_mutex_lock(&dev->mu);
@@ -544,7 +557,7 @@ static void run_op(SP_Stream s, XpuOp* op) {
       event_complete(op->u.event.event, op->u.event.gen, s);
       break;
     case OP_WAIT: {
-      if (!healthy) break;
+      if (!healthy) return false;
       SP_Event ev = op->u.event.event;
       if (ev->completed_gen < op->u.event.gen) host_waits_on_device(dev); /* no napping */
       while (ev->completed_gen < op->u.event.gen) pthread_cond_wait(&dev->state_cv, &dev->mu);
@@ -567,14 +580,39 @@ static void run_op(SP_Stream s, XpuOp* op) {
         op->u.timer->stopped = true;
       }
       pthread_mutex_unlock(&g_timer_mu);
-      break;
+      return false; /* not profiled */
     case OP_CALLBACK:
       run_callback(s, op);
       break;
     case OP_FN:
       run_work(s, op, healthy);
-      break;
+      return healthy;
   }
+  return true;
+}
+
+/* Hands the operation that ran from `start_ns` until now to the stream's profiler buffer. */
+static void profile_op(SP_Stream s, XpuOp* op, uint64_t start_ns) {
+  uint64_t end_ns = xpu_prof_now_ns();
+  XpuProfKind kind;
+  uint64_t bytes = 0;
+  const char* op_type = NULL;
+  char* name = NULL;
+  switch (op->kind) {
+    case OP_COPY: kind = op->u.copy.direction; bytes = op->u.copy.size; break;
+    case OP_FILL: kind = XPU_PROF_MEMSET; bytes = op->u.fill.size; break;
+    case OP_RECORD: kind = XPU_PROF_RECORD_EVENT; break;
+    case OP_WAIT: kind = XPU_PROF_WAIT_EVENT; break;
+    case OP_CALLBACK: kind = XPU_PROF_HOST_CALLBACK; break;
+    case OP_FN:
+      kind = XPU_PROF_KERNEL;
+      op_type = op->name;
+      name = op->prof_name;
+      op->prof_name = NULL;
+      break;
+    default: return;
+  }
+  xpu_prof_record(s->prof, kind, start_ns, end_ns, bytes, op_type, name);
 }
 
 /* The body of a stream's worker thread: runs the queue in order until shutdown. */
@@ -593,7 +631,10 @@ static void* stream_worker(void* arg) {
       sleep_us(delay);
       pthread_mutex_lock(&dev->mu);
     }
-    run_op(s, op);
+    /* Read once per operation: a session that starts while it runs catches the next one. */
+    bool profiling = xpu_prof_active();
+    uint64_t start_ns = profiling ? xpu_prof_now_ns() : 0;
+    if (run_op(s, op) && profiling) profile_op(s, op, start_ns);
     s->head = op->next;
     if (s->head == NULL) s->tail = NULL;
     op_release(s, op);
@@ -637,6 +678,7 @@ static void xpu_create_stream(const SP_Device* device, SP_Stream* stream, TF_Sta
   s->error_code = TF_OK;
   pthread_mutex_lock(&dev->mu);
   s->id = ++dev->next_stream_id;
+  s->prof = xpu_prof_stream_new(dev->ordinal, s->id);
   bool ok = xpu_ptrset_insert(&dev->streams, s);
   int rc = ok ? pthread_create(&s->thread, NULL, stream_worker, s) : 0;
   if (ok && rc != 0) {
@@ -645,6 +687,7 @@ static void xpu_create_stream(const SP_Device* device, SP_Stream* stream, TF_Sta
   }
   pthread_mutex_unlock(&dev->mu);
   if (!ok) {
+    xpu_prof_stream_release(s->prof);
     pthread_cond_destroy(&s->work_cv);
     free(s);
     xpu_status(status, TF_RESOURCE_EXHAUSTED, "%s: cannot start a worker thread (%s)", fn,
@@ -655,6 +698,7 @@ static void xpu_create_stream(const SP_Device* device, SP_Stream* stream, TF_Sta
   pthread_mutex_lock(&g_stream_registry_mu);
   xpu_ptrset_insert(&g_live_streams, s);
   pthread_mutex_unlock(&g_stream_registry_mu);
+  xpu_prof_stream_publish(s->prof);
   xpu_pool_retain();
   *stream = s;
 }
@@ -682,6 +726,7 @@ static void stream_destroy(XpuDevice* dev, SP_Stream s) {
   pthread_mutex_lock(&g_stream_registry_mu);
   xpu_ptrset_remove(&g_live_streams, s);
   pthread_mutex_unlock(&g_stream_registry_mu);
+  xpu_prof_stream_release(s->prof); /* keeps what it recorded in a running session */
   pthread_cond_destroy(&s->work_cv);
   free(s->error_message);
   free_op_list(s);
@@ -1078,6 +1123,8 @@ static void enqueue_copy(const SP_Device* device, SP_Stream stream, const char* 
     op->u.copy.src = src;
     op->u.copy.size = size;
     op->u.copy.pin = pin;
+    op->u.copy.direction = !dst_on_device ? XPU_PROF_MEMCPY_D2H
+                           : src_on_device ? XPU_PROF_MEMCPY_D2D : XPU_PROF_MEMCPY_H2D;
     pin = NULL;
     enqueue(stream, op);
   }
@@ -1206,12 +1253,21 @@ static void free_work_arg(void* arg, bool copied, void (*free_arg)(void*)) {
 
 /* xpu_stream_enqueue_fn (work == NULL: `arg` is a heap block the stream owns) and
  * xpu_stream_enqueue_work (`work_size` bytes at `work` are copied into the operation's
- * payload, which is recycled with the operation; `arg` is NULL). */
-static bool enqueue_kernel_work(SP_Stream stream, const char* name, XpuStreamFn fn, void* arg,
-                                const void* work, size_t work_size, void (*free_arg)(void*),
+ * payload, which is recycled with the operation; `arg` is NULL). `node` (node_len bytes, not
+ * NUL-terminated) names the kernel's node for a profiling session. */
+static bool enqueue_kernel_work(SP_Stream stream, const char* name, const char* node,
+                                size_t node_len, XpuStreamFn fn, void* arg, const void* work,
+                                size_t work_size, void (*free_arg)(void*),
                                 const XpuDeviceRange* ranges, size_t range_count,
                                 TF_Status* status) {
   void* owned = work != NULL ? (void*)work : arg; /* what free_arg releases on failure */
+  /* Copied before any lock is taken, only while a session runs, and only when it says more
+   * than the op type (eager nodes are usually named after their op). */
+  char* prof_name = NULL;
+  if (node != NULL && node_len > 0 && fn != NULL && xpu_prof_active() &&
+      !(strlen(name) == node_len && memcmp(name, node, node_len) == 0)) {
+    prof_name = xpu_prof_copy_name(node, node_len);
+  }
   /* Find and lock the stream's device while the registry keeps both alive. */
   XpuDevice* dev = NULL;
   pthread_mutex_lock(&g_stream_registry_mu);
@@ -1225,6 +1281,7 @@ static bool enqueue_kernel_work(SP_Stream stream, const char* name, XpuStreamFn 
                "%s: stream %p is not a live stream of an XPU device (TF_GetStream returned a "
                "destroyed or foreign stream)", name, (void*)stream);
     free_work_arg(owned, work != NULL, free_arg);
+    xpu_prof_free_name(prof_name);
     return false;
   }
   bool ok = stream_valid(dev, stream, name, status);
@@ -1256,26 +1313,40 @@ static bool enqueue_kernel_work(SP_Stream stream, const char* name, XpuStreamFn 
     } else {
       op->u.work.arg = arg;
     }
+    op->prof_name = prof_name;
+    prof_name = NULL;
     enqueue(stream, op);
   }
   pthread_mutex_unlock(&dev->mu);
+  xpu_prof_free_name(prof_name); /* not enqueued */
   if (op == NULL) free_work_arg(owned, work != NULL, free_arg);
   return ok && (fn == NULL || op != NULL);
 }
 
-bool xpu_stream_enqueue_fn(SP_Stream stream, const char* name, XpuStreamFn fn, void* arg,
-                           void (*free_arg)(void*), const XpuDeviceRange* ranges,
-                           size_t range_count, TF_Status* status) {
-  return enqueue_kernel_work(stream, name, fn, arg, NULL, 0, free_arg, ranges, range_count,
-                             status);
+bool xpu_stream_enqueue_fn(SP_Stream stream, const char* name, const char* node,
+                           size_t node_len, XpuStreamFn fn, void* arg, void (*free_arg)(void*),
+                           const XpuDeviceRange* ranges, size_t range_count, TF_Status* status) {
+  return enqueue_kernel_work(stream, name, node, node_len, fn, arg, NULL, 0, free_arg, ranges,
+                             range_count, status);
 }
 
-bool xpu_stream_enqueue_work(SP_Stream stream, const char* name, XpuStreamFn fn,
-                             const void* work, size_t work_size, void (*cleanup)(void*),
+bool xpu_stream_enqueue_work(SP_Stream stream, const char* name, const char* node,
+                             size_t node_len, XpuStreamFn fn, const void* work,
+                             size_t work_size, void (*cleanup)(void*),
                              const XpuDeviceRange* ranges, size_t range_count,
                              TF_Status* status) {
-  return enqueue_kernel_work(stream, name, fn, NULL, work, work_size, cleanup, ranges,
-                             range_count, status);
+  return enqueue_kernel_work(stream, name, node, node_len, fn, NULL, work, work_size, cleanup,
+                             ranges, range_count, status);
+}
+
+/* PLUGGABLE_StreamNamesExt.set_stream_name: names the stream's timeline in profiles. The
+ * callback has no status, so an invalid device or stream is ignored. */
+void xpu_stream_set_name(const SP_Device* device, SP_Stream stream, const char* name) {
+  if (name == NULL) return;
+  XpuDevice* dev = lock_stream(device, stream, "set_stream_name", NULL);
+  if (dev == NULL) return;
+  xpu_prof_stream_set_name(stream->prof, name);
+  pthread_mutex_unlock(&dev->mu);
 }
 
 /* ---- wiring and teardown ---------------------------------------------------------------- */

@@ -24,12 +24,12 @@ __all__ = ["config", "errors", "get_include", "load_plugin", "get_platform", "ge
            "PluggableDevice", "PluggableError", "PluginLoadError", "PluginLoadWarning",
            "tensor", "zeros", "empty", "Tensor", "DType", "bool_", "int8", "int16", "int32",
            "int64", "uint8", "uint16", "uint32", "uint64", "float16", "bfloat16", "float32",
-           "float64", "complex64", "complex128", "ops", "raw_ops", "device"]
+           "float64", "complex64", "complex128", "ops", "raw_ops", "device", "profiler"]
 
 # Tensors need NumPy, which costs more to import than the rest of the package together:
 # they are imported on first use.
 _LAZY = {"tensor": "tensors", "zeros": "tensors", "empty": "tensors", "Tensor": "tensors",
-         "ops": None, "raw_ops": None, "dispatch": None,
+         "ops": None, "raw_ops": None, "dispatch": None, "profiler": None,
          "DType": "dtypes", "dtypes": None, "bool_": "dtypes", "int8": "dtypes",
          "int16": "dtypes", "int32": "dtypes", "int64": "dtypes", "uint8": "dtypes",
          "uint16": "dtypes", "uint32": "dtypes", "uint64": "dtypes", "float16": "dtypes",

@@ -139,6 +139,10 @@ def _default_host_limit() -> int:
     return min(DEFAULT_HOST_LIMIT, physical // 2) if physical > 0 else DEFAULT_HOST_LIMIT
 
 
+# The host tracer of a running profiling session, or None (set by pluggable.profiler).
+_tracer = None
+
+
 class BFCAllocator:
     """A best-fit-with-coalescing allocator over one executor's memory.
 
@@ -226,7 +230,10 @@ class BFCAllocator:
         `ResourceExhaustedError` when the memory limit or the device is exhausted."""
         try:
             if 0 < size < _MAX_SIZE:  # ctypes would silently wrap sizes of 2**64 and more
-                return _BFCAllocate(self._handle, size) or self._out_of_memory(size)
+                address = _BFCAllocate(self._handle, size) or self._out_of_memory(size)
+                if _tracer is not None:
+                    _tracer.alloc(self, size)
+                return address
         except (TypeError, ctypes.ArgumentError):
             pass
         return self._allocate_unusual(size)
@@ -236,6 +243,8 @@ class BFCAllocator:
         address this allocator did not give out (or already took back)."""
         try:
             if 0 <= address < _MAX_ADDRESS:
+                if _tracer is not None and address:
+                    _tracer.free(self, address)
                 if _BFCDeallocate(self._handle, address):
                     self._deallocate_failed(address)
                 return

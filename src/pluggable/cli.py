@@ -5,6 +5,7 @@
     python -m pluggable demo      one network on every device: results and timings
     python -m pluggable conformance PATH.so [-k EXPR] [--json FILE]
                                   the conformance checks against one plugin library
+    python -m pluggable profile-summary PATH   the summary table of a saved profile
 """
 from __future__ import annotations
 
@@ -64,7 +65,7 @@ def cmd_plugins(_args) -> int:
         reason = f"{r.step}: {r.reason}" if r.step else r.reason
         rows.append((r.status, r.device_type, r.platform_name, r.device_count, r.api_version,
                      r.priority, "yes" if r.provides_kernels else "no",
-                     "yes" if r.provides_profiler else "no", r.path, reason))
+                     _profiler_cell(r), r.path, reason))
     print(_table(("status", "type", "platform", "devices", "SE API", "priority", "kernels",
                   "profiler", "path", "reason"), rows))
     return 0
@@ -81,6 +82,26 @@ def cmd_conformance(args) -> int:
 
     return conformance.run(args.path, keyword=args.k, json_path=args.json,
                            verbose=not args.quiet)
+def _profiler_cell(record) -> str:
+    """The profiler's device type, why it was skipped, or "no"."""
+    if record.profiler_type:
+        return record.profiler_type
+    if record.profiler_reason:
+        return f"skipped ({record.profiler_reason})"
+    return "yes" if record.provides_profiler and record.status != "loaded" else "no"
+
+
+def cmd_profile_summary(args) -> int:
+    from . import profiler
+    from .errors import PluggableError
+
+    try:
+        result = profiler.load(args.path)
+    except (OSError, PluggableError) as exc:
+        print(f"pluggable profile-summary: {exc}", file=sys.stderr)
+        return 1
+    print(result.summary())
+    return 0
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -103,6 +124,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     check.add_argument("--json", metavar="FILE", help="also write the results to FILE")
     check.add_argument("-q", "--quiet", action="store_true", help="quiet: a dot per passing check")
     check.set_defaults(run=cmd_conformance)
+    summary = sub.add_parser("profile-summary",
+                             help="print the per-op summary of a saved profile (.xplane.pb, "
+                                  "or a log directory: its newest profile)")
+    summary.add_argument("path")
+    summary.set_defaults(run=cmd_profile_summary)
     args = parser.parse_args(argv)
     # The plugins table already states why a plugin was skipped.
     with warnings.catch_warnings():

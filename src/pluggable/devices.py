@@ -49,7 +49,16 @@ class PluggableDevice:
             raise
         (self.compute_stream, self.host_to_device_stream, self.device_to_host_stream,
          self.device_to_device_stream) = streams
+        self._name_streams()
         self._closed = False
+
+    # Names of the four streams, in `streams` order: profiles name their timelines so.
+    STREAM_ROLES = ("compute", "host_to_device", "device_to_host", "device_to_device")
+
+    def _name_streams(self) -> None:
+        for role, stream in zip(self.STREAM_ROLES, self.streams):
+            if getattr(stream, "name", None) != role:
+                self.executor.name_stream(stream, role)
 
     @property
     def subdevice_type(self) -> str:
@@ -97,6 +106,7 @@ class PluggableDevice:
                 stream.close()
             (self.compute_stream, self.host_to_device_stream, self.device_to_host_stream,
              self.device_to_device_stream) = streams
+            self._name_streams()
 
     def close(self) -> None:
         if self._closed:

@@ -52,6 +52,9 @@ _settings = {"soft": True, "log": False}
 _warned: set = set()
 _warned_lock = threading.Lock()
 _step_ids = itertools.count(1)
+# The host tracer of a running profiling session, or None (set by pluggable.profiler): the
+# one check an op pays when no session runs.
+_tracer = None
 
 
 @contextlib.contextmanager
@@ -264,7 +267,7 @@ class _Plan:
     None when the plan went stale (streams replaced, kernels changed or closed)."""
 
     __slots__ = ("device", "compute", "prepared", "kernel", "outputs", "generation",
-                 "kernels")
+                 "kernels", "key", "kernel_name")
 
     def __init__(self, device: PluggableDevice, prepared, outputs, generation: int):
         self.device = device
@@ -335,9 +338,14 @@ def _plan_key(op_name: str, inputs: Sequence[Any]) -> Optional[Tuple]:
     return tuple(key)
 
 
-def execute(op_name: str, inputs: Sequence[Any], attrs: Optional[Mapping[str, Any]] = None
-            ) -> List[Tensor]:
-    """Runs ``op_name`` on ``inputs`` with ``attrs``; returns its outputs."""
+def execute(op_name: str, inputs: Sequence[Any], attrs: Optional[Mapping[str, Any]] = None,
+            _record: Optional[list] = None) -> List[Tensor]:
+    """Runs ``op_name`` on ``inputs`` with ``attrs``; returns its outputs.
+
+    ``_record`` is the host tracer's: a list that receives the plan (fast path) or the
+    slow path's choice of device and kernel."""
+    if _tracer is not None and _record is None:
+        return _tracer.op(op_name, inputs, attrs)
     key = None
     if not attrs and not _settings["log"]:
         key = _plan_key(op_name, inputs)
@@ -346,12 +354,14 @@ def execute(op_name: str, inputs: Sequence[Any], attrs: Optional[Mapping[str, An
             if plan is not None:
                 outputs = plan.run(inputs)
                 if outputs is not None:
+                    if _record is not None:
+                        _record.append(plan)
                     return outputs
-    return _execute(op_name, inputs, attrs, key)
+    return _execute(op_name, inputs, attrs, key, _record)
 
 
 def _execute(op_name: str, inputs: Sequence[Any], attrs: Optional[Mapping[str, Any]],
-             key: Optional[Tuple]) -> List[Tensor]:
+             key: Optional[Tuple], record: Optional[list] = None) -> List[Tensor]:
     op = OPS.get(op_name)
     if op is None:
         raise NotFoundError(f"there is no op named {op_name!r}; pluggable.raw_ops lists them",
@@ -371,6 +381,8 @@ def _execute(op_name: str, inputs: Sequence[Any], attrs: Optional[Mapping[str, A
         registration = _find_kernel(op, target, attrs)
         if registration is not None:
             _log(op, target)
+            if record is not None:
+                record.append(_choice(target, registration.kernel_name, False, tensors))
             outputs = _run_on_device(op, target, registration, tensors, host, attrs, shapes,
                                      out_dtypes)
             if key is not None:
@@ -379,6 +391,8 @@ def _execute(op_name: str, inputs: Sequence[Any], attrs: Optional[Mapping[str, A
             return outputs
         _no_kernel(op, target, attrs)
     _log(op, CPU_DEVICE)
+    if record is not None:
+        record.append(_choice(None, None, target is not CPU_DEVICE, tensors))
     arrays = [t.numpy() for t in tensors]
     outputs = op.cpu(arrays, attrs)
     result = []
@@ -387,6 +401,12 @@ def _execute(op_name: str, inputs: Sequence[Any], attrs: Optional[Mapping[str, A
         array.flags.writeable = False
         result.append(Tensor(shape, dtype, CPU_DEVICE, array=array))
     return result
+
+
+def _choice(device, kernel_name, fallback: bool, tensors: List[Tensor]) -> Tuple:
+    """What the slow path chose, for the host tracer: (device or None for the CPU, kernel
+    name, whether a plugin device fell back to the CPU, input (shape, dtype name) pairs)."""
+    return (device, kernel_name, fallback, tuple((t.shape, t.dtype.name) for t in tensors))
 
 
 def _log(op: OpDef, target) -> None:
@@ -429,7 +449,9 @@ def _remember_plan(key, op: OpDef, target: PluggableDevice, registration,
                for shape, dtype in zip(shapes, out_dtypes)]
     if len(_plans) >= _MAX_PLANS:
         _plans.clear()
-    _plans[key] = _Plan(target, prepared, outputs, kernels.generation)
+    plan = _Plan(target, prepared, outputs, kernels.generation)
+    plan.key, plan.kernel_name = key, registration.kernel_name
+    _plans[key] = plan
 
 
 def _count(shape) -> int:

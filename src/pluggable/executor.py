@@ -147,6 +147,10 @@ class _ScratchMemoryBase(threading.local):
         base = SP_DeviceMemoryBase.new()
         self.pair = (base, ctypes.byref(base))
 
+# The host tracer of a running profiling session, or None (set by pluggable.profiler).
+_tracer = None
+
+
 class StreamExecutor:
     """One device of a platform. Made by the loader; reach it with ``platform.executor(i)``
     or ``device.executor``."""
@@ -257,8 +261,13 @@ class StreamExecutor:
         self._fns = fns
         self._allocate, self._deallocate = fns["allocate"], fns["deallocate"]  # hot pair
         self.supports_timers = p._timer_fns is not None
-        self._live_handles_fn = None
+        self._live_handles_fn = self._stream_names_fn = None
         for link in plugin_ext.walk_ext_chain(view.ext or 0):
+            if link.type == plugin_ext.PLUGGABLE_EXT_STREAM_NAMES:
+                names = negotiate(plugin_ext.PLUGGABLE_StreamNamesExt,
+                                  plugin_ext.PLUGGABLE_StreamNamesExt.from_address(link.address),
+                                  "SP_StreamExecutor.ext")
+                self._stream_names_fn = names.set_stream_name or None
             if link.type == plugin_ext.PLUGGABLE_EXT_LIVE_HANDLES:
                 ext = negotiate(plugin_ext.PLUGGABLE_LiveHandlesExt,
                                 plugin_ext.PLUGGABLE_LiveHandlesExt.from_address(link.address),
@@ -575,7 +584,7 @@ class StreamExecutor:
         address, nbytes, keep = host_buffer(src, False, "memcpy_htod source")
         size = self._copy_size(size, [(nbytes, "host source"), (dst.size, "device destination")],
                                "memcpy_htod")
-        self._call("memcpy_htod", stream._handle, dst._ref, address, size)
+        self._copy("memcpy_htod", stream, size, stream._handle, dst._ref, address, size)
         return self._keep_until_done(stream, keep)
 
     def memcpy_dtoh(self, stream: "Stream", dst: Any, src: DeviceMemory,
@@ -586,7 +595,7 @@ class StreamExecutor:
         address, nbytes, keep = host_buffer(dst, True, "memcpy_dtoh destination")
         size = self._copy_size(size, [(src.size, "device source"), (nbytes, "host destination")],
                                "memcpy_dtoh")
-        self._call("memcpy_dtoh", stream._handle, address, src._ref, size)
+        self._copy("memcpy_dtoh", stream, size, stream._handle, address, src._ref, size)
         return self._keep_until_done(stream, keep)
 
     def memcpy_dtod(self, stream: "Stream", dst: DeviceMemory, src: DeviceMemory,
@@ -595,15 +604,35 @@ class StreamExecutor:
         self._check_stream(stream)
         size = self._copy_size(size, [(src.size, "device source"),
                                       (dst.size, "device destination")], "memcpy_dtod")
-        self._call("memcpy_dtod", stream._handle, dst._ref, src._ref, size)
+        self._copy("memcpy_dtod", stream, size, stream._handle, dst._ref, src._ref, size)
+
+    def _copy(self, name: str, stream: Optional["Stream"], size: int, *args) -> None:
+        """Calls the copy ``name``; while a profiling session records, also tells its host
+        tracer (direction, bytes, device, stream)."""
+        tracer = _tracer
+        if tracer is None:
+            self._call(name, *args)
+            return
+        start = time.time_ns()
+        self._call(name, *args)
+        tracer.copy(name, self, stream, size, start, time.time_ns())
 
     def _sync_copy(self, name: str, async_name: str, args_sync, args_async) -> None:
+        size = args_sync[-1]
         if self._fns.get(name) is not None:
-            self._call(name, *args_sync)
+            self._copy(name, None, size, *args_sync)
             return
         stream = self._fallback_stream()
-        self._call(async_name, stream._handle, *args_async)
+        self._copy(async_name, stream, size, stream._handle, *args_async)
         stream.synchronize()
+
+    def name_stream(self, stream: "Stream", name: str) -> None:
+        """Gives ``stream`` a name for profiles ("compute", "host_to_device", ...): kept on the
+        stream and, when the plugin provides PLUGGABLE_StreamNamesExt, passed to it so its
+        profiler names the stream's timeline."""
+        stream.name = name
+        if self._stream_names_fn is not None and not self._closed:
+            self._stream_names_fn(self._device_ptr, stream._handle, name.encode())
 
     def sync_memcpy_htod(self, dst: DeviceMemory, src: Any, size: Optional[int] = None) -> None:
         """Copies host ``src`` to ``dst`` and returns when the copy is done."""

@@ -26,11 +26,14 @@ import sys
 import sysconfig
 import threading
 import warnings
-from typing import Dict, Iterator, List, Optional, Tuple
+from typing import TYPE_CHECKING, Dict, Iterator, List, Optional, Tuple
 
 from . import _native  # noqa: F401  (loads the runtime library, RTLD_GLOBAL, before plugins)
 from .errors import PluggableError, PluginLoadError, PluginLoadWarning
 from .platform import Platform, PlatformRegistry, PluginCallError
+
+if TYPE_CHECKING:
+    from .plugin_profiler import PluginProfiler
 
 PLUGIN_DIRECTORY = "tensorflow-plugins"
 ENTRY_POINT_GROUP = "pluggable.plugins"
@@ -51,6 +54,9 @@ _ADVICE = {
                   "pluggable.get_include() and see include/ABI.md",
     "device creation": "the plugin failed to create its devices; its message above says why",
     "registration": "another loaded plugin already provides it; remove one of the two",
+    "profiler init": "the plugin's own message above says why its profiler refused to start",
+    "profiler validation": "the plugin's TF_InitProfiler does not follow the profiler C API; "
+                           "rebuild it against pluggable.get_include() and see include/ABI.md",
 }
 
 
@@ -71,6 +77,8 @@ class PluginRecord:
     provides_kernels: bool = False
     provides_profiler: bool = False
     plugin_version: Optional[str] = None
+    profiler_type: Optional[str] = None  # TP_Profiler.device_type once TF_InitProfiler passed
+    profiler_reason: str = ""  # why the library's profiler was skipped
 
 
 class PluginLibrary:
@@ -90,12 +98,13 @@ class PluginLibrary:
                 self.init_symbol = symbol
                 self.init_fn = _InitFn(fn)
                 break
-        if self.init_fn is None:
-            raise PluginCallError(
-                "symbol lookup", f"the library exports neither {INIT_SYMBOLS[0]} nor "
-                                 f"{INIT_SYMBOLS[1]}")
         self.kernel_init = self._symbol("TF_InitKernel")
         self.profiler_init = self._symbol("TF_InitProfiler")
+        # A library may provide only a profiler, as TensorFlow allows.
+        if self.init_fn is None and self.profiler_init is None:
+            raise PluginCallError(
+                "symbol lookup", f"the library exports neither {INIT_SYMBOLS[0]} nor "
+                                 f"{INIT_SYMBOLS[1]} (nor TF_InitProfiler)")
 
     def _symbol(self, name: str) -> Optional[int]:
         try:
@@ -195,6 +204,7 @@ class PluginManager:
         self._by_key: Dict[Tuple[int, int], PluginRecord] = {}
         self._errors: Dict[Tuple[int, int], PluginLoadError] = {}
         self._platform_by_key: Dict[Tuple[int, int], Platform] = {}
+        self.profilers: List["PluginProfiler"] = []
         self.platforms = PlatformRegistry()
         self.devices = DeviceRegistry(self)
 
@@ -231,7 +241,7 @@ class PluginManager:
         if key in self._by_key:  # the same file by another route
             if key in self._platform_by_key:
                 return self._platform_by_key[key]
-            if explicit:
+            if explicit and key in self._errors:
                 raise self._errors[key]
             return None
         self._by_key[key] = record
@@ -240,6 +250,13 @@ class PluginManager:
             library = PluginLibrary(path)
             record.provides_kernels = library.kernel_init is not None
             record.provides_profiler = library.profiler_init is not None
+            if library.init_fn is None:  # a profiler and no device
+                self._load_profiler(library, record)
+                if record.profiler_type is not None:
+                    record.status = "loaded"
+                else:
+                    record.step, _, record.reason = record.profiler_reason.partition(": ")
+                return None
             platform = Platform(library, library.init_fn, library.init_symbol)
             record.platform_name = platform.name
             record.device_type = platform.device_type
@@ -267,7 +284,28 @@ class PluginManager:
             from .kernels import load_kernels
 
             load_kernels(platform, {p.device_type for p in self.platforms.all()})
+        self._load_profiler(library, record)
         return platform
+
+    def _load_profiler(self, library: PluginLibrary, record: PluginRecord) -> None:
+        """Calls the library's TF_InitProfiler; a profiler that fails is skipped with a
+        warning and the library's devices stay usable."""
+        from .plugin_profiler import ProfilerLoadError, load_profiler
+
+        try:
+            profiler = load_profiler(library.path, library.profiler_init)
+        except ProfilerLoadError as exc:
+            record.profiler_reason = f"{exc.step}: {exc.reason}"
+            advice = _ADVICE[exc.step]
+            warnings.warn(
+                f"pluggable: plugin {record.path} ({record.source}): {exc.step} failed: "
+                f"{exc.reason}. {advice}. Its profiler is left out of profiles; its devices "
+                f"still work. `python -m pluggable plugins` lists every plugin and its status",
+                PluginLoadWarning, stacklevel=5)
+            return
+        if profiler is not None:
+            record.profiler_type = profiler.device_type
+            self.profilers.append(profiler)
 
     def _fail(self, record: PluginRecord, key, step: str, reason: str,
               explicit: bool) -> None:
@@ -297,6 +335,12 @@ class PluginManager:
             from . import kernels  # kernel instances may hold device memory: first
 
             kernels.close_all()
+            profilers, self.profilers = self.profilers, []
+            for profiler in profilers:
+                try:
+                    profiler.destroy()
+                except Exception:  # at exit nothing can be reported usefully
+                    pass
             self.devices.close_all()
             for platform in self.platforms.all():
                 for executor in platform.executors:
@@ -321,11 +365,13 @@ def manager() -> PluginManager:
     return _manager
 
 
-def load_plugin(path, priority: Optional[int] = None) -> Platform:
+def load_plugin(path, priority: Optional[int] = None) -> Optional[Platform]:
     """Loads the plugin at ``path`` (or returns its platform if it is loaded already).
 
     ``priority`` decides between plugins of the same device type (higher wins; default: what
-    the plugin declares, else 0). Raises `PluginLoadError` naming the step that failed.
+    the plugin declares, else 0). Raises `PluginLoadError` naming the step that failed. A
+    library with a profiler and no device returns None; a profiler that fails its checks is
+    a `PluginLoadWarning` (steps "profiler init", "profiler validation"), not an error.
     """
     return manager().load_plugin(path, priority)
 

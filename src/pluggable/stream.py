@@ -1,7 +1,7 @@
 """Streams: ordered queues of device work (``SP_Stream``)."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, NamedTuple, Set
+from typing import TYPE_CHECKING, NamedTuple, Optional, Set
 
 from . import _native
 from ._handle import PluginHandle
@@ -31,6 +31,7 @@ class Stream(PluginHandle):
 
     _destroy = "destroy_stream"
     _kind = "stream"
+    name: Optional[str] = None  # "compute", ... for a device's own streams (name_stream)
 
     def __init__(self, executor, handle):
         self._callback_tokens: Set[int] = set()

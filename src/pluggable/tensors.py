@@ -78,6 +78,10 @@ def resolve_device(spec: Any) -> AnyDevice:
     return get_device(f"{device_type}:{index}")
 
 
+# The host tracer of a running profiling session, or None (set by pluggable.profiler).
+_tracer = None
+
+
 class DeviceBuffer:
     """Device memory holding a tensor's bytes, from the device's allocator.
 
@@ -130,6 +134,8 @@ class DeviceBuffer:
                 executor = self.executor
                 allocator = executor._allocator
                 if allocator is not None and not executor._closed:
+                    if _tracer is not None:
+                        _tracer.free_buffer(allocator, self.nbytes)
                     if _BFCDeallocate(allocator._handle, address):
                         allocator._deallocate_failed(address)
                 return

@@ -40,6 +40,7 @@ from .plugin_ext import (
     PLUGGABLE_LiveHandles,
     PLUGGABLE_LiveHandlesExt,
     PLUGGABLE_PlatformInfoExt,
+    PLUGGABLE_StreamNamesExt,
     walk_ext_chain,
 )
 from .stream_executor import (
@@ -84,5 +85,5 @@ __all__ = [
     "TF_RendezvousSend_Params", "TF_RendezvousDoneCallback_Params",
     "TF_RendezvousDoneCallbackImpl", "TF_RendezvousAsyncRecv_Params", "TF_RendezvousThunk",
     "PLUGGABLE_ExtHeader", "PLUGGABLE_PlatformInfoExt", "PLUGGABLE_LiveHandles",
-    "PLUGGABLE_LiveHandlesExt",
+    "PLUGGABLE_LiveHandlesExt", "PLUGGABLE_StreamNamesExt",
 ]

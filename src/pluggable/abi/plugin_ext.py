@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterator
-from ctypes import CFUNCTYPE, c_int32, c_int64, c_size_t, c_uint64, c_void_p
+from ctypes import CFUNCTYPE, c_char_p, c_int32, c_int64, c_size_t, c_uint64, c_void_p
 from typing import NamedTuple
 
 from ._struct import ABIStruct
 
 PLUGGABLE_EXT_MAJOR = 0
-PLUGGABLE_EXT_MINOR = 2
+PLUGGABLE_EXT_MINOR = 3
 PLUGGABLE_EXT_PATCH = 0
 
 # A value `t` is an extension tag when (t & PLUGGABLE_EXT_TAG_MASK) == PLUGGABLE_EXT_TAG_BASE.
@@ -34,10 +34,12 @@ MAX_EXT_CHAIN_LINKS = 64
 class PLUGGABLE_ExtType(enum.IntEnum):
     PLUGGABLE_EXT_PLATFORM_INFO = 0x504C4701
     PLUGGABLE_EXT_LIVE_HANDLES = 0x504C4702
+    PLUGGABLE_EXT_STREAM_NAMES = 0x504C4704  # since 0.3.0 (0x504C4703: DLPack)
 
 
 PLUGGABLE_EXT_PLATFORM_INFO = PLUGGABLE_ExtType.PLUGGABLE_EXT_PLATFORM_INFO
 PLUGGABLE_EXT_LIVE_HANDLES = PLUGGABLE_ExtType.PLUGGABLE_EXT_LIVE_HANDLES
+PLUGGABLE_EXT_STREAM_NAMES = PLUGGABLE_ExtType.PLUGGABLE_EXT_STREAM_NAMES
 
 
 class PLUGGABLE_ExtHeader(ABIStruct):
@@ -92,15 +94,32 @@ class PLUGGABLE_LiveHandlesExt(ABIStruct):
     _size_macro_ = "PLUGGABLE_LIVE_HANDLES_EXT_STRUCT_SIZE"
 
 
+# void (*set_stream_name)(const SP_Device* device, SP_Stream stream, const char* name);
+PLUGGABLE_StreamNamesExt_set_stream_name_fn = CFUNCTYPE(None, c_void_p, c_void_p, c_char_p)
+
+
+class PLUGGABLE_StreamNamesExt(ABIStruct):
+    _fields_ = [
+        ("struct_size", c_size_t),
+        ("type", c_int32),
+        ("next", c_void_p),
+        ("set_stream_name", PLUGGABLE_StreamNamesExt_set_stream_name_fn),
+    ]
+    _last_field_ = "set_stream_name"
+    _size_macro_ = "PLUGGABLE_STREAM_NAMES_EXT_STRUCT_SIZE"
+
+
 PLUGGABLE_EXT_HEADER_STRUCT_SIZE = PLUGGABLE_ExtHeader.struct_size()
 PLUGGABLE_PLATFORM_INFO_EXT_STRUCT_SIZE = PLUGGABLE_PlatformInfoExt.struct_size()
 PLUGGABLE_LIVE_HANDLES_STRUCT_SIZE = PLUGGABLE_LiveHandles.struct_size()
 PLUGGABLE_LIVE_HANDLES_EXT_STRUCT_SIZE = PLUGGABLE_LiveHandlesExt.struct_size()
+PLUGGABLE_STREAM_NAMES_EXT_STRUCT_SIZE = PLUGGABLE_StreamNamesExt.struct_size()
 
 # The struct each extension tag announces.
 EXT_STRUCTS: dict[int, type[ABIStruct]] = {
     PLUGGABLE_EXT_PLATFORM_INFO: PLUGGABLE_PlatformInfoExt,
     PLUGGABLE_EXT_LIVE_HANDLES: PLUGGABLE_LiveHandlesExt,
+    PLUGGABLE_EXT_STREAM_NAMES: PLUGGABLE_StreamNamesExt,
 }
 
 
@@ -152,4 +171,5 @@ STRUCTS = (
     PLUGGABLE_PlatformInfoExt,
     PLUGGABLE_LiveHandles,
     PLUGGABLE_LiveHandlesExt,
+    PLUGGABLE_StreamNamesExt,
 )

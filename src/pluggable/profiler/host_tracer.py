@@ -1,0 +1,235 @@
+"""The host tracer: what the host did during a profiling session, on a ``/host:CPU`` plane.
+
+While a session records, the hooks of `dispatch` (every op), `executor` (every copy),
+`allocator` and `tensors` (every allocation and free) call this tracer; `Trace` annotations
+add their spans. Each record is a plain tuple appended to one list (atomic under the GIL),
+with ``time.time_ns()`` stamps (CLOCK_REALTIME, the clock of the plugins' planes); names,
+shapes and stats are worked out only when the session stops. When no session runs the
+hooks cost one check of a module global each.
+"""
+from __future__ import annotations
+
+import threading
+from _thread import get_ident
+from time import time_ns
+from typing import Any, Dict, List, Optional
+
+from .. import allocator as _allocator_module
+from .. import dispatch as _dispatch_module
+from .. import executor as _executor_module
+from .. import tensors as _tensors_module
+from ..dispatch import _Plan
+from .xspace import PlaneBuilder
+
+_HOOKED_MODULES = (_dispatch_module, _executor_module, _allocator_module, _tensors_module)
+
+# Kinds of record; the tuple's layout follows the kind (see the methods that append them).
+OP, COPY, ALLOC, FREE, ANNOTATION = range(5)
+
+_COPY_NAMES = {
+    "memcpy_htod": ("MemcpyH2D", "host_to_device"),
+    "sync_memcpy_htod": ("MemcpyH2D", "host_to_device"),
+    "memcpy_dtoh": ("MemcpyD2H", "device_to_host"),
+    "sync_memcpy_dtoh": ("MemcpyD2H", "device_to_host"),
+    "memcpy_dtod": ("MemcpyD2D", "device_to_device"),
+    "sync_memcpy_dtod": ("MemcpyD2D", "device_to_device"),
+}
+
+HOST_PLANE_NAME = "/host:CPU"
+ALLOCATE, DEALLOCATE = "Allocate", "Deallocate"
+
+
+def _round_chunk(nbytes: int) -> int:
+    # The BFC allocator's in-use chunk for a request: rounded up to 256 bytes.
+    return (nbytes + 255) & ~255
+
+
+class HostTracer:
+    """Records host activity between `install` and `uninstall`."""
+
+    def __init__(self):
+        self.records: List[tuple] = []
+        self._append = self.records.append
+        self._baselines: Dict[int, int] = {}  # id(allocator) -> bytes in use at start
+        self._allocators: Dict[int, Any] = {}
+        # Thread names, taken while the threads live (a line is named after its thread).
+        self.thread_names: Dict[int, str] = {}
+
+    def _ident(self) -> int:
+        ident = get_ident()
+        if ident not in self.thread_names:
+            self.thread_names[ident] = threading.current_thread().name
+        return ident
+
+    # -- session ---------------------------------------------------------------------------
+    def install(self) -> None:
+        from .. import loader
+
+        for platform in loader.manager().platforms.all():
+            for executor in platform.executors:
+                for bfc in (executor._allocator, executor._host_allocator):
+                    if bfc is not None and not bfc.is_closed:
+                        self._baselines[id(bfc)] = bfc.stats()["bytes_in_use"]
+                        self._allocators[id(bfc)] = bfc
+        for module in _HOOKED_MODULES:
+            module._tracer = self
+
+    def uninstall(self) -> None:
+        for module in _HOOKED_MODULES:
+            if module._tracer is self:
+                module._tracer = None
+
+    # -- hooks (the recording cost of a session) ---------------------------------------------
+    def op(self, op_name: str, inputs, attrs):
+        """Runs the op through dispatch and records it (dispatch's hook)."""
+        info: list = []
+        start = time_ns()
+        try:
+            outputs = _dispatch_module.execute(op_name, inputs, attrs, info)
+        except BaseException:
+            self._append((OP, self._ident(), start, time_ns(), op_name,
+                          info[0] if info else None, ()))
+            raise
+        end = time_ns()
+        ident = get_ident()
+        if ident not in self.thread_names:
+            self.thread_names[ident] = threading.current_thread().name
+        # The kernel's outputs were allocated inside the plugin call: the record keeps their
+        # executors and sizes (never the buffers, which must not be kept alive). The common
+        # case, one output of a fast-path plan (all inputs tensors), is spelled out.
+        if len(outputs) == 1 and type(info[0]) is _Plan:
+            buffer = outputs[0]._buffer
+            fresh = ((buffer.executor, buffer.nbytes),)
+            for t in inputs:
+                if t._buffer is buffer:
+                    fresh = ()
+                    break
+        else:
+            fresh = _fresh_outputs(outputs, inputs)
+        self._append((OP, ident, start, end, op_name, info[0], fresh))
+        return outputs
+
+    def copy(self, call: str, executor, stream, nbytes: int, start: int, end: int) -> None:
+        self._append((COPY, self._ident(), start, end, call, executor, stream, nbytes))
+
+    def alloc(self, bfc, nbytes: int) -> None:
+        self._append((ALLOC, self._ident(), time_ns(), bfc, _round_chunk(nbytes)))
+
+    def free(self, bfc, address: int) -> None:
+        """A free by address (the allocator's own `deallocate`): the size is asked."""
+        self._append((FREE, self._ident(), time_ns(), bfc, bfc.allocated_size(address)))
+
+    def free_buffer(self, bfc, nbytes: int) -> None:
+        """A tensor's buffer given back (once per op output: kept short)."""
+        self._append((FREE, get_ident(), time_ns(), bfc, nbytes))
+
+    def annotation(self, name: str, start: int, end: int, step_num, metadata) -> None:
+        self._append((ANNOTATION, self._ident(), start, end, name, step_num, metadata))
+
+    # -- the plane -------------------------------------------------------------------------
+    def build_plane(self, plane_id: int) -> Optional[bytes]:
+        """The ``/host:CPU`` XPlane of everything recorded, serialized as an
+        ``XSpace.planes`` field (None when nothing was recorded)."""
+        if not self.records:
+            return None
+        builder = PlaneBuilder(plane_id, HOST_PLANE_NAME)
+        names = {t.ident: t.name for t in threading.enumerate()}
+        names.update(self.thread_names)
+        in_use = dict(self._baselines)
+        encoded: Dict[tuple, bytes] = {}  # the fixed stats of allocations, by (bfc, bytes)
+        bytes_in_use = builder.int_stat("bytes_in_use")
+        adders: Dict[int, Any] = {}  # thread ident -> its line's event adder
+        last_ident, add = None, None
+        cached_stats = builder.cached_stats
+
+        def allocation(kind, when, bfc, nbytes):
+            chunk = _round_chunk(nbytes)
+            used = in_use.get(id(bfc), 0) + (chunk if kind == ALLOC else -chunk)
+            in_use[id(bfc)] = used
+            key = (id(bfc), chunk)
+            fixed = encoded.get(key)
+            if fixed is None:
+                fixed = encoded[key] = builder.stats({"device": _device_name(bfc.executor),
+                                                      "allocator": bfc.name, "bytes": chunk})
+            add((when, 0, ALLOCATE if kind == ALLOC else DEALLOCATE,
+                 fixed + bytes_in_use(max(used, 0))))
+
+        for record in self.records:  # the hot loop of stop(): one pass, few calls
+            kind, ident = record[0], record[1]
+            if ident != last_ident:
+                add = adders.get(ident)
+                if add is None:
+                    line = builder.line(ident, names.get(ident, f"thread {ident}"))
+                    add = adders[ident] = line.add
+                last_ident = ident
+            if kind == OP:
+                _, _, start, end, op_name, info, fresh = record
+                add((start, end - start, op_name, cached_stats(info, lambda: _op_stats(info))))
+                for executor, nbytes in fresh:
+                    if nbytes and executor._allocator is not None:
+                        allocation(ALLOC, end, executor._allocator, nbytes)
+            elif kind == FREE or kind == ALLOC:
+                _, _, when, bfc, nbytes = record
+                allocation(kind, when, bfc, nbytes)
+            elif kind == COPY:
+                _, _, start, end, call, executor, stream, nbytes = record
+                name, direction = _COPY_NAMES[call]
+                stats = {"bytes": nbytes, "direction": direction,
+                         "device": _device_name(executor)}
+                stream_name = getattr(stream, "name", None) if stream is not None else "sync"
+                if stream_name:
+                    stats["stream"] = stream_name
+                add((start, end - start, name, builder.stats(stats)))
+            else:
+                _, _, start, end, name, step_num, metadata = record
+                stats = dict(metadata)
+                if step_num is not None:
+                    stats["step_num"] = int(step_num)
+                add((start, end - start, name, builder.stats(stats)))
+        return builder.finish_space_field()
+
+
+def _fresh_outputs(outputs, inputs) -> tuple:
+    """(executor, bytes) of each output buffer that is not an input's (forwarded)."""
+    fresh = []
+    for t in outputs:
+        buffer = t._buffer
+        if buffer is not None and buffer.nbytes and all(
+                buffer is not getattr(i, "_buffer", None) for i in inputs):
+            fresh.append((buffer.executor, buffer.nbytes))
+    return tuple(fresh)
+
+
+def _device_name(executor) -> str:
+    return f"/device:{executor.platform.device_type}:{executor.ordinal}"
+
+
+def _op_stats(info) -> Dict[str, Any]:
+    if info is None:  # the op raised before dispatch chose anything
+        return {}
+    if isinstance(info, tuple):  # the slow path's own account
+        device, kernel, fallback, inputs = info
+        device_name = device.name if device is not None else "/device:CPU:0"
+        placement = "fallback" if fallback else ("kernel" if kernel else "cpu")
+    else:  # a fast-path plan: everything follows from its key
+        plan = info
+        device_name = plan.device.name
+        kernel = plan.kernel_name
+        placement = "kernel"
+        key = plan.key
+        inputs = tuple((tuple(key[i + 1]), _dtype_name(key[i])) for i in range(2, len(key), 3))
+    stats = {"device": device_name, "placement": placement,
+             "input_shapes": ";".join(str(list(shape)) for shape, _ in inputs),
+             "input_dtypes": ",".join(dtype for _, dtype in inputs)}
+    if kernel:
+        stats["kernel"] = kernel
+    return stats
+
+
+def _dtype_name(code: int) -> str:
+    from ..dtypes import from_code
+
+    try:
+        return from_code(code).name
+    except Exception:
+        return f"type code {code}"

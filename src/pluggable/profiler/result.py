@@ -1,0 +1,177 @@
+"""`ProfileResult`: a profile's planes and events, its summary table and its Chrome trace;
+`load` reads a saved ``.xplane.pb`` back."""
+from __future__ import annotations
+
+import glob
+import gzip
+import json
+import os
+from collections import defaultdict
+from typing import Any, Dict, Iterator, List, Optional
+
+from ..errors import NotFoundError
+from .xspace import Event, iter_events, parse_xspace
+
+HOST_PLANE = "/host:CPU"
+
+
+class ProfileResult:
+    """What one profiling session saw. ``path`` is the saved ``.xplane.pb`` (None when the
+    session was not saved); ``space`` the XSpace message (parsed on first use)."""
+
+    def __init__(self, data: bytes, path: Optional[str] = None):
+        self._data = data
+        self._space = None
+        self.path = path
+
+    @property
+    def space(self):
+        if self._space is None:
+            self._space = parse_xspace(self._data, self.path or "the profile")
+        return self._space
+
+    @property
+    def planes(self) -> List[str]:
+        """Plane names, e.g. ``["/device:XPU:0", "/host:CPU"]``."""
+        return [p.name for p in self.space.planes]
+
+    @property
+    def warnings(self) -> List[str]:
+        """What went wrong while collecting (a plugin that failed, malformed data)."""
+        return list(self.space.warnings)
+
+    def events(self, plane: Optional[str] = None) -> Iterator[Event]:
+        """Every event as an `Event` (plane, line, name, start_ns, duration_ns, stats)."""
+        return iter_events(self.space, plane)
+
+    def serialize(self) -> bytes:
+        """The XSpace as saved."""
+        return self._data
+
+    # -- summary -----------------------------------------------------------------------------
+    def summary_rows(self) -> List[Dict[str, Any]]:
+        """One row per (device, op): ``count``, ``total_us``/``mean_us``/``min_us``/``max_us``
+        of device time, ``share`` of the device's busy time, and ``host_us``, the mean host
+        dispatch time per op. Ops the CPU ran count as device "/device:CPU:0"; an op whose
+        device has no profiler plane has its host figures only (device times None)."""
+        device_events: Dict[tuple, List[float]] = defaultdict(list)
+        busy: Dict[str, float] = defaultdict(float)
+        host: Dict[tuple, List[float]] = defaultdict(list)
+        for e in self.events():
+            if e.plane == HOST_PLANE:
+                device = e.stats.get("device")  # ops and copies; not allocations
+                if device is not None and e.name not in ("Allocate", "Deallocate"):
+                    if e.stats.get("placement", "kernel") != "kernel":
+                        device = "/device:CPU:0"
+                        device_events[(device, e.name)].append(e.duration_ns)
+                        busy[device] += e.duration_ns
+                    host[(device, e.name)].append(e.duration_ns)
+                continue
+            device_events[(e.plane, e.name)].append(e.duration_ns)
+            busy[e.plane] += e.duration_ns
+        rows = []
+        for device, name in set(device_events) | set(host):
+            durations = device_events.get((device, name))
+            dispatch = host.get((device, name))
+            row = {"device": device, "op": name,
+                   "count": len(durations) if durations else len(dispatch),
+                   "total_us": None, "mean_us": None, "min_us": None, "max_us": None,
+                   "share": None,
+                   "host_us": sum(dispatch) / len(dispatch) / 1e3 if dispatch else None}
+            if durations:
+                total = sum(durations)
+                row.update(total_us=total / 1e3, mean_us=total / len(durations) / 1e3,
+                           min_us=min(durations) / 1e3, max_us=max(durations) / 1e3,
+                           share=total / busy[device] if busy[device] else 0.0)
+            rows.append(row)
+        rows.sort(key=lambda r: (r["device"], -(r["total_us"] or 0), r["op"]))
+        return rows
+
+    def summary(self) -> str:
+        """The summary table as text (see `summary_rows`); CPU rows are ops the host ran."""
+        rows = self.summary_rows()
+        if not rows:
+            return "no events in this profile"
+        headers = ("device", "op", "count", "total µs", "mean µs", "min µs", "max µs",
+                   "device %", "host µs/op")
+        def cell(value, scale=1.0, digits=2):
+            return "" if value is None else f"{value * scale:.{digits}f}"
+
+        cells = [headers] + [
+            (r["device"], r["op"], str(r["count"]), cell(r["total_us"], digits=1),
+             cell(r["mean_us"]), cell(r["min_us"]), cell(r["max_us"]),
+             cell(r["share"], 100, 1), cell(r["host_us"]))
+            for r in rows]
+        widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+        lines = []
+        for n, row in enumerate(cells):
+            lines.append("  ".join(c.rjust(w) if i >= 2 else c.ljust(w)
+                                   for i, (c, w) in enumerate(zip(row, widths))).rstrip())
+            if n == 0:
+                lines.append("  ".join("-" * w for w in widths))
+        return "\n".join(lines)
+
+    # -- Chrome trace --------------------------------------------------------------------------
+    def chrome_trace(self) -> Dict[str, Any]:
+        """The profile in the Trace Event Format: one process per plane, one thread per line,
+        complete ("X") events in µs from the profile's first event, stats as ``args``."""
+        events = list(self.events())
+        origin = min((e.start_ns for e in events), default=0)
+        trace: List[Dict[str, Any]] = []
+        pids: Dict[str, int] = {}
+        tids: Dict[tuple, int] = {}
+        for plane in self.space.planes:
+            pid = pids[plane.name] = len(pids) + 1
+            trace.append({"ph": "M", "name": "process_name", "pid": pid, "tid": 0,
+                          "args": {"name": plane.name}})
+            trace.append({"ph": "M", "name": "process_sort_index", "pid": pid, "tid": 0,
+                          "args": {"sort_index": pid}})
+            for line in plane.lines:
+                name = line.display_name or line.name
+                tid = tids[(plane.name, name)] = len([k for k in tids if k[0] == plane.name]) + 1
+                trace.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid,
+                              "args": {"name": name}})
+        for e in events:
+            trace.append({"ph": "X", "name": e.name, "pid": pids[e.plane],
+                          "tid": tids[(e.plane, e.line)], "ts": (e.start_ns - origin) / 1e3,
+                          "dur": e.duration_ns / 1e3,
+                          "args": {k: v if isinstance(v, (int, float, str)) else repr(v)
+                                   for k, v in e.stats.items()}})
+        return {"traceEvents": trace, "displayTimeUnit": "ns",
+                "otherData": {"origin_unix_ns": origin}}
+
+    def export_chrome_trace(self, path) -> str:
+        """Writes `chrome_trace` as JSON to ``path`` (gzipped when it ends in ``.gz``); open
+        it in Perfetto (ui.perfetto.dev) or chrome://tracing. Returns the path."""
+        path = os.fspath(path)
+        data = json.dumps(self.chrome_trace(), separators=(",", ":")).encode()
+        opener = gzip.open if path.endswith(".gz") else open
+        with opener(path, "wb") as f:
+            f.write(data)
+        return path
+
+    def __repr__(self) -> str:
+        return f"<ProfileResult planes={self.planes} path={self.path!r}>"
+
+
+def latest_profile(logdir: str) -> Optional[str]:
+    """The newest ``*.xplane.pb`` under ``logdir/plugins/profile``, or None."""
+    found = glob.glob(os.path.join(logdir, "plugins", "profile", "*", "*.xplane.pb"))
+    return max(found, key=os.path.getmtime) if found else None
+
+
+def load(path) -> ProfileResult:
+    """Reads a saved ``.xplane.pb`` (or the newest one of a log directory) back."""
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        found = latest_profile(path)
+        if found is None:
+            raise NotFoundError(f"{path} holds no profile (no plugins/profile/*/*.xplane.pb); "
+                                f"pass the .xplane.pb file or the logdir given to "
+                                f"pluggable.profiler.start", call="profiler.load")
+        path = found
+    with open(path, "rb") as f:
+        data = f.read()
+    result = ProfileResult(data, path)
+    result.space  # parsed now: a file that is not a profile is refused here
+    return result

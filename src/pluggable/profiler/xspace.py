@@ -1,0 +1,248 @@
+"""XSpace, TensorFlow's profile format, read and written with the ``protobuf`` package.
+
+The messages come from ``xplane_pb2`` (generated from ``xplane.proto`` beside this module,
+TensorFlow's field numbers under the package ``pluggable.profiler``). protobuf is imported on
+first use, never by ``import pluggable``. Serialized XSpaces concatenate into one (their
+repeated fields append), which is how plugin planes and the host plane are merged without
+re-encoding the plugins' bytes.
+"""
+from __future__ import annotations
+
+import struct
+from typing import Any, Callable, Dict, Iterator, NamedTuple, Optional
+
+from ..errors import DataLossError
+
+_pb2 = None
+
+
+def pb2():
+    """The generated module (imports protobuf on first call)."""
+    global _pb2
+    if _pb2 is None:
+        try:
+            from . import xplane_pb2
+        except ImportError as exc:
+            raise ImportError(
+                f"pluggable.profiler needs the protobuf package ({exc}); install it with "
+                f"`pip install protobuf`") from None
+        _pb2 = xplane_pb2
+    return _pb2
+
+
+def parse_xspace(data: bytes, what: str):
+    """An XSpace message from ``data``; `DataLossError` naming ``what`` when malformed."""
+    from google.protobuf.message import DecodeError
+
+    space = pb2().XSpace()
+    try:
+        space.ParseFromString(data)
+    except DecodeError as exc:
+        raise DataLossError(f"{what} is not a serialized XSpace ({len(data)} bytes): {exc}",
+                            call="XSpace.ParseFromString") from None
+    return space
+
+
+def _varint(n: int) -> bytes:
+    """``n`` as a protobuf varint, 14 bits at a time from two tables (timestamps in
+    picoseconds take 6 or 7 bytes; a byte-by-byte loop was the cost of a host plane)."""
+    if 0 <= n < 0x4000:
+        return _LAST[n]
+    n &= 0xFFFFFFFFFFFFFFFF  # int64 on the wire: two's complement, 10 bytes when negative
+    parts = []
+    while n >= 0x4000:
+        parts.append(_MORE[n & 0x3FFF])
+        n >>= 14
+    parts.append(_LAST[n])
+    return b"".join(parts)
+
+
+def _varint_tables():
+    last, more = [], []
+    for i in range(0x4000):
+        low, high = i & 0x7F, i >> 7
+        last.append(bytes((low | 0x80, high)) if high else bytes((low,)))
+        more.append(bytes((low | 0x80, high | 0x80)))
+    return last, more
+
+
+# _LAST[i]: the varint of i < 2**14; _MORE[i]: the same 14 bits as two bytes, more to come.
+_LAST, _MORE = _varint_tables()
+
+
+def _field_bytes(tag: int, data: bytes) -> bytes:
+    """A length-delimited field: ``tag`` is (field number << 3) | 2."""
+    return _varint(tag) + _varint(len(data)) + data
+
+
+# Wire tags of the fields written here (field number << 3 | wire type), from xplane.proto.
+_XSTAT_DOUBLE, _XSTAT_UINT64, _XSTAT_INT64, _XSTAT_STR, _XSTAT_BYTES = 0x11, 0x18, 0x20, 0x2A, 0x32
+
+
+class PlaneBuilder:
+    """Builds one serialized XPlane: lines, events, and the metadata tables they refer to.
+
+    It writes protobuf's wire format itself rather than building messages: a host plane has
+    an event per op, copy and allocation, and message objects would cost more than the
+    session they record. Stats that repeat (every run of one op plan has the same device,
+    kernel, shapes and dtypes) are encoded once per key. The result parses with the
+    generated xplane_pb2 and with TensorFlow's own."""
+
+    def __init__(self, plane_id: int, name: str):
+        self.id = plane_id
+        self.name = name
+        self._event_ids: Dict[str, int] = {}
+        self._stat_ids: Dict[str, int] = {}
+        self._encoded: Dict[Any, bytes] = {}
+        self._lines = []
+
+    def event_metadata_id(self, name: str) -> int:
+        found = self._event_ids.get(name)
+        if found is None:
+            found = self._event_ids[name] = len(self._event_ids) + 1
+        return found
+
+    def stat_metadata_id(self, name: str) -> int:
+        found = self._stat_ids.get(name)
+        if found is None:
+            found = self._stat_ids[name] = len(self._stat_ids) + 1
+        return found
+
+    def stat(self, name: str, value: Any) -> bytes:
+        """An XStat of the right kind for ``value``, as an XEvent.stats field."""
+        body = b"\x08" + _varint(self.stat_metadata_id(name))
+        if isinstance(value, bool):
+            body += bytes((_XSTAT_INT64,)) + _varint(int(value))
+        elif isinstance(value, int):
+            tag = _XSTAT_UINT64 if value >= 1 << 63 else _XSTAT_INT64
+            body += bytes((tag,)) + _varint(value)
+        elif isinstance(value, float):
+            body += bytes((_XSTAT_DOUBLE,)) + struct.pack("<d", value)
+        elif isinstance(value, (bytes, bytearray)):
+            body += _field_bytes(_XSTAT_BYTES, bytes(value))
+        else:
+            body += _field_bytes(_XSTAT_STR, str(value).encode("utf-8"))
+        return _field_bytes(0x22, body)  # XEvent.stats = 4
+
+    def int_stat(self, name: str) -> Callable[[int], bytes]:
+        """A fast encoder of the int64 stat ``name`` (for a stat on every event)."""
+        prefix = b"\x08" + _varint(self.stat_metadata_id(name)) + bytes((_XSTAT_INT64,))
+
+        def encode(value: int) -> bytes:
+            body = prefix + _varint(value)
+            return b"\x22" + _LAST[len(body)] + body
+        return encode
+
+    def stats(self, stats: Dict[str, Any]) -> bytes:
+        return b"".join(self.stat(k, v) for k, v in stats.items())
+
+    def cached_stats(self, key: Any, make: Callable[[], Dict[str, Any]]) -> bytes:
+        """The encoded stats ``make()`` gives, made once per ``key``."""
+        found = self._encoded.get(key)
+        if found is None:
+            found = self._encoded[key] = self.stats(make())
+        return found
+
+    def line(self, line_id: int, name: str) -> "LineBuilder":
+        line = LineBuilder(self, line_id, name)
+        self._lines.append(line)
+        return line
+
+    def finish(self) -> bytes:
+        """The XPlane, serialized; lines in creation order."""
+        parts = [b"\x08" + _varint(self.id), _field_bytes(0x12, self.name.encode("utf-8"))]
+        parts.extend(_field_bytes(0x1A, line.finish()) for line in self._lines)
+        for name, metadata_id in self._event_ids.items():  # map<int64, XEventMetadata> = 4
+            value = b"\x08" + _varint(metadata_id) + _field_bytes(0x12, name.encode("utf-8"))
+            parts.append(_field_bytes(0x22, b"\x08" + _varint(metadata_id)
+                                      + _field_bytes(0x12, value)))
+        for name, metadata_id in self._stat_ids.items():  # map<int64, XStatMetadata> = 5
+            value = b"\x08" + _varint(metadata_id) + _field_bytes(0x12, name.encode("utf-8"))
+            parts.append(_field_bytes(0x2A, b"\x08" + _varint(metadata_id)
+                                      + _field_bytes(0x12, value)))
+        return b"".join(parts)
+
+    def finish_space_field(self) -> bytes:
+        """The plane as an ``XSpace.planes`` field: appended to a serialized XSpace."""
+        return _field_bytes(0x0A, self.finish())
+
+
+class LineBuilder:
+    """One XLine; events are collected as (start, duration, name, encoded stats)."""
+
+    def __init__(self, plane: PlaneBuilder, line_id: int, name: str):
+        self._plane = plane
+        self.id = line_id
+        self.name = name
+        self._events = []
+        # add((start_ns, duration_ns, name, stats)) adds an event, ``stats`` encoded
+        # (`PlaneBuilder.stats` / `cached_stats`): a bare list append, one per host event.
+        self.add = self._events.append
+
+    def finish(self) -> bytes:
+        events = sorted(self._events, key=lambda e: e[0])
+        first = events[0][0] if events else 0
+        last = max(e[0] + e[1] for e in events) if events else 0
+        metadata_id = self._plane.event_metadata_id
+        ids: Dict[str, bytes] = {}
+        varint = _varint
+        parts = [b"\x08" + varint(self.id), b"\x50" + varint(self.id),  # id, display_id
+                 _field_bytes(0x12, self.name.encode("utf-8")),
+                 b"\x18" + varint(first), b"\x48" + varint((last - first) * 1000)]
+        last_table = _LAST  # the hot loop: small varints straight from the table
+        append = parts.append
+        for start, duration, name, stats in events:
+            head = ids.get(name)
+            if head is None:
+                head = ids[name] = b"\x08" + varint(metadata_id(name))
+            duration *= 1000
+            body = b"".join((head, b"\x10", varint((start - first) * 1000), b"\x18",
+                             last_table[duration] if duration < 0x4000 else varint(duration),
+                             stats))
+            size = len(body)
+            append(b"\x22" + (last_table[size] if size < 0x4000 else varint(size)) + body)
+        return b"".join(parts)
+
+
+class Event(NamedTuple):
+    """One event of a profile, as plain values."""
+
+    plane: str
+    line: str
+    name: str
+    start_ns: int
+    duration_ns: float
+    stats: Dict[str, Any]
+
+
+def stat_value(stat, stat_names: Dict[int, str]):
+    kind = stat.WhichOneof("value")
+    if kind is None:
+        return None
+    value = getattr(stat, kind)
+    if kind == "ref_value":
+        return stat_names.get(value, value)
+    return value
+
+
+def iter_events(space, plane: Optional[str] = None) -> Iterator[Event]:
+    """Every event of ``space`` (of the plane named ``plane`` only, if given), in plane,
+    line and time order. ``name`` is the event metadata's name; its ``display_name``, when
+    set, is the stat ``display_name``."""
+    for xplane in space.planes:
+        if plane is not None and xplane.name != plane:
+            continue
+        stat_names = {k: v.name for k, v in xplane.stat_metadata.items()}
+        metadata = xplane.event_metadata
+        for line in xplane.lines:
+            line_name = line.display_name or line.name
+            base = line.timestamp_ns
+            for event in line.events:
+                meta = metadata.get(event.metadata_id) if event.metadata_id in metadata else None
+                name = meta.name if meta is not None else f"event {event.metadata_id}"
+                stats = {stat_names.get(s.metadata_id, str(s.metadata_id)):
+                         stat_value(s, stat_names) for s in event.stats}
+                if meta is not None and meta.display_name and meta.display_name != name:
+                    stats.setdefault("display_name", meta.display_name)
+                yield Event(xplane.name, line_name, name, base + event.offset_ps // 1000,
+                            event.duration_ps / 1000, stats)

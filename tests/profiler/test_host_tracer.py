@@ -1,0 +1,123 @@
+"""The host tracer on the XPU: ops, copies, allocations and threads on the /host:CPU plane,
+on the plugins' clock, and nothing recorded (no hook left) outside a session."""
+from __future__ import annotations
+
+import gc
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import pluggable
+from pluggable import allocator, dispatch, executor, ops, profiler, tensors
+from pluggable.profiler import ProfilerOptions
+
+HOST_ONLY = ProfilerOptions(device_tracer_level=0)
+
+
+def _host(result, name=None):
+    return [e for e in result.events("/host:CPU") if name is None or e.name == name]
+
+
+def test_ops_are_recorded_with_device_kernel_shapes_and_dtypes(tmp_path):
+    x, w = np.ones((4, 8), np.float32), np.ones((8, 3), np.float32)
+    before = time.time_ns()
+    with profiler.Profile(tmp_path, HOST_ONLY) as session:
+        with pluggable.device("/xpu:0"):
+            for _ in range(3):  # the first run takes the slow path, the others the plan
+                y = ops.matmul(x, w)
+        cpu = ops.add(np.ones(2, np.float64), np.ones(2, np.float64))
+    after = time.time_ns()
+    matmuls = _host(session.result, "MatMul")
+    assert len(matmuls) == 3
+    for e in matmuls:
+        assert e.stats["device"] == "/device:XPU:0"
+        assert e.stats["placement"] == "kernel" and e.stats["kernel"].startswith("XPU:MatMul")
+        assert (e.stats["input_shapes"], e.stats["input_dtypes"]) == ("[4, 8];[8, 3]",
+                                                                      "float32,float32")
+        assert before <= e.start_ns and e.start_ns + e.duration_ns <= after
+        assert e.line == threading.current_thread().name
+    (add,) = _host(session.result, "AddV2")
+    assert (add.stats["device"], add.stats["placement"], add.stats["input_dtypes"]) == \
+        ("/device:CPU:0", "cpu", "float64,float64")
+    assert y.numpy().tolist() == [[8.0] * 3] * 4 and cpu.numpy().tolist() == [2.0, 2.0]
+
+
+def test_copies_are_recorded_with_bytes_direction_and_stream(tmp_path):
+    data = np.arange(256, dtype=np.float32)
+    with profiler.Profile(tmp_path, HOST_ONLY) as session:
+        t = pluggable.tensor(data, device="/xpu:0")
+        u = t.to("/xpu:1")
+        back = u.numpy()
+    assert (back == data).all()
+    copies = [(e.name, e.stats["device"], e.stats["stream"], e.stats["bytes"])
+              for e in _host(session.result) if e.name.startswith("Memcpy")]
+    assert copies == [("MemcpyH2D", "/device:XPU:0", "host_to_device", 1024),
+                      ("MemcpyD2D", "/device:XPU:1", "device_to_device", 1024),
+                      ("MemcpyD2H", "/device:XPU:1", "device_to_host", 1024)]
+
+
+def test_allocations_track_the_allocators_bytes_in_use(tmp_path):
+    device = pluggable.get_device("XPU:0")
+    bfc = device.executor.allocator
+    with profiler.Profile(tmp_path, HOST_ONLY) as session:
+        kept = pluggable.tensor(np.ones(1000, np.float32), device="/xpu:0")  # 4000 bytes
+        dropped = ops.relu(kept)
+        del dropped
+        gc.collect()
+        device.synchronize()
+        in_use = bfc.stats()["bytes_in_use"]
+    events = [e for e in _host(session.result) if e.name in ("Allocate", "Deallocate")
+              and e.stats["device"] == "/device:XPU:0"]
+    assert [e.name for e in events] == ["Allocate", "Allocate", "Deallocate"]
+    assert [e.stats["bytes"] for e in events] == [4096, 4096, 4096]  # chunks: 256-rounded
+    assert events[0].stats["allocator"] == bfc.name
+    assert events[-1].stats["bytes_in_use"] == in_use
+    assert events[1].stats["bytes_in_use"] == in_use + 4096
+    del kept
+
+
+def test_each_python_thread_has_its_own_line(tmp_path):
+    def work():
+        with pluggable.device("/xpu:1"):
+            ops.relu(np.ones(8, np.float32))
+
+    with profiler.Profile(tmp_path, HOST_ONLY) as session:
+        worker = threading.Thread(target=work, name="profiled-worker")
+        worker.start()
+        worker.join()
+        work()
+    lines = {e.line for e in _host(session.result, "Relu")}
+    assert lines == {"profiled-worker", threading.current_thread().name}
+
+
+def test_no_hook_is_left_outside_a_session(tmp_path):
+    modules = (dispatch, executor, allocator, tensors)
+    assert all(m._tracer is None for m in modules)
+    profiler.start(tmp_path, HOST_ONLY)
+    try:
+        assert all(m._tracer is not None for m in modules)
+    finally:
+        profiler.stop(save=False)
+    assert all(m._tracer is None for m in modules)
+    with pluggable.device("/xpu:0"):
+        ops.relu(np.ones(4, np.float32))  # after the session: not recorded anywhere
+
+
+def test_host_tracer_level_zero_records_nothing(tmp_path):
+    with profiler.Profile(tmp_path, ProfilerOptions(host_tracer_level=0,
+                                                    device_tracer_level=0)) as session:
+        with pluggable.device("/xpu:0"):
+            ops.relu(np.ones(4, np.float32))
+        with profiler.Trace("ignored"):
+            pass
+    assert session.result.planes == []
+
+
+def test_an_op_that_fails_is_still_recorded(tmp_path):
+    with profiler.Profile(tmp_path, HOST_ONLY) as session:
+        with pytest.raises(pluggable.errors.InvalidArgumentError):
+            ops.matmul(np.ones((2, 3), np.float32), np.ones((2, 3), np.float32))
+    (event,) = _host(session.result, "MatMul")
+    assert event.stats == {}  # it failed before dispatch chose a device
