@@ -14,7 +14,7 @@ from typing import NamedTuple
 from ._struct import ABIStruct
 
 PLUGGABLE_EXT_MAJOR = 0
-PLUGGABLE_EXT_MINOR = 2
+PLUGGABLE_EXT_MINOR = 3
 PLUGGABLE_EXT_PATCH = 0
 
 # A value `t` is an extension tag when (t & PLUGGABLE_EXT_TAG_MASK) == PLUGGABLE_EXT_TAG_BASE.
@@ -27,6 +27,10 @@ PLUGGABLE_PLATFORM_PAGEABLE_ASYNC_COPY = 1 << 0
 # same platform instance (the destination stays D's); ordered on D's stream only (since 0.2.0).
 PLUGGABLE_PLATFORM_PEER_DTOD = 1 << 1
 
+# Bits of PLUGGABLE_DLPackDeviceExt.flags (since 0.3.0): the host may dereference device
+# pointers of the platform, so a kDLCPU consumer gets device memory without a copy.
+PLUGGABLE_DLPACK_HOST_ADDRESSABLE = 1 << 0
+
 # walk_ext_chain stops after this many links, so a cyclic or corrupt chain cannot hang the host.
 MAX_EXT_CHAIN_LINKS = 64
 
@@ -34,10 +38,12 @@ MAX_EXT_CHAIN_LINKS = 64
 class PLUGGABLE_ExtType(enum.IntEnum):
     PLUGGABLE_EXT_PLATFORM_INFO = 0x504C4701
     PLUGGABLE_EXT_LIVE_HANDLES = 0x504C4702
+    PLUGGABLE_EXT_DLPACK_DEVICE = 0x504C4703
 
 
 PLUGGABLE_EXT_PLATFORM_INFO = PLUGGABLE_ExtType.PLUGGABLE_EXT_PLATFORM_INFO
 PLUGGABLE_EXT_LIVE_HANDLES = PLUGGABLE_ExtType.PLUGGABLE_EXT_LIVE_HANDLES
+PLUGGABLE_EXT_DLPACK_DEVICE = PLUGGABLE_ExtType.PLUGGABLE_EXT_DLPACK_DEVICE
 
 
 class PLUGGABLE_ExtHeader(ABIStruct):
@@ -92,15 +98,29 @@ class PLUGGABLE_LiveHandlesExt(ABIStruct):
     _size_macro_ = "PLUGGABLE_LIVE_HANDLES_EXT_STRUCT_SIZE"
 
 
+class PLUGGABLE_DLPackDeviceExt(ABIStruct):
+    _fields_ = [
+        ("struct_size", c_size_t),
+        ("type", c_int32),
+        ("next", c_void_p),
+        ("device_type", c_int32),  # a DLDeviceType value
+        ("flags", c_uint64),
+    ]
+    _last_field_ = "flags"
+    _size_macro_ = "PLUGGABLE_DLPACK_DEVICE_EXT_STRUCT_SIZE"
+
+
 PLUGGABLE_EXT_HEADER_STRUCT_SIZE = PLUGGABLE_ExtHeader.struct_size()
 PLUGGABLE_PLATFORM_INFO_EXT_STRUCT_SIZE = PLUGGABLE_PlatformInfoExt.struct_size()
 PLUGGABLE_LIVE_HANDLES_STRUCT_SIZE = PLUGGABLE_LiveHandles.struct_size()
 PLUGGABLE_LIVE_HANDLES_EXT_STRUCT_SIZE = PLUGGABLE_LiveHandlesExt.struct_size()
+PLUGGABLE_DLPACK_DEVICE_EXT_STRUCT_SIZE = PLUGGABLE_DLPackDeviceExt.struct_size()
 
 # The struct each extension tag announces.
 EXT_STRUCTS: dict[int, type[ABIStruct]] = {
     PLUGGABLE_EXT_PLATFORM_INFO: PLUGGABLE_PlatformInfoExt,
     PLUGGABLE_EXT_LIVE_HANDLES: PLUGGABLE_LiveHandlesExt,
+    PLUGGABLE_EXT_DLPACK_DEVICE: PLUGGABLE_DLPackDeviceExt,
 }
 
 
@@ -152,4 +172,5 @@ STRUCTS = (
     PLUGGABLE_PlatformInfoExt,
     PLUGGABLE_LiveHandles,
     PLUGGABLE_LiveHandlesExt,
+    PLUGGABLE_DLPackDeviceExt,
 )
