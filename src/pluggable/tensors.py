@@ -249,6 +249,16 @@ class Tensor:
         else:
             device.executor.event_manager.mark(device.compute_stream).synchronize()
 
+    # -- DLPack (pluggable.dlpack) -----------------------------------------------------------
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        """A DLPack capsule of this tensor, per the Python array API standard."""
+        return _dlpack().export(self, stream=stream, max_version=max_version,
+                                dl_device=dl_device, copy=copy)
+
+    def __dlpack_device__(self) -> Tuple[int, int]:
+        """``(device_type, device_id)`` of the DLPack device holding the data."""
+        return _dlpack().dlpack_device(self)
+
     def __array__(self, dtype=None, copy=None):
         values = self.numpy()
         if dtype is not None:
@@ -338,8 +348,8 @@ class Tensor:
             values = self.numpy()
             values.flags.writeable = False
             return Tensor(self._shape, self._dtype, CPU_DEVICE, array=values)
-        if self._array is not None:
-            return _upload(self._array, self._dtype, target, owned=True)
+        if self._array is not None:  # compact here: an imported array may be a strided view
+            return _upload(np.ascontiguousarray(self._array), self._dtype, target, owned=True)
         source = self._live_device()
         if (source.platform is target.platform and _peer_copies(target)):
             return self._peer_copy(source, target)
@@ -372,6 +382,20 @@ class Tensor:
                 f"the tensor's device {device.name} was closed; its data is gone",
                 call="Tensor")
         return device
+
+
+_dlpack_module = None
+
+
+def _dlpack():
+    """`pluggable.dlpack`, which builds on this module: imported on first use, then kept
+    (an import statement per call would cost more than the exchange itself)."""
+    global _dlpack_module
+    if _dlpack_module is None:
+        from . import dlpack
+
+        _dlpack_module = dlpack
+    return _dlpack_module
 
 
 class _HostArrayCache:

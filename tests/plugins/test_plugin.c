@@ -26,6 +26,9 @@
  *                             know, followed by a PLATFORM_INFO extension
  *   DEFAULT_PRIORITY=n        declares priority n through PLATFORM_INFO
  *   NO_TIMERS                 no timer callbacks
+ *   DLPACK_DEVICE_TYPE=n      declares DLPack device type n (PLUGGABLE_DLPackDeviceExt after
+ *                             PLATFORM_INFO); DLPACK_FLAGS=m sets its flags (its "device
+ *                             memory" is malloc'd host memory, so host-addressable is true)
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -394,9 +397,21 @@ static void plugin_destroy_platform(SP_Platform* platform) { (void)platform; }
 
 static void plugin_destroy_platform_fns(SP_PlatformFns* platform_fns) { (void)platform_fns; }
 
-/* The extension chain: optionally an unknown extension first, then PLATFORM_INFO. */
+/* The extension chain: optionally an unknown extension first, then PLATFORM_INFO, then
+ * optionally the DLPack device. */
+#ifdef DLPACK_DEVICE_TYPE
+#ifndef DLPACK_FLAGS
+#define DLPACK_FLAGS 0
+#endif
+static PLUGGABLE_DLPackDeviceExt dlpack_device = {
+    PLUGGABLE_DLPACK_DEVICE_EXT_STRUCT_SIZE, PLUGGABLE_EXT_DLPACK_DEVICE, NULL,
+    DLPACK_DEVICE_TYPE, DLPACK_FLAGS};
+#define PLATFORM_INFO_NEXT (&dlpack_device)
+#else
+#define PLATFORM_INFO_NEXT NULL
+#endif
 static PLUGGABLE_PlatformInfoExt platform_info = {
-    PLUGGABLE_PLATFORM_INFO_EXT_STRUCT_SIZE, PLUGGABLE_EXT_PLATFORM_INFO, NULL, 0,
+    PLUGGABLE_PLATFORM_INFO_EXT_STRUCT_SIZE, PLUGGABLE_EXT_PLATFORM_INFO, PLATFORM_INFO_NEXT, 0,
     "test-plugin 1.0", DEFAULT_PRIORITY};
 
 #ifdef UNKNOWN_EXT
