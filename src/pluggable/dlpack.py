@@ -32,7 +32,7 @@ import numpy as np
 from .abi.dlpack import (
     DLPACK_FLAG_BITMASK_IS_COPIED, DLPACK_FLAG_BITMASK_READ_ONLY, DLPACK_MAJOR_VERSION,
     DLPACK_MINOR_VERSION, DLDataTypeCode, DLDeviceType, DLManagedTensor, DLTensor,
-    DLManagedTensor_deleter, DLManagedTensorVersioned)
+    DLManagedTensorVersioned)
 from .abi.plugin_ext import PLUGGABLE_DLPACK_HOST_ADDRESSABLE
 from .dtypes import ALL_DTYPES, DType, as_dtype
 from .errors import DLPackError, InvalidArgumentError, NotFoundError
@@ -76,10 +76,6 @@ _PyCapsule_GetPointer = ctypes.PYFUNCTYPE(c_void_p, py_object, c_char_p)(
 _PyCapsule_GetName = ctypes.PYFUNCTYPE(c_void_p, py_object)(("PyCapsule_GetName", _api))
 _PyCapsule_SetName = ctypes.PYFUNCTYPE(c_int, py_object, c_char_p)(("PyCapsule_SetName", _api))
 _PyCapsule_IsValid = ctypes.PYFUNCTYPE(c_int, py_object, c_char_p)(("PyCapsule_IsValid", _api))
-# The destructor receives a capsule whose reference count is already 0: these take the raw
-# address, so that no new reference is made to it.
-_raw_GetName = ctypes.PYFUNCTYPE(c_void_p, c_void_p)(("PyCapsule_GetName", _api))
-_raw_GetPointer = ctypes.PYFUNCTYPE(c_void_p, c_void_p, c_char_p)(("PyCapsule_GetPointer", _api))
 _CapsuleType = type(np.empty(1).__dlpack__())
 
 
@@ -108,27 +104,27 @@ def _release_export(address: int) -> None:
         _LIVE.pop(address, None)
 
 
-@DLManagedTensor_deleter
-def _export_deleter(address):
-    # Consumers may call it from any thread; ctypes takes the GIL for us.
+# The deleter and capsule destructor are C functions of the runtime library (_runtime/dlpack.c):
+# they may run during exception handling or on a thread without the GIL, where a ctypes
+# callback cannot. The deleter calls `_export_released` with the GIL held and no exception
+# pending.
+@ctypes.CFUNCTYPE(None, c_void_p)
+def _export_released(address):
     _release_export(address)
 
 
-@ctypes.CFUNCTYPE(None, c_void_p)
-def _capsule_destructor(capsule):
-    # A consumer renames the capsule when it takes the tensor; a capsule still carrying its
-    # original name was never consumed, and its tensor is freed here.
-    name_address = _raw_GetName(capsule)
-    if not name_address:
-        return
-    name = ctypes.string_at(name_address)
-    if name in (_VERSIONED, _LEGACY):
-        _release_export(_raw_GetPointer(capsule, name))
+def _init_runtime() -> Tuple[int, int]:
+    from . import _native
+
+    fns = _native.bind(_native.lib, {"pluggable_DLPackInit": (c_int, [c_void_p])})
+    if fns["pluggable_DLPackInit"](ctypes.cast(_export_released, c_void_p)) != 0:
+        raise RuntimeError("the pluggable runtime library could not find the Python C API "
+                           "in this process; DLPack export is unavailable")
+    return (ctypes.cast(_native.lib.pluggable_DLPackDeleter, c_void_p).value,
+            ctypes.cast(_native.lib.pluggable_DLPackCapsuleDestructor, c_void_p).value)
 
 
-_DESTRUCTOR = ctypes.cast(_capsule_destructor, c_void_p).value
-
-
+_DELETER, _DESTRUCTOR = _init_runtime()
 # The managed tensors as one flat record each (native alignment reproduces the C layouts,
 # checked against the mirrors here): written with one pack_into, which is several times
 # cheaper than setting ctypes fields one by one.
@@ -136,7 +132,6 @@ _VERSIONED_LAYOUT = struct.Struct("@IIPPQPiiiBBHPPQ")
 _LEGACY_LAYOUT = struct.Struct("@PiiiBBHPPQPP")
 assert _VERSIONED_LAYOUT.size == ctypes.sizeof(DLManagedTensorVersioned)
 assert _LEGACY_LAYOUT.size == ctypes.sizeof(DLManagedTensor)
-_DELETER = ctypes.cast(_export_deleter, c_void_p).value
 
 
 def _new_capsule(owner: Any, data: int, device: Tuple[int, int], dtype: DType,
