@@ -79,9 +79,13 @@ class Producer:
         shape = tuple(shape or ())
         dims = (ctypes.c_int64 * max(len(shape), 1))(*shape)
         stride_array = None if strides is None else (ctypes.c_int64 * len(strides))(*strides)
-        address = self.lib.producer_make(
-            versioned, init, nbytes or 0, device[0], device[1], len(shape), dims, stride_array,
-            dtype[0], dtype[1], dtype[2], byte_offset, flags, major, null_deleter)
+        args = (versioned, init, nbytes or 0, device[0], device[1], len(shape), dims,
+                stride_array, dtype[0], dtype[1], dtype[2], byte_offset, flags, major,
+                null_deleter)
+        address = self.lib.producer_make(*args)
+        if not address:  # its table of tensors is full: drop the deleted ones
+            self.lib.producer_reset()
+            address = self.lib.producer_make(*args)
         assert address, "the producer ran out of room"
         return address
 

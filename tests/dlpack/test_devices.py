@@ -60,7 +60,7 @@ def test_host_copy_refused_with_copy_false():
     assert live_exports() == before
 
 
-def test_stream_none_makes_the_host_wait(stream_delay, xpu):
+def test_stream_none_makes_the_host_wait(stream_delay):
     """After __dlpack__(stream=None) the memory is ready for a host read right away (a
     synchronous copy, which does not wait for any stream)."""
     stream_delay(DELAY_US)
@@ -71,6 +71,7 @@ def test_stream_none_makes_the_host_wait(stream_delay, xpu):
     assert (m.dl_tensor.device.device_type, m.dl_tensor.device.device_id) == (12, 0)
     assert m.dl_tensor.data == y._buffer.address
     out = np.empty_like(expected)
+    xpu = pluggable.get_device("XPU:0").executor
     xpu.sync_memcpy_dtoh(out, DeviceMemory.unchecked(xpu, m.dl_tensor.data, out.nbytes))
     np.testing.assert_array_equal(out, expected)
     del capsule
