@@ -22,6 +22,7 @@ destructor frees it.
 from __future__ import annotations
 
 import ctypes
+import math
 import struct
 import threading
 from ctypes import c_char_p, c_int, c_void_p, py_object
@@ -167,15 +168,19 @@ def _new_capsule(owner: Any, data: int, device: Tuple[int, int], dtype: DType,
 
 def _host_capsule(array: np.ndarray, dtype: DType, versioned: bool, flags: int):
     """A capsule over a host array, which it keeps alive."""
-    itemsize = array.itemsize
-    if any(s % itemsize for s in array.strides):
-        raise DLPackError(f"strides {array.strides} (bytes) are not multiples of the element "
-                          f"size {itemsize}; DLPack counts strides in elements", call="__dlpack__")
-    strides = None if array.flags.c_contiguous else tuple(s // itemsize for s in array.strides)
-    if not array.flags.writeable:
+    array_flags = array.flags
+    strides = None
+    if not array_flags.c_contiguous:
+        itemsize = array.itemsize
+        if any(s % itemsize for s in array.strides):
+            raise DLPackError(f"strides {array.strides} (bytes) are not multiples of the "
+                              f"element size {itemsize}; DLPack counts strides in elements",
+                              call="__dlpack__")
+        strides = tuple(s // itemsize for s in array.strides)
+    if not array_flags.writeable:
         flags |= DLPACK_FLAG_BITMASK_READ_ONLY
-    return _new_capsule(array, array.__array_interface__["data"][0], _CPU, dtype,
-                        tuple(array.shape), strides, flags, versioned)
+    return _new_capsule(array, array.ctypes.data, _CPU, dtype, array.shape, strides, flags,
+                        versioned)
 
 
 # -- export ----------------------------------------------------------------------------------
@@ -483,7 +488,7 @@ def _describe(address: int) -> _Described:
         raise DLPackError(f"the DLPack tensor has ndim {ndim} but a NULL shape",
                           call="from_dlpack")
     shape = _read_dims(shape_ptr, ndim) if ndim else ()
-    if any(n < 0 for n in shape):
+    if shape and min(shape) < 0:
         raise DLPackError(f"the DLPack tensor has a negative dimension in shape {shape}",
                           call="from_dlpack")
     count = _count(shape)
@@ -650,11 +655,7 @@ def _consume(capsule, target: Any, copy: Optional[bool]) -> Tensor:
     return result
 
 
-def _count(shape: Tuple[int, ...]) -> int:
-    n = 1
-    for d in shape:
-        n *= d
-    return n
+_count = math.prod
 
 
 def _consume_host(capsule, t, dtype: DType, shape: Tuple[int, ...], target: Any,
