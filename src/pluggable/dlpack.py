@@ -37,7 +37,7 @@ from .abi.dlpack import (
 from .abi.plugin_ext import PLUGGABLE_DLPACK_HOST_ADDRESSABLE
 from .dtypes import ALL_DTYPES, DType, as_dtype
 from .errors import DLPackError, InvalidArgumentError, NotFoundError
-from .tensors import CPU_DEVICE, DeviceBuffer, Tensor, _upload, resolve_device
+from .tensors import CPU_DEVICE, DeviceBuffer, Tensor, _compact, _upload, resolve_device
 
 if TYPE_CHECKING:
     from .devices import PluggableDevice
@@ -671,7 +671,7 @@ def _consume_host(capsule, t, dtype: DType, shape: Tuple[int, ...], target: Any,
     if dtype is _BFLOAT16:
         array = array.view(dtype.numpy_dtype)
     if target not in (None, CPU_DEVICE):
-        return _upload(np.ascontiguousarray(array), dtype, target, owned=False)
+        return _upload(_compact(array), dtype, target, owned=False)
     if copy:
         array = array.copy()
     array.flags.writeable = False

@@ -348,8 +348,8 @@ class Tensor:
             values = self.numpy()
             values.flags.writeable = False
             return Tensor(self._shape, self._dtype, CPU_DEVICE, array=values)
-        if self._array is not None:  # compact here: an imported array may be a strided view
-            return _upload(np.ascontiguousarray(self._array), self._dtype, target, owned=True)
+        if self._array is not None:
+            return _upload(_compact(self._array), self._dtype, target, owned=True)
         source = self._live_device()
         if (source.platform is target.platform and _peer_copies(target)):
             return self._peer_copy(source, target)
@@ -455,6 +455,11 @@ def _element_count(shape: Tuple[int, ...]) -> int:
     for n in shape:
         count *= n
     return count
+
+
+def _compact(array: np.ndarray) -> np.ndarray:
+    """``array`` in C order: itself, or a copy of an imported strided view (DLPack)."""
+    return array if array.flags.c_contiguous else np.ascontiguousarray(array)
 
 
 def _peer_copies(device: PluggableDevice) -> bool:

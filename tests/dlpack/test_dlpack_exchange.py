@@ -121,6 +121,9 @@ def test_zero_size_and_scalar():
     assert empty.shape == (0, 3) and empty.size == 0
     scalar = pluggable.from_dlpack(np.array(2.5))
     assert scalar.shape == () and float(scalar) == 2.5
+    assert scalar.to("/xpu:0").shape == ()
+    on_xpu = pluggable.from_dlpack(np.array(4.0), device="/xpu:0")
+    assert on_xpu.shape == () and float(on_xpu) == 4.0
     assert np.from_dlpack(pluggable.tensor(np.array(7, np.int16))) == 7
 
 
