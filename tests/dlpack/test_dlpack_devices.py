@@ -145,13 +145,12 @@ def test_host_addressable_plugin_memory_reaches_numpy_without_copy(plugin_device
     assert managed(forced).dl_tensor.data != t._buffer.address
 
 
-def test_cpu_declaring_plugin_is_a_cpu_device_to_dlpack(plugin_device):
+def test_cpu_declaring_plugin_is_a_cpu_device_to_dlpack(plugin_device, torch):
     device = plugin_device(DLDeviceType.kDLCPU)
     values = np.arange(6, dtype=np.int32).reshape(2, 3)
     t = pluggable.tensor(values, device=device)
     assert t.__dlpack_device__() == (1, 0)
     assert np.from_dlpack(t).ctypes.data == t._buffer.address
-    torch = pytest.importorskip("torch", reason="PyTorch (CPU) is not installed")
     assert torch.from_dlpack(t).data_ptr() == t._buffer.address
 
 
@@ -182,8 +181,7 @@ def test_plugin_device_without_dlpack_declaration(plugin_device, build_test_plug
     np.testing.assert_array_equal(np.from_dlpack(t, device="cpu"), [1.0, 2.0])
 
 
-def test_torch_reads_host_copy_of_xpu_tensor():
-    torch = pytest.importorskip("torch", reason="PyTorch (CPU) is not installed")
+def test_torch_reads_host_copy_of_xpu_tensor(torch):
     y = pluggable.tensor(np.arange(4, dtype=np.float32), device="/xpu:0")
     with pytest.raises(Exception):
         torch.from_dlpack(y)  # kDLExtDev memory is nothing PyTorch knows

@@ -139,8 +139,7 @@ def torch_dtypes(torch):
 
 
 @pytest.mark.parametrize("dtype", ALL_DTYPES, ids=lambda d: d.name)
-def test_torch_both_ways_share_memory(dtype):
-    torch = pytest.importorskip("torch", reason="PyTorch (CPU) is not installed")
+def test_torch_both_ways_share_memory(dtype, torch):
     t = pluggable.tensor(sample(dtype))
     theirs = torch.from_dlpack(t)
     assert theirs.dtype == torch_dtypes(torch)[dtype.name]
@@ -151,8 +150,7 @@ def test_torch_both_ways_share_memory(dtype):
     np.testing.assert_array_equal(ours.numpy(), t.numpy())
 
 
-def test_torch_strided_views():
-    torch = pytest.importorskip("torch", reason="PyTorch (CPU) is not installed")
+def test_torch_strided_views(torch):
     base = torch.arange(24, dtype=torch.float32).reshape(4, 6)
     for view in (base.t(), base[1:, ::2], base[2:]):
         t = pluggable.from_dlpack(view)
@@ -162,9 +160,8 @@ def test_torch_strided_views():
         assert back.data_ptr() == view.data_ptr() and back.stride() == view.stride()
 
 
-def test_rfc_round_trip_with_torch():
+def test_rfc_round_trip_with_torch(torch):
     """RFC 180's example: pluggable -> torch -> pluggable, through capsules."""
-    torch = pytest.importorskip("torch", reason="PyTorch (CPU) is not installed")
     import torch.utils.dlpack as thdlpack
 
     t1 = pluggable.tensor([1, 2, 3], dtype=np.float32)
@@ -179,8 +176,7 @@ def test_rfc_round_trip_with_torch():
 # -- JAX --------------------------------------------------------------------------------------
 @pytest.mark.parametrize("dtype", ["float32", "int32", "bool", "bfloat16", "complex64",
                                    "uint8", "float16"])
-def test_jax_both_ways(dtype):
-    jax = pytest.importorskip("jax", reason="JAX (CPU) is not installed")
+def test_jax_both_ways(dtype, jax):
     d = pluggable.dtypes.as_dtype(dtype)
     t = pluggable.tensor(sample(d))
     theirs = jax.dlpack.from_dlpack(t)  # a legacy consumer: asks without max_version

@@ -54,9 +54,8 @@ def test_unconsumed_capsules_are_freed_once(producer, versioned):
     assert live_exports() == before
 
 
-def test_our_export_outlives_the_tensor():
+def test_our_export_outlives_the_tensor(torch):
     """The consumer keeps the memory: dropping every pluggable reference changes nothing."""
-    torch = pytest.importorskip("torch", reason="PyTorch (CPU) is not installed")
     t = pluggable.tensor(np.arange(5, dtype=np.int64) * 7)
     theirs = torch.utils.dlpack.from_dlpack(pluggable.to_dlpack(t))
     before = live_exports()
@@ -82,8 +81,7 @@ def test_xpu_export_keeps_device_memory_until_the_consumer_is_done():
     assert allocator.stats()["bytes_in_use"] == in_use - (1 << 18)
 
 
-def test_deleter_called_from_another_thread_and_during_an_exception():
-    torch = pytest.importorskip("torch", reason="PyTorch (CPU) is not installed")
+def test_deleter_called_from_another_thread_and_during_an_exception(torch):
     before = live_exports()
     theirs = torch.utils.dlpack.from_dlpack(pluggable.to_dlpack(pluggable.tensor(np.arange(4.0))))
     assert live_exports() == before + 1
