@@ -20,7 +20,8 @@ def test_dlpack_error_is_both():
 
 
 BAD = {
-    "major version": (dict(major=2), DLPackError, r"DLPack 2\.1 tensor; this host reads DLPack 1\.x"),
+    "major version": (dict(major=2), DLPackError,
+                      r"DLPack 2\.1 tensor; this host reads DLPack 1\.x"),
     "null deleter": (dict(null_deleter=True), DLPackError, "NULL deleter"),
     "unknown device type": (dict(device=(99, 0)), DLPackError, "unknown DLPack device type 99"),
     "device not loaded": (dict(device=(int(DLDeviceType.kDLCUDA), 0)), NotFoundError,
