@@ -640,9 +640,9 @@ def _consume(capsule, target: Any, copy: Optional[bool]) -> Tensor:
         _release_export(address)  # the tensor holds the buffer itself
     else:
         if strides is not None:
-            raise DLPackError(f"device memory of {source.name} with strides {strides} (not "
-                              f"compact) cannot be imported: kernels need compact memory and "
-                              f"this device has no strided copy", call="from_dlpack")
+            result = _compact_device_import(capsule, versioned, managed, address, d, source,
+                                            copy)
+            return result if target in (None, source) else result.to(target)
         nbytes = _count(shape) * dtype.itemsize
         buffer = _ImportedBuffer(source, d.data + d.byte_offset, nbytes, address,
                                  managed.deleter)
@@ -656,6 +656,32 @@ def _consume(capsule, target: Any, copy: Optional[bool]) -> Tensor:
 
 
 _count = math.prod
+
+
+def _compact_device_import(capsule, versioned: bool, managed, address: int, d: _Described,
+                           source: "PluggableDevice", copy: Optional[bool]) -> Tensor:
+    """Strided device memory: kernels need it compact, so it is copied once, through the
+    host, which must be able to read it (PLUGGABLE_DLPACK_HOST_ADDRESSABLE); then the
+    producer's deleter runs."""
+    if copy is False or not _host_addressable(source):
+        why = ("copy=False forbids the copy" if copy is False else
+               f"{source.platform.label} memory is not host-addressable, so the host cannot "
+               f"gather it")
+        raise DLPackError(f"device memory of {source.name} with strides {d.strides} (not "
+                          f"compact) must be copied to compact memory for kernels, and {why}",
+                          call="from_dlpack")
+    itemsize = d.dtype.itemsize
+    low = sum(min(0, (n - 1) * s) for n, s in zip(d.shape, d.strides))
+    high = sum(max(0, (n - 1) * s) for n, s in zip(d.shape, d.strides))
+    first = d.data + d.byte_offset + low * itemsize
+    span = np.frombuffer((ctypes.c_char * ((high - low + 1) * itemsize)).from_address(first),
+                         d.dtype.numpy_dtype)
+    view = np.lib.stride_tricks.as_strided(span[-low:], d.shape,
+                                           tuple(s * itemsize for s in d.strides))
+    result = _upload(np.ascontiguousarray(view), d.dtype, source, owned=False)
+    _PyCapsule_SetName(capsule, _USED_VERSIONED if versioned else _USED_LEGACY)
+    managed.deleter(address)  # the upload is done: the producer's memory is not needed
+    return result
 
 
 def _consume_host(capsule, t, dtype: DType, shape: Tuple[int, ...], target: Any,

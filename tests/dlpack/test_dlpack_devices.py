@@ -187,3 +187,39 @@ def test_torch_reads_host_copy_of_xpu_tensor(torch):
         torch.from_dlpack(y)  # kDLExtDev memory is nothing PyTorch knows
     np.testing.assert_array_equal(torch.from_dlpack(np.from_dlpack(y, device="cpu")).numpy(),
                                   [0, 1, 2, 3])
+
+
+def test_strided_device_memory_is_compacted_once(plugin_device, producer):
+    """A strided view of host-addressable device memory: gathered into compact device memory
+    once (kernels need it compact), then the producer's memory is given back."""
+    device = plugin_device(DLDeviceType.kDLExtDev)
+    base = np.arange(24, dtype=np.float32).reshape(4, 6)
+    expected = base[1:, ::-2]
+    calls = producer.deleter_calls
+    capsule = producer.capsule(base, device=(12, 0), shape=expected.shape, strides=(6, -2),
+                               byte_offset=(6 + 5) * 4)
+    t = pluggable.from_dlpack(capsule, device=device)
+    assert t.device == "/device:TEST:0" and t.shape == (3, 3)
+    np.testing.assert_array_equal(t.numpy(), expected)
+    assert producer.deleter_calls == calls + 1  # copied: the producer's memory went back
+    with pytest.raises(DLPackError, match="not compact.*copy=False forbids"):
+        pluggable.from_dlpack(producer.capsule(base, device=(12, 0), shape=(3, 3),
+                                               strides=(6, -2), byte_offset=44),
+                              device=device, copy=False)
+
+
+def test_strided_xpu_memory_cannot_be_gathered(producer):
+    capsule = producer.capsule(np.arange(8, dtype=np.float32), device=(12, 0), shape=(4,),
+                               strides=(2,))
+    with pytest.raises(DLPackError, match="not host-addressable, so the host cannot gather"):
+        pluggable.from_dlpack(capsule)
+
+
+def test_unknown_declared_device_type(build_test_plugin, private_manager):
+    private_manager.load_plugin(build_test_plugin(PLATFORM_NAME="FUTURE_DEV",
+                                                  DEVICE_TYPE="FUTURE", DLPACK_DEVICE_TYPE=99))
+    t = pluggable.tensor([1.0], device=private_manager.devices.get("FUTURE:0"))
+    assert t.__dlpack_device__() == (99, 0)
+    with pytest.raises(DLPackError, match="declares unknown DLPack device type 99"):
+        t.__dlpack__(max_version=(1, 0))
+    np.testing.assert_array_equal(np.from_dlpack(t, device="cpu"), [1.0])

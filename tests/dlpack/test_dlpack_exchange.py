@@ -186,3 +186,42 @@ def test_jax_both_ways(dtype, jax):
     assert ours.dtype == d
     np.testing.assert_array_equal(ours.numpy(), t.numpy())
     assert address(ours) == theirs.unsafe_buffer_pointer()
+
+
+OPS = {
+    "identity": (lambda o, t: o.identity(t), lambda a: a),
+    "negative": (lambda o, t: o.negative(t), np.negative),
+    "square": (lambda o, t: o.square(t), np.square),
+    "exp": (lambda o, t: o.exp(t), np.exp),
+    "relu": (lambda o, t: o.relu(t - 3.0), lambda a: np.maximum(a - 3.0, 0)),
+    "add": (lambda o, t: o.add(t, t), lambda a: a + a),
+    "maximum": (lambda o, t: o.maximum(t, 2.0), lambda a: np.maximum(a, 2.0)),
+    "cast": (lambda o, t: o.cast(t, "int32"), lambda a: a.astype(np.int32)),
+    "reduce_sum": (lambda o, t: o.reduce_sum(t, axis=1), lambda a: a.sum(axis=1)),
+    "reduce_max": (lambda o, t: o.reduce_max(t), lambda a: a.max()),
+    "softmax": (lambda o, t: o.softmax(t),
+                lambda a: np.exp(a) / np.exp(a).sum(axis=-1, keepdims=True)),
+    "reshape": (lambda o, t: o.reshape(t, (-1,)), lambda a: a.reshape(-1)),
+    "transpose": (lambda o, t: o.transpose(t), lambda a: a.T),
+    "matmul": (lambda o, t: o.matmul(t, t, transpose_b=True), lambda a: a @ a.T),
+    "argmax": (lambda o, t: o.argmax(t, axis=1), lambda a: a.argmax(axis=1)),
+    "where": (lambda o, t: o.where(o.greater(t, 2.0), t, 0.0),
+              lambda a: np.where(a > 2.0, a, 0.0)),
+}
+
+
+@pytest.mark.parametrize("device", ["/cpu:0", "/xpu:0"])
+@pytest.mark.parametrize("op", OPS)
+def test_a_foreign_strided_view_works_with_every_op(op, device):
+    """A view of someone else's buffer (a transposed, stepped, offset NumPy view) is an input
+    like any other: CPU kernels take it as it is, device kernels after a compacting upload."""
+    base = (np.arange(60, dtype=np.float32).reshape(6, 10) % 7) / 2
+    view = base[1:, ::3].T  # shape (4, 5), strides of neither order
+    assert not view.flags.c_contiguous and not view.flags.f_contiguous
+    t = pluggable.from_dlpack(view)
+    assert address(t) == view.ctypes.data
+    run, expected = OPS[op]
+    with pluggable.device(device):
+        result = run(pluggable.ops, t)
+    np.testing.assert_allclose(result.numpy(), expected(view), rtol=1e-5)
+    assert address(t) == view.ctypes.data  # still a view: nothing compacted it in place
