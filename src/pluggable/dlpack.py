@@ -579,12 +579,16 @@ def _from_host_producer(x: Any) -> Optional[Tensor]:
     """The common case, fast: a producer of host memory (NumPy, PyTorch or JAX on the CPU, a
     CPU tensor) whose array NumPy's own consumer makes. None when that does not apply or
     NumPy refuses: the checking path then does the work, or says what is wrong."""
-    try:
-        device_type = x.__dlpack_device__()[0]
-    except Exception:  # not a DLPack producer, or one that cannot say: the slow path decides
-        return None
-    if device_type not in _HOST_TYPES:
-        return None
+    if type(x) is Tensor:
+        if x._array is None:
+            return None
+    else:
+        try:
+            device_type = x.__dlpack_device__()[0]
+        except Exception:  # not a DLPack producer, or one that cannot say: the slow path
+            return None
+        if device_type not in _HOST_TYPES:
+            return None
     try:
         array = np.from_dlpack(x)
     except Exception:
@@ -592,7 +596,9 @@ def _from_host_producer(x: Any) -> Optional[Tensor]:
     dtype = _NUMPY_DTYPES.get(array.dtype)
     if dtype is None:
         return None
-    array.flags.writeable = False
+    flags = array.flags
+    if flags.writeable:  # a READ_ONLY capsule (ours) made it read-only already
+        flags.writeable = False
     return Tensor(array.shape, dtype, CPU_DEVICE, array=array)
 
 
