@@ -71,6 +71,8 @@ def test_xpu_export_keeps_device_memory_until_the_consumer_is_done():
     device = pluggable.get_device("XPU:0")
     allocator = device.executor.allocator
     t = pluggable.tensor(np.ones(1 << 16, np.float32), device=device)
+    gc.collect()
+    device.executor.event_manager.synchronize()  # frees deferred by earlier work are done
     in_use = allocator.stats()["bytes_in_use"]
     capsule = t.__dlpack__(max_version=(1, 0))
     del t
@@ -78,6 +80,7 @@ def test_xpu_export_keeps_device_memory_until_the_consumer_is_done():
     assert allocator.stats()["bytes_in_use"] == in_use  # the capsule holds the buffer
     del capsule
     gc.collect()
+    device.executor.event_manager.synchronize()  # the upload's marker may still be pending
     assert allocator.stats()["bytes_in_use"] == in_use - (1 << 18)
 
 
