@@ -317,7 +317,9 @@ def export(tensor: Tensor, *, stream: Any = None, max_version: Any = None,
     if to_host or stream is None or stream == -1:
         tensor._wait_for_producer(device)
     else:
-        tensor._order_after_producer(device, _consumer_stream(device, stream))
+        consumer = _consumer_stream(device, stream)
+        if consumer is not device.compute_stream or tensor._ready is not None:
+            tensor._order_after_producer(device, consumer)  # (kernels ran on compute already)
     buffer = tensor._buffer
     return _new_capsule(buffer, buffer.address, _CPU if to_host else own, tensor._dtype,
                         tensor._shape, None, flags, versioned)
@@ -622,10 +624,8 @@ def _consume(capsule, target: Any, copy: Optional[bool]) -> Tensor:
             raise DLPackError(
                 f"the capsule holds a DLPack {managed.version.major}.{managed.version.minor} "
                 f"tensor; this host reads DLPack {DLPACK_MAJOR_VERSION}.x", call="from_dlpack")
-        flags = int(managed.flags)
     else:
         managed = DLManagedTensor.from_address(address)
-        flags = 0
     if not managed.deleter:
         raise DLPackError("the DLPack tensor has a NULL deleter, so nothing would say when its "
                           "memory may be freed; the producer must set one", call="from_dlpack")

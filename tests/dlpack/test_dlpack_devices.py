@@ -223,3 +223,14 @@ def test_unknown_declared_device_type(build_test_plugin, private_manager):
     with pytest.raises(DLPackError, match="declares unknown DLPack device type 99"):
         t.__dlpack__(max_version=(1, 0))
     np.testing.assert_array_equal(np.from_dlpack(t, device="cpu"), [1.0])
+
+
+def test_short_dlpack_extension_is_rejected(build_test_plugin, private_manager):
+    """PLUGGABLE_DLPackDeviceExt follows the struct_size rules: shorter than its first
+    version, the plugin does not load, and the message says why."""
+    path = build_test_plugin(PLATFORM_NAME="SHORT_DEV", DEVICE_TYPE="SHORT",
+                             DLPACK_DEVICE_TYPE=12, DLPACK_EXT_SIZE=28)
+    with pytest.raises(pluggable.PluginLoadError,
+                       match="PLUGGABLE_DLPackDeviceExt.struct_size to 28, smaller than the "
+                             "first published version of PLUGGABLE_DLPackDeviceExt .40 bytes"):
+        private_manager.load_plugin(path)

@@ -28,7 +28,8 @@
  *   NO_TIMERS                 no timer callbacks
  *   DLPACK_DEVICE_TYPE=n      declares DLPack device type n (PLUGGABLE_DLPackDeviceExt after
  *                             PLATFORM_INFO); DLPACK_FLAGS=m sets its flags (its "device
- *                             memory" is malloc'd host memory, so host-addressable is true)
+ *                             memory" is malloc'd host memory, so host-addressable is true);
+ *                             DLPACK_EXT_SIZE=k gives that extension struct_size k
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -403,9 +404,11 @@ static void plugin_destroy_platform_fns(SP_PlatformFns* platform_fns) { (void)pl
 #ifndef DLPACK_FLAGS
 #define DLPACK_FLAGS 0
 #endif
-static PLUGGABLE_DLPackDeviceExt dlpack_device = {
-    PLUGGABLE_DLPACK_DEVICE_EXT_STRUCT_SIZE, PLUGGABLE_EXT_DLPACK_DEVICE, NULL,
-    DLPACK_DEVICE_TYPE, DLPACK_FLAGS};
+#ifndef DLPACK_EXT_SIZE
+#define DLPACK_EXT_SIZE PLUGGABLE_DLPACK_DEVICE_EXT_STRUCT_SIZE
+#endif
+static PLUGGABLE_DLPackDeviceExt dlpack_device = {DLPACK_EXT_SIZE, PLUGGABLE_EXT_DLPACK_DEVICE,
+                                                  NULL, DLPACK_DEVICE_TYPE, DLPACK_FLAGS};
 #define PLATFORM_INFO_NEXT (&dlpack_device)
 #else
 #define PLATFORM_INFO_NEXT NULL
