@@ -158,3 +158,27 @@ def test_xpu_round_trips_stay_flat():
     assert allocator.stats()["bytes_in_use"] == in_use
     assert live_exports() == exports
     assert rss_bytes() - rss < 8 << 20, "host memory grew over the round trips"
+
+
+EXIT_SCRIPT = """
+import numpy as np, pluggable
+t = pluggable.tensor(np.arange(5.0))
+capsules = [pluggable.to_dlpack(t) for _ in range(3)]           # never consumed
+imported = [pluggable.from_dlpack(pluggable.to_dlpack(t)) for _ in range(3)]
+on_xpu = pluggable.tensor(np.arange(4.0), device="/xpu:0")
+xpu_capsule = on_xpu.__dlpack__(max_version=(1, 0))
+class Cycle:
+    pass
+cycle = Cycle()
+cycle.self, cycle.capsule = cycle, pluggable.to_dlpack(t)       # freed by the last collection
+print("exported")
+"""
+
+
+def test_capsules_alive_at_exit_do_not_crash(run_python):
+    """Capsules and imported tensors still alive when the interpreter exits: their deleters
+    run during shutdown, when Python code can no longer run; they must not crash it."""
+    result = run_python(EXIT_SCRIPT)
+    assert result.returncode == 0
+    assert result.stdout.strip() == "exported"
+    assert result.stderr == ""

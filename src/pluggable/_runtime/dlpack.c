@@ -29,6 +29,7 @@ static struct {
   void (*err_restore)(void*, void*, void*);
   const char* (*capsule_name)(void*);
   void* (*capsule_pointer)(void*, const char*);
+  int (*is_finalizing)(void);
 } py;
 
 static ReleaseFn g_release; /* set once, before any export, never changed */
@@ -40,9 +41,14 @@ int pluggable_DLPackInit(void (*release)(void* managed)) {
   py.err_restore = (void (*)(void*, void*, void*))dlsym(RTLD_DEFAULT, "PyErr_Restore");
   py.capsule_name = (const char* (*)(void*))dlsym(RTLD_DEFAULT, "PyCapsule_GetName");
   py.capsule_pointer = (void* (*)(void*, const char*))dlsym(RTLD_DEFAULT, "PyCapsule_GetPointer");
+  /* Public since Python 3.13; underscored before. */
+  py.is_finalizing = (int (*)(void))dlsym(RTLD_DEFAULT, "Py_IsFinalizing");
+  if (py.is_finalizing == NULL) {
+    py.is_finalizing = (int (*)(void))dlsym(RTLD_DEFAULT, "_Py_IsFinalizing");
+  }
   if (py.gil_ensure == NULL || py.gil_release == NULL || py.err_fetch == NULL ||
       py.err_restore == NULL || py.capsule_name == NULL || py.capsule_pointer == NULL ||
-      release == NULL) {
+      py.is_finalizing == NULL || release == NULL) {
     return -1;
   }
   g_release = release;
@@ -52,6 +58,9 @@ int pluggable_DLPackInit(void (*release)(void* managed)) {
 /* The deleter of every managed tensor the host exports (versioned or legacy: both take the
  * struct's address). */
 void pluggable_DLPackDeleter(void* managed) {
+  /* While the interpreter shuts down, Python code (and the release function's module) may
+   * already be gone; the process is about to give all its memory back anyway. */
+  if (py.is_finalizing()) return;
   int gil = py.gil_ensure();
   void *type = NULL, *value = NULL, *traceback = NULL;
   py.err_fetch(&type, &value, &traceback);
