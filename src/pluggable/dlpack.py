@@ -419,6 +419,10 @@ def _request(x: Any, target: Any, copy: Optional[bool]):
         source = tuple(x.__dlpack_device__())
     except AttributeError:
         source = None
+    except DLPackError:  # a plugin device without a DLPack device: a host copy is possible
+        if target is not CPU_DEVICE:
+            raise
+        source = (0, 0)
     kwargs: Dict[str, Any] = {"max_version": _VERSION}
     host_source = source is None or source[0] in _HOST_TYPES
     if target is CPU_DEVICE and not host_source:

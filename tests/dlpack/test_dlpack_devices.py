@@ -179,6 +179,9 @@ def test_plugin_device_without_dlpack_declaration(plugin_device, build_test_plug
     with pytest.raises(DLPackError, match="declares no DLPack device"):
         t.__dlpack_device__()
     np.testing.assert_array_equal(np.from_dlpack(t, device="cpu"), [1.0, 2.0])
+    np.testing.assert_array_equal(pluggable.from_dlpack(t, device="cpu").numpy(), [1.0, 2.0])
+    with pytest.raises(DLPackError, match="declares no DLPack device"):
+        pluggable.from_dlpack(t)
 
 
 def test_torch_reads_host_copy_of_xpu_tensor(torch):
