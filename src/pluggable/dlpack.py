@@ -633,6 +633,17 @@ def _consume(capsule, target: Any, copy: Optional[bool]) -> Tensor:
     if not managed.deleter:
         raise DLPackError("the DLPack tensor has a NULL deleter, so nothing would say when its "
                           "memory may be freed; the producer must set one", call="from_dlpack")
+    with _LIVE_LOCK:
+        export_ = _LIVE.get(address)
+    if export_ is not None and isinstance(export_.owner, np.ndarray) and target is None:
+        # Our own host capsule coming back (RFC round trip): the very array it holds.
+        array = export_.owner if copy is None else export_.owner.copy()
+        _PyCapsule_SetName(capsule, _USED_VERSIONED if versioned else _USED_LEGACY)
+        _release_export(address)
+        if array.flags.writeable:
+            array = array.view()
+            array.flags.writeable = False
+        return Tensor(array.shape, _NUMPY_DTYPES[array.dtype], CPU_DEVICE, array=array)
     d = _describe(address + _TENSOR_OFFSET[versioned])
     dtype, shape, strides = d.dtype, d.shape, d.strides
     if d.device_type in _HOST_TYPES:
@@ -641,8 +652,6 @@ def _consume(capsule, target: Any, copy: Optional[bool]) -> Tensor:
     if target not in (None, source) and copy is False:
         raise DLPackError(f"the memory is on {source.name}; moving it to {target.name} needs "
                           f"a copy, and copy=False forbids one", call="from_dlpack")
-    with _LIVE_LOCK:
-        export_ = _LIVE.get(address)
     if export_ is not None and isinstance(export_.owner, DeviceBuffer) and strides is None \
             and not d.byte_offset:
         result = Tensor(shape, dtype, source, buffer=export_.owner)
