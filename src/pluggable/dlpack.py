@@ -588,7 +588,8 @@ def _from_host_producer(x: Any) -> Optional[Tensor]:
     if type(x) is Tensor:
         if x._array is None:
             return None
-    else:
+        x = x._array  # what Tensor.__dlpack__ would hand NumPy's exporter anyway
+    elif type(x) is not np.ndarray:  # a NumPy array is on the CPU: no need to ask
         try:
             device_type = x.__dlpack_device__()[0]
         except Exception:  # not a DLPack producer, or one that cannot say: the slow path
@@ -605,7 +606,7 @@ def _from_host_producer(x: Any) -> Optional[Tensor]:
     flags = array.flags
     if flags.writeable:  # a READ_ONLY capsule (ours) made it read-only already
         flags.writeable = False
-    return Tensor(array.shape, dtype, CPU_DEVICE, array=array)
+    return Tensor(array.shape, dtype, CPU_DEVICE, array)
 
 
 def _consume(capsule, target: Any, copy: Optional[bool]) -> Tensor:
