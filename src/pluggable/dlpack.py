@@ -16,8 +16,12 @@ Import (`from_dlpack`): host memory becomes a CPU tensor over the producer's mem
 consumes the capsule, so the deleter runs exactly once, when the last array viewing it is
 gone); memory of a plugin device becomes a tensor on that device over the same memory, whose
 deleter runs once the device's work reading it is done. Capsules this module exported come
-back as the very same buffer. A capsule that is rejected is left unconsumed, so its own
-destructor frees it.
+back as the very same buffer or array. A capsule that is rejected is left unconsumed, so its
+own destructor frees it.
+
+The deleter and the capsule destructor of the capsules built here are C functions of the
+runtime library (_runtime/dlpack.c), because consumers call them where Python code cannot
+run directly: during exception handling, on threads without the GIL, at interpreter exit.
 """
 from __future__ import annotations
 
