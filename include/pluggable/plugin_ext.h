@@ -4,7 +4,7 @@
  * pluggable host more than TensorFlow's API can carry hangs a chain of extension structs
  * off an `ext` pointer that TensorFlow leaves to the plugin:
  *
- *   SP_Platform.ext         -> PLUGGABLE_PlatformInfoExt
+ *   SP_Platform.ext         -> PLUGGABLE_PlatformInfoExt -> PLUGGABLE_DLPackDeviceExt
  *   SP_StreamExecutor.ext   -> PLUGGABLE_LiveHandlesExt -> PLUGGABLE_StreamNamesExt
  *
  * Every extension starts with the same three fields (PLUGGABLE_ExtHeader), so the host walks a
@@ -45,6 +45,7 @@ typedef enum PLUGGABLE_ExtType {
   PLUGGABLE_EXT_LIVE_HANDLES = 0x504C4702,  /* PLUGGABLE_LiveHandlesExt, on SP_StreamExecutor.ext */
   /* 0x504C4703 is taken by the DLPack extension. */
   PLUGGABLE_EXT_STREAM_NAMES = 0x504C4704,  /* PLUGGABLE_StreamNamesExt, on SP_StreamExecutor.ext */
+  PLUGGABLE_EXT_DLPACK_DEVICE = 0x504C4703, /* PLUGGABLE_DLPackDeviceExt, on SP_Platform.ext */
 } PLUGGABLE_ExtType;
 
 /* The prefix every extension struct begins with. */
@@ -125,6 +126,27 @@ typedef struct PLUGGABLE_StreamNamesExt {
 
 #define PLUGGABLE_STREAM_NAMES_EXT_STRUCT_SIZE \
   TF_OFFSET_OF_END(PLUGGABLE_StreamNamesExt, set_stream_name)
+/* How the platform's device memory appears to DLPack (since 0.3.0). On SP_Platform.ext's
+ * chain, so one declaration covers every device of the platform; the DLPack device_id of a
+ * device is its SP_Device.ordinal (0 when device_type is kDLCPU, DLPack's only CPU id).
+ * Without it the host exchanges the platform's tensors through host copies only. */
+/* The host may dereference the platform's device pointers (SP_DeviceMemoryBase.opaque)
+ * directly, once the stream work that writes them is done: a consumer asking for kDLCPU gets
+ * the device memory itself, without a copy. */
+#define PLUGGABLE_DLPACK_HOST_ADDRESSABLE ((uint64_t)1 << 0)
+
+typedef struct PLUGGABLE_DLPackDeviceExt {
+  size_t struct_size;
+  int32_t type; /* PLUGGABLE_EXT_DLPACK_DEVICE */
+  void* next;
+  /* A DLDeviceType value (dlpack/dlpack.h): kDLCUDA for a CUDA-backed plugin, kDLCPU when
+   * device memory is plain host memory, kDLExtDev for memory only the plugin understands. */
+  int32_t device_type;
+  uint64_t flags; /* PLUGGABLE_DLPACK_* bits */
+} PLUGGABLE_DLPackDeviceExt;
+
+#define PLUGGABLE_DLPACK_DEVICE_EXT_STRUCT_SIZE \
+  TF_OFFSET_OF_END(PLUGGABLE_DLPackDeviceExt, flags)
 
 #ifdef __cplusplus
 } /* extern "C" */

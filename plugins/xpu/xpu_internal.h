@@ -111,6 +111,9 @@ typedef struct XpuPlatform {
    * carry it, and peer copies (PLUGGABLE_PLATFORM_PEER_DTOD) are allowed between devices
    * with the same id. An id rather than the pointer, because devices may outlive it. */
   uint64_t id;
+  /* Next in the chain after `info`: DLPack sees XPU memory as kDLExtDev, not host-addressable
+   * (the host cannot read arena pointers itself; consumers get host copies). */
+  PLUGGABLE_DLPackDeviceExt dlpack;
 } XpuPlatform;
 
 enum { XPU_BLOCK_FREE = 0, XPU_BLOCK_DEVICE = 1, XPU_BLOCK_UNIFIED = 2 };

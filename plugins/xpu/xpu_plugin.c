@@ -23,7 +23,8 @@
  *   - Handle validation: streams, events, timers, devices and host allocations are kept in
  *     registries, so a destroyed or foreign handle is an error status, not a crash.
  *   - Project extensions on `ext` chains (pluggable/plugin_ext.h): platform capability flags,
- *     per-device live-handle counters for leak tests, and stream names for the profiler.
+ *     the DLPack device (kDLExtDev, not host-addressable), per-device
+ *     live-handle counters for leak tests, and stream names for the profiler.
  *   - Peer copies (PLUGGABLE_PLATFORM_PEER_DTOD): memcpy_dtod and sync_memcpy_dtod of device
  *     D accept a source in a live allocation of any device created from the same SP_Platform;
  *     the destination must be D's. The source is looked up and checked when the call is made
@@ -60,6 +61,8 @@
  * shared object and are resolved when it is loaded.
  */
 #include "xpu_internal.h"
+
+#include "dlpack/dlpack.h"
 
 #include <inttypes.h>
 #include <stdarg.h>
@@ -571,9 +574,14 @@ __attribute__((visibility("default"))) void SE_InitPlugin(SE_PlatformRegistratio
 
   xp->info.struct_size = PLUGGABLE_PLATFORM_INFO_EXT_STRUCT_SIZE;
   xp->info.type = PLUGGABLE_EXT_PLATFORM_INFO;
-  xp->info.next = NULL;
+  xp->info.next = &xp->dlpack;
   xp->info.flags = PLUGGABLE_PLATFORM_PAGEABLE_ASYNC_COPY | PLUGGABLE_PLATFORM_PEER_DTOD;
   xp->info.plugin_version = XPU_PLUGIN_VERSION;
+  xp->dlpack.struct_size = PLUGGABLE_DLPACK_DEVICE_EXT_STRUCT_SIZE;
+  xp->dlpack.type = PLUGGABLE_EXT_DLPACK_DEVICE;
+  xp->dlpack.next = NULL;
+  xp->dlpack.device_type = kDLExtDev;
+  xp->dlpack.flags = 0;
   xp->config = config;
 
   params->major_version = SE_MAJOR;

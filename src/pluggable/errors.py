@@ -119,6 +119,12 @@ class PluginLoadError(PluggableError, ImportError):
         self.reason = reason
 
 
+class DLPackError(InvalidArgumentError, BufferError):
+    """A DLPack exchange that cannot be done as asked: a bad or consumed capsule, a dtype or
+    device without a counterpart, a copy that ``copy=False`` forbids. Also a `BufferError`,
+    which the Python array API standard names for these cases."""
+
+
 class PluggableWarning(UserWarning):
     """Something went wrong where nothing could be raised."""
 

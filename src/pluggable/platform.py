@@ -111,7 +111,17 @@ class Platform:
         self.capabilities = 0
         self.plugin_version: Optional[str] = None
         self.default_priority = 0
+        # PLUGGABLE_DLPackDeviceExt: the DLDeviceType of the platform's memory, or None.
+        self.dlpack_device_type: Optional[int] = None
+        self.dlpack_flags = 0
         for link in plugin_ext.walk_ext_chain(ext_address or 0):
+            if link.type == plugin_ext.PLUGGABLE_EXT_DLPACK_DEVICE:
+                dl = negotiate(plugin_ext.PLUGGABLE_DLPackDeviceExt,
+                               plugin_ext.PLUGGABLE_DLPackDeviceExt.from_address(link.address),
+                               "SP_Platform.ext")
+                self.dlpack_device_type = int(dl.device_type)
+                self.dlpack_flags = int(dl.flags)
+                continue
             if link.type != plugin_ext.PLUGGABLE_EXT_PLATFORM_INFO:
                 continue
             info = negotiate(plugin_ext.PLUGGABLE_PlatformInfoExt,

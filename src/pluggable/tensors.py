@@ -255,6 +255,16 @@ class Tensor:
         else:
             device.executor.event_manager.mark(device.compute_stream).synchronize()
 
+    # -- DLPack (pluggable.dlpack) -----------------------------------------------------------
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        """A DLPack capsule of this tensor, per the Python array API standard."""
+        return _dlpack().export(self, stream=stream, max_version=max_version,
+                                dl_device=dl_device, copy=copy)
+
+    def __dlpack_device__(self) -> Tuple[int, int]:
+        """``(device_type, device_id)`` of the DLPack device holding the data."""
+        return _dlpack().dlpack_device(self)
+
     def __array__(self, dtype=None, copy=None):
         values = self.numpy()
         if dtype is not None:
@@ -345,7 +355,7 @@ class Tensor:
             values.flags.writeable = False
             return Tensor(self._shape, self._dtype, CPU_DEVICE, array=values)
         if self._array is not None:
-            return _upload(self._array, self._dtype, target, owned=True)
+            return _upload(_compact(self._array), self._dtype, target, owned=True)
         source = self._live_device()
         if (source.platform is target.platform and _peer_copies(target)):
             return self._peer_copy(source, target)
@@ -378,6 +388,20 @@ class Tensor:
                 f"the tensor's device {device.name} was closed; its data is gone",
                 call="Tensor")
         return device
+
+
+_dlpack_module = None
+
+
+def _dlpack():
+    """`pluggable.dlpack`, which builds on this module: imported on first use, then kept
+    (an import statement per call would cost more than the exchange itself)."""
+    global _dlpack_module
+    if _dlpack_module is None:
+        from . import dlpack
+
+        _dlpack_module = dlpack
+    return _dlpack_module
 
 
 class _HostArrayCache:
@@ -437,6 +461,11 @@ def _element_count(shape: Tuple[int, ...]) -> int:
     for n in shape:
         count *= n
     return count
+
+
+def _compact(array: np.ndarray) -> np.ndarray:
+    """``array`` in C order: itself, or a copy of an imported strided view (DLPack)."""
+    return array if array.flags.c_contiguous else np.ascontiguousarray(array)
 
 
 def _peer_copies(device: PluggableDevice) -> bool:

@@ -40,6 +40,7 @@ PROBE_HEADERS = [
     "tensorflow/c/experimental/pluggable_profiler/pluggable_profiler.h",
     "tensorflow/c/kernels.h",
     "pluggable/plugin_ext.h",
+    "dlpack/dlpack.h",
 ]
 
 C_WARNINGS = ["-Wall", "-Wextra", "-Werror", "-pedantic"]
@@ -254,7 +255,7 @@ def parse_header_enums(text: str) -> dict[str, list[str]]:
     """``{enum: [enumerator, ...]}`` for every ``typedef enum`` body."""
     enums = {}
     for m in re.finditer(r"typedef enum\s*(\w*)\s*\{(.*?)\}\s*(\w+)\s*;", text, re.S):
-        body = re.sub(r"/\*.*?\*/|//[^\n]*", "", m.group(2), flags=re.S)
+        body = re.sub(r"/\*.*?\*/|//[^\n]*", "", _strip_preprocessor(m.group(2)), flags=re.S)
         enums[m.group(3)] = [item.split("=")[0].strip() for item in body.split(",")
                              if item.strip()]
     return enums
@@ -268,15 +269,19 @@ def all_header_text() -> str:
 # Enumerators and macros whose values the mirrors repeat.
 def mirrored_constants() -> dict[str, int]:
     values = {}
-    for enum in (abi.TF_Code, abi.TF_DataType, abi.SE_EventStatus, abi.PLUGGABLE_ExtType):
+    for enum in (abi.TF_Code, abi.TF_DataType, abi.SE_EventStatus, abi.PLUGGABLE_ExtType,
+                 abi.dlpack.DLDeviceType, abi.dlpack.DLDataTypeCode):
         values.update({name: int(member) for name, member in enum.__members__.items()})
-    se, tp, ext = abi.stream_executor, abi.pluggable_profiler, abi.plugin_ext
+    se, tp, ext, dl = abi.stream_executor, abi.pluggable_profiler, abi.plugin_ext, abi.dlpack
     for module, names in (
         (se, ("SE_MAJOR", "SE_MINOR", "SE_PATCH")),
         (tp, ("TP_MAJOR", "TP_MINOR", "TP_PATCH")),
         (ext, ("PLUGGABLE_EXT_MAJOR", "PLUGGABLE_EXT_MINOR", "PLUGGABLE_EXT_PATCH",
                "PLUGGABLE_EXT_TAG_MASK", "PLUGGABLE_EXT_TAG_BASE",
-               "PLUGGABLE_PLATFORM_PAGEABLE_ASYNC_COPY", "PLUGGABLE_PLATFORM_PEER_DTOD")),
+               "PLUGGABLE_PLATFORM_PAGEABLE_ASYNC_COPY", "PLUGGABLE_PLATFORM_PEER_DTOD",
+               "PLUGGABLE_DLPACK_HOST_ADDRESSABLE")),
+        (dl, ("DLPACK_MAJOR_VERSION", "DLPACK_MINOR_VERSION", "DLPACK_FLAG_BITMASK_READ_ONLY",
+              "DLPACK_FLAG_BITMASK_IS_COPIED", "DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED")),
     ):
         values.update({name: getattr(module, name) for name in names})
     return values

@@ -23,7 +23,7 @@ def test_every_header_struct_is_mirrored():
 def test_every_mirror_is_in_all_structs():
     defined = set()
     for module in (abi.tf_buffer, abi.tf_tensor, abi.stream_executor, abi.pluggable_profiler,
-                   abi.kernels, abi.plugin_ext):
+                   abi.kernels, abi.plugin_ext, abi.dlpack):
         defined |= {obj for _, obj in inspect.getmembers(module, inspect.isclass)
                     if issubclass(obj, abi.ABIStruct) and obj is not abi.ABIStruct}
     assert defined == set(abi.ALL_STRUCTS)
@@ -77,7 +77,7 @@ def test_every_function_type_is_checked():
     checked |= {fn for fn, _ in lib.standalone_function_types().values()}
     declared = {}
     for module in (abi.tf_status, abi.tf_buffer, abi.tf_tensor, abi.stream_executor,
-                   abi.pluggable_profiler, abi.kernels, abi.plugin_ext):
+                   abi.pluggable_profiler, abi.kernels, abi.plugin_ext, abi.dlpack):
         for name, obj in vars(module).items():
             if isinstance(obj, type) and issubclass(obj, lib.CFuncPtr):
                 declared[f"{module.__name__}.{name}"] = obj
@@ -95,6 +95,8 @@ def test_enums_complete():
     assert enums["TF_DataType"] == list(abi.TF_DataType.__members__)
     assert enums["SE_EventStatus"] == list(abi.SE_EventStatus.__members__)
     assert enums["PLUGGABLE_ExtType"] == list(abi.PLUGGABLE_ExtType.__members__)
+    assert enums["DLDeviceType"] == list(abi.dlpack.DLDeviceType.__members__)
+    assert enums["DLDataTypeCode"] == list(abi.dlpack.DLDataTypeCode.__members__)
     tf_codes = ["TF_" + name[len("TSL_"):] for name in enums["TSL_Code"]]
     assert tf_codes == list(abi.TF_Code.__members__)
     for name in tf_codes:  # the TF_* aliases exist as macros too

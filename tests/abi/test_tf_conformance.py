@@ -16,9 +16,12 @@ import pytest
 OURS_ONLY = {"SE_InitializePlugin"}
 VOID_PARAMETER_LISTS = {"TF_InitKernel", "TF_TensorDefaultAlignment"}  # () in TensorFlow
 
-TF_HEADERS = [h for h in lib.PROBE_HEADERS if not h.startswith("pluggable/")]
-TF_STRUCTS = [cls for cls in lib.abi.ALL_STRUCTS if cls not in lib.abi.plugin_ext.STRUCTS]
-TF_CONSTANTS = [name for name in lib.mirrored_constants() if not name.startswith("PLUGGABLE_")]
+# Ours alone: the extension chain, and DLPack (not part of TensorFlow's plugin API).
+TF_HEADERS = [h for h in lib.PROBE_HEADERS if not h.startswith(("pluggable/", "dlpack/"))]
+TF_STRUCTS = [cls for cls in lib.abi.ALL_STRUCTS
+              if cls not in lib.abi.plugin_ext.STRUCTS + lib.abi.dlpack.STRUCTS]
+TF_CONSTANTS = [name for name in lib.mirrored_constants()
+                if not name.startswith(("PLUGGABLE_", "DLPACK_", "kDL"))]
 
 
 def tensorflow_include_dirs() -> list[str]:

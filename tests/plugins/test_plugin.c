@@ -26,6 +26,10 @@
  *                             know, followed by a PLATFORM_INFO extension
  *   DEFAULT_PRIORITY=n        declares priority n through PLATFORM_INFO
  *   NO_TIMERS                 no timer callbacks
+ *   DLPACK_DEVICE_TYPE=n      declares DLPack device type n (PLUGGABLE_DLPackDeviceExt after
+ *                             PLATFORM_INFO); DLPACK_FLAGS=m sets its flags (its "device
+ *                             memory" is malloc'd host memory, so host-addressable is true);
+ *                             DLPACK_EXT_SIZE=k gives that extension struct_size k
  *
  * For the conformance suite (src/pluggable/tools/conformance): CONFORMANT makes the plugin pass
  * every check (byte-accurate allocator statistics, a memory limit of CONFORMANT_MEMORY bytes
@@ -512,9 +516,23 @@ static void plugin_destroy_platform(SP_Platform* platform) { (void)platform; }
 
 static void plugin_destroy_platform_fns(SP_PlatformFns* platform_fns) { (void)platform_fns; }
 
-/* The extension chain: optionally an unknown extension first, then PLATFORM_INFO. */
+/* The extension chain: optionally an unknown extension first, then PLATFORM_INFO, then
+ * optionally the DLPack device. */
+#ifdef DLPACK_DEVICE_TYPE
+#ifndef DLPACK_FLAGS
+#define DLPACK_FLAGS 0
+#endif
+#ifndef DLPACK_EXT_SIZE
+#define DLPACK_EXT_SIZE PLUGGABLE_DLPACK_DEVICE_EXT_STRUCT_SIZE
+#endif
+static PLUGGABLE_DLPackDeviceExt dlpack_device = {DLPACK_EXT_SIZE, PLUGGABLE_EXT_DLPACK_DEVICE,
+                                                  NULL, DLPACK_DEVICE_TYPE, DLPACK_FLAGS};
+#define PLATFORM_INFO_NEXT (&dlpack_device)
+#else
+#define PLATFORM_INFO_NEXT NULL
+#endif
 static PLUGGABLE_PlatformInfoExt platform_info = {
-    PLUGGABLE_PLATFORM_INFO_EXT_STRUCT_SIZE, PLUGGABLE_EXT_PLATFORM_INFO, NULL, 0,
+    PLUGGABLE_PLATFORM_INFO_EXT_STRUCT_SIZE, PLUGGABLE_EXT_PLATFORM_INFO, PLATFORM_INFO_NEXT, 0,
     "test-plugin 1.0", DEFAULT_PRIORITY};
 
 #ifdef UNKNOWN_EXT

@@ -222,6 +222,16 @@ TF_CAPI_EXPORT int pluggable_KernelRun(const int64_t* request);
 /* Frees host memory the runtime handed over (host-memory outputs). NULL is a no-op. */
 TF_CAPI_EXPORT void pluggable_FreeHostMemory(void* data);
 
+/* ---- DLPack capsules the host exports (dlpack.c) ---------------------------------------- */
+/* Looks up the Python C API in the process and keeps `release`, which the deleter calls with
+ * the managed tensor's address. 0 on success, -1 when something is missing. */
+TF_CAPI_EXPORT int pluggable_DLPackInit(void (*release)(void* managed));
+/* The deleter of exported managed tensors: takes the GIL, sets a pending exception aside,
+ * calls `release`, restores both. Safe from any thread and during exception handling. */
+TF_CAPI_EXPORT void pluggable_DLPackDeleter(void* managed);
+/* The PyCapsule destructor of exported capsules: deletes a tensor no consumer took. */
+TF_CAPI_EXPORT void pluggable_DLPackCapsuleDestructor(void* capsule);
+
 #ifdef __cplusplus
 }
 #endif

@@ -12,6 +12,7 @@ One module per header, keeping the C names (``SP_StreamExecutor``, ``host_callba
 ``pluggable_profiler``   tensorflow/c/experimental/pluggable_profiler/pluggable_profiler.h
 ``kernels``              tensorflow/c/kernels.h
 ``plugin_ext``           pluggable/plugin_ext.h (the project's extension chain)
+``dlpack``               dlpack/dlpack.h (DLPack 1.1, for tensor exchange)
 =======================  ==============================================================
 
 Struct sizes and field presence are computed in one place, :class:`ABIStruct`. Opaque
@@ -19,7 +20,7 @@ handles are ``c_void_p``. This package depends on nothing but ctypes, so it impo
 own. tests/abi checks every mirror against the C compiler.
 """
 
-from . import kernels, pluggable_profiler, plugin_ext, stream_executor, tf_buffer, tf_tensor
+from . import dlpack, kernels, pluggable_profiler, plugin_ext, stream_executor, tf_buffer, tf_tensor
 from ._struct import ABIStruct, TF_Bool
 from .kernels import (
     TF_InputRange_Args,
@@ -39,10 +40,13 @@ from .plugin_ext import (
     PLUGGABLE_ExtType,
     PLUGGABLE_LiveHandles,
     PLUGGABLE_LiveHandlesExt,
+    PLUGGABLE_DLPackDeviceExt,
     PLUGGABLE_PlatformInfoExt,
     PLUGGABLE_StreamNamesExt,
     walk_ext_chain,
 )
+from .dlpack import (
+    DLDataType, DLDevice, DLManagedTensor, DLManagedTensorVersioned, DLPackVersion, DLTensor)
 from .stream_executor import (
     SE_CreateDeviceFnsParams,
     SE_CreateDeviceParams,
@@ -71,6 +75,7 @@ ALL_STRUCTS: tuple[type[ABIStruct], ...] = (
     *pluggable_profiler.STRUCTS,
     *kernels.STRUCTS,
     *plugin_ext.STRUCTS,
+    *dlpack.STRUCTS,
 )
 
 __all__ = [
@@ -85,5 +90,6 @@ __all__ = [
     "TF_RendezvousSend_Params", "TF_RendezvousDoneCallback_Params",
     "TF_RendezvousDoneCallbackImpl", "TF_RendezvousAsyncRecv_Params", "TF_RendezvousThunk",
     "PLUGGABLE_ExtHeader", "PLUGGABLE_PlatformInfoExt", "PLUGGABLE_LiveHandles",
-    "PLUGGABLE_LiveHandlesExt", "PLUGGABLE_StreamNamesExt",
+    "PLUGGABLE_LiveHandlesExt", "PLUGGABLE_StreamNamesExt", "PLUGGABLE_DLPackDeviceExt", "DLPackVersion", "DLDevice",
+    "DLDataType", "DLTensor", "DLManagedTensor", "DLManagedTensorVersioned",
 ]

@@ -27,6 +27,10 @@ PLUGGABLE_PLATFORM_PAGEABLE_ASYNC_COPY = 1 << 0
 # same platform instance (the destination stays D's); ordered on D's stream only (since 0.2.0).
 PLUGGABLE_PLATFORM_PEER_DTOD = 1 << 1
 
+# Bits of PLUGGABLE_DLPackDeviceExt.flags (since 0.3.0): the host may dereference device
+# pointers of the platform, so a kDLCPU consumer gets device memory without a copy.
+PLUGGABLE_DLPACK_HOST_ADDRESSABLE = 1 << 0
+
 # walk_ext_chain stops after this many links, so a cyclic or corrupt chain cannot hang the host.
 MAX_EXT_CHAIN_LINKS = 64
 
@@ -35,11 +39,13 @@ class PLUGGABLE_ExtType(enum.IntEnum):
     PLUGGABLE_EXT_PLATFORM_INFO = 0x504C4701
     PLUGGABLE_EXT_LIVE_HANDLES = 0x504C4702
     PLUGGABLE_EXT_STREAM_NAMES = 0x504C4704  # since 0.3.0 (0x504C4703: DLPack)
+    PLUGGABLE_EXT_DLPACK_DEVICE = 0x504C4703
 
 
 PLUGGABLE_EXT_PLATFORM_INFO = PLUGGABLE_ExtType.PLUGGABLE_EXT_PLATFORM_INFO
 PLUGGABLE_EXT_LIVE_HANDLES = PLUGGABLE_ExtType.PLUGGABLE_EXT_LIVE_HANDLES
 PLUGGABLE_EXT_STREAM_NAMES = PLUGGABLE_ExtType.PLUGGABLE_EXT_STREAM_NAMES
+PLUGGABLE_EXT_DLPACK_DEVICE = PLUGGABLE_ExtType.PLUGGABLE_EXT_DLPACK_DEVICE
 
 
 class PLUGGABLE_ExtHeader(ABIStruct):
@@ -99,6 +105,7 @@ PLUGGABLE_StreamNamesExt_set_stream_name_fn = CFUNCTYPE(None, c_void_p, c_void_p
 
 
 class PLUGGABLE_StreamNamesExt(ABIStruct):
+class PLUGGABLE_DLPackDeviceExt(ABIStruct):
     _fields_ = [
         ("struct_size", c_size_t),
         ("type", c_int32),
@@ -107,6 +114,11 @@ class PLUGGABLE_StreamNamesExt(ABIStruct):
     ]
     _last_field_ = "set_stream_name"
     _size_macro_ = "PLUGGABLE_STREAM_NAMES_EXT_STRUCT_SIZE"
+        ("device_type", c_int32),  # a DLDeviceType value
+        ("flags", c_uint64),
+    ]
+    _last_field_ = "flags"
+    _size_macro_ = "PLUGGABLE_DLPACK_DEVICE_EXT_STRUCT_SIZE"
 
 
 PLUGGABLE_EXT_HEADER_STRUCT_SIZE = PLUGGABLE_ExtHeader.struct_size()
@@ -114,12 +126,14 @@ PLUGGABLE_PLATFORM_INFO_EXT_STRUCT_SIZE = PLUGGABLE_PlatformInfoExt.struct_size(
 PLUGGABLE_LIVE_HANDLES_STRUCT_SIZE = PLUGGABLE_LiveHandles.struct_size()
 PLUGGABLE_LIVE_HANDLES_EXT_STRUCT_SIZE = PLUGGABLE_LiveHandlesExt.struct_size()
 PLUGGABLE_STREAM_NAMES_EXT_STRUCT_SIZE = PLUGGABLE_StreamNamesExt.struct_size()
+PLUGGABLE_DLPACK_DEVICE_EXT_STRUCT_SIZE = PLUGGABLE_DLPackDeviceExt.struct_size()
 
 # The struct each extension tag announces.
 EXT_STRUCTS: dict[int, type[ABIStruct]] = {
     PLUGGABLE_EXT_PLATFORM_INFO: PLUGGABLE_PlatformInfoExt,
     PLUGGABLE_EXT_LIVE_HANDLES: PLUGGABLE_LiveHandlesExt,
     PLUGGABLE_EXT_STREAM_NAMES: PLUGGABLE_StreamNamesExt,
+    PLUGGABLE_EXT_DLPACK_DEVICE: PLUGGABLE_DLPackDeviceExt,
 }
 
 
@@ -172,4 +186,5 @@ STRUCTS = (
     PLUGGABLE_LiveHandles,
     PLUGGABLE_LiveHandlesExt,
     PLUGGABLE_StreamNamesExt,
+    PLUGGABLE_DLPackDeviceExt,
 )
