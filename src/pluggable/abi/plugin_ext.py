@@ -38,8 +38,8 @@ MAX_EXT_CHAIN_LINKS = 64
 class PLUGGABLE_ExtType(enum.IntEnum):
     PLUGGABLE_EXT_PLATFORM_INFO = 0x504C4701
     PLUGGABLE_EXT_LIVE_HANDLES = 0x504C4702
-    PLUGGABLE_EXT_STREAM_NAMES = 0x504C4704  # since 0.3.0 (0x504C4703: DLPack)
-    PLUGGABLE_EXT_DLPACK_DEVICE = 0x504C4703
+    PLUGGABLE_EXT_DLPACK_DEVICE = 0x504C4703  # since 0.3.0
+    PLUGGABLE_EXT_STREAM_NAMES = 0x504C4704  # since 0.3.0
 
 
 PLUGGABLE_EXT_PLATFORM_INFO = PLUGGABLE_ExtType.PLUGGABLE_EXT_PLATFORM_INFO
@@ -105,7 +105,6 @@ PLUGGABLE_StreamNamesExt_set_stream_name_fn = CFUNCTYPE(None, c_void_p, c_void_p
 
 
 class PLUGGABLE_StreamNamesExt(ABIStruct):
-class PLUGGABLE_DLPackDeviceExt(ABIStruct):
     _fields_ = [
         ("struct_size", c_size_t),
         ("type", c_int32),
@@ -114,6 +113,13 @@ class PLUGGABLE_DLPackDeviceExt(ABIStruct):
     ]
     _last_field_ = "set_stream_name"
     _size_macro_ = "PLUGGABLE_STREAM_NAMES_EXT_STRUCT_SIZE"
+
+
+class PLUGGABLE_DLPackDeviceExt(ABIStruct):
+    _fields_ = [
+        ("struct_size", c_size_t),
+        ("type", c_int32),
+        ("next", c_void_p),
         ("device_type", c_int32),  # a DLDeviceType value
         ("flags", c_uint64),
     ]
