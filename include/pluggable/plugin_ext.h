@@ -43,9 +43,8 @@ extern "C" {
 typedef enum PLUGGABLE_ExtType {
   PLUGGABLE_EXT_PLATFORM_INFO = 0x504C4701, /* PLUGGABLE_PlatformInfoExt, on SP_Platform.ext */
   PLUGGABLE_EXT_LIVE_HANDLES = 0x504C4702,  /* PLUGGABLE_LiveHandlesExt, on SP_StreamExecutor.ext */
-  /* 0x504C4703 is taken by the DLPack extension. */
-  PLUGGABLE_EXT_STREAM_NAMES = 0x504C4704,  /* PLUGGABLE_StreamNamesExt, on SP_StreamExecutor.ext */
   PLUGGABLE_EXT_DLPACK_DEVICE = 0x504C4703, /* PLUGGABLE_DLPackDeviceExt, on SP_Platform.ext */
+  PLUGGABLE_EXT_STREAM_NAMES = 0x504C4704,  /* PLUGGABLE_StreamNamesExt, on SP_StreamExecutor.ext */
 } PLUGGABLE_ExtType;
 
 /* The prefix every extension struct begins with. */
