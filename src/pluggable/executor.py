@@ -26,7 +26,8 @@ from .abi.stream_executor import (
     SP_DeviceMemoryBase, SP_StreamExecutor)
 from .abi.tf_status import TF_Code
 from .errors import (
-    CallbackWarning, FailedPreconditionError, InvalidArgumentError, PluggableError,
+    CallbackWarning, FailedPreconditionError, InternalError, InvalidArgumentError,
+    PluggableError,
     PluggableWarning,
     ResourceExhaustedError, UnimplementedError, error_for_code)
 from .memory import DeviceMemory, HostMemory
@@ -155,6 +156,11 @@ class StreamExecutor:
         except BaseException:
             self._destroy_device()
             raise
+        try:
+            self.memory_usage()  # refuses negative or inconsistent figures now, at creation
+        except InternalError as exc:
+            self.close()
+            raise PluginCallError("validation", exc.plugin_message or str(exc)) from None
 
     # -- creation ----------------------------------------------------------------------------
     def _load_call(self, fn_name: str, fn, *args) -> None:
@@ -425,7 +431,21 @@ class StreamExecutor:
         free, total = ctypes.c_int64(0), ctypes.c_int64(0)
         if not fn(self._device_ptr, ctypes.byref(free), ctypes.byref(total)):
             return None
-        return int(free.value), int(total.value)
+        free_bytes, total_bytes = int(free.value), int(total.value)
+        problem = None
+        if total_bytes < 0:
+            problem = f"total_bytes is negative ({total_bytes})"
+        elif free_bytes < 0:
+            problem = f"free_bytes is negative ({free_bytes})"
+        elif free_bytes > total_bytes:
+            problem = f"free_bytes ({free_bytes}) is larger than total_bytes ({total_bytes})"
+        if problem is not None:
+            reason = (f"SP_StreamExecutor.device_memory_usage of device {self.ordinal}: "
+                      f"{problem}; memory figures must satisfy 0 <= free <= total")
+            raise InternalError(f"{self.platform.label}: {reason}", plugin=self.platform.label,
+                                call="SP_StreamExecutor.device_memory_usage",
+                                plugin_message=reason)
+        return free_bytes, total_bytes
 
     def live_handles(self) -> Optional[Dict[str, int]]:
         """The plugin's counts of live streams, events, timers and allocations, when it

@@ -244,7 +244,7 @@ class PluginManager:
             record.priority = platform.default_priority if priority is None else int(priority)
             try:
                 self.platforms.check_available(platform)
-                platform.create_executors()
+                platform.create_first_executor()
                 self.platforms.register(platform)
             except PluggableError as exc:
                 platform.destroy()
