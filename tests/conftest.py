@@ -11,7 +11,16 @@ from typing import Optional
 
 import pytest
 
-import pluggable
+# The probe's verdicts go to a cache of the session's own, never to the user's ~/.cache;
+# subprocesses of the tests inherit it.
+import atexit
+import shutil
+import tempfile
+
+os.environ["PLUGGABLE_CACHE_DIR"] = tempfile.mkdtemp(prefix="pluggable-test-cache-")
+atexit.register(shutil.rmtree, os.environ["PLUGGABLE_CACHE_DIR"], True)
+
+import pluggable  # noqa: E402
 from pluggable.loader import PluginManager
 
 HERE = os.path.dirname(os.path.abspath(__file__))
