@@ -378,8 +378,8 @@ class PluginManager:
             self.devices.close_all()
             for platform in self.platforms.all():
                 for executor in platform.executors:
-                    try:
-                        executor.close()
+                    try:  # bounded: a plugin that never finishes cannot hang the exit
+                        executor.close(limits.exit_timeout())
                     except Exception:  # at exit nothing can be reported usefully
                         pass
 
