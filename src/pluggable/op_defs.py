@@ -572,6 +572,12 @@ def fill_dims(op: str, values) -> Tuple[int, ...]:
     dims = _shape_values(op, values, "dims")
     if any(n < 0 for n in dims):
         raise bad(op, f"dims {dims} has a negative size")
+    elements = 1
+    for n in dims:
+        elements *= int(n)
+    if elements > 2**48:  # past any memory: NumPy would raise its own ValueError
+        raise bad(op, f"dims {dims} describe {elements} elements, more than any device or "
+                      f"host memory holds")
     return tuple(dims)
 
 

@@ -215,5 +215,10 @@ def where(condition, x, y) -> Tensor:
 
 
 def argmax(input, axis: int = 0, output_type: Any = "int64") -> Tensor:  # noqa: A002
+    if not isinstance(axis, (int, np.integer)) or not -2**31 <= int(axis) < 2**31:
+        from .errors import InvalidArgumentError
+
+        raise InvalidArgumentError(f"ArgMax: axis must be an integer dimension of the input, "
+                                   f"not {axis!r}", call="ArgMax")
     return _one("ArgMax", [input, np.asarray(axis, dtype=np.int32)],
                 {"output_type": as_dtype(output_type)})
