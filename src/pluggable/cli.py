@@ -2,6 +2,7 @@
 
     python -m pluggable devices   a table of devices with their details
     python -m pluggable plugins   every plugin file found, its status and why
+    python -m pluggable doctor PATH.so [--json]   a plugin checked in a child process
 """
 from __future__ import annotations
 
@@ -67,6 +68,19 @@ def cmd_plugins(_args) -> int:
     return 0
 
 
+def cmd_doctor(args) -> int:
+    import json
+
+    from . import probe
+
+    result = probe.doctor(args.plugin, args.timeout)
+    if args.json:
+        print(json.dumps(result.as_dict(), indent=2, default=str))
+    else:
+        print(probe.format_report(result))
+    return 0 if result.ok else 1
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m pluggable",
                                      description="Inspect the device plugins pluggable finds.")
@@ -75,6 +89,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         run=cmd_devices)
     sub.add_parser("plugins", help="list plugin files, their status and why").set_defaults(
         run=cmd_plugins)
+    doctor = sub.add_parser("doctor", help="check a plugin in a child process and report")
+    doctor.add_argument("plugin", help="path of the plugin's shared library")
+    doctor.add_argument("--json", action="store_true", help="the full report as JSON")
+    doctor.add_argument("--timeout", type=float, default=None,
+                        help="seconds before the child is stopped (default: "
+                             "PLUGGABLE_PROBE_TIMEOUT or 10)")
+    doctor.set_defaults(run=cmd_doctor)
     args = parser.parse_args(argv)
     # The plugins table already states why a plugin was skipped.
     with warnings.catch_warnings():

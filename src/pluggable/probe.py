@@ -204,6 +204,75 @@ def _store(cache_file: str, data: Dict[str, Any]) -> None:
         pass  # a read-only cache costs a probe per start, not a failure
 
 
+def doctor(path: str, timeout: Optional[float] = None) -> ProbeResult:
+    """What ``python -m pluggable doctor`` reports on ``path``: the file check, then a fresh
+    probe (never the cache). ``ok`` is False on any failure: a failed step, API symbols the
+    runtime does not provide, kernels the host refused."""
+    from .loader import check_file
+    from .platform import PluginCallError
+
+    try:
+        real, _ = check_file(path)
+    except PluginCallError as exc:
+        return ProbeResult(os.path.abspath(path), False, exc.step, exc.reason)
+    result = run(real, timeout)
+    report = result.report
+    if result.ok and report.get("missing_symbols"):
+        result.ok, result.step = False, "symbol lookup"
+        result.reason = (f"the plugin uses {', '.join(report['missing_symbols'])}, which the "
+                         f"host runtime does not provide")
+    elif result.ok and report.get("kernel_warnings"):
+        result.ok, result.step = False, "kernels"
+        result.reason = f"{len(report['kernel_warnings'])} kernel registration(s) refused"
+    return result
+
+
+def format_report(result: ProbeResult) -> str:
+    """``doctor``'s text: the verdict first, then every section of the report."""
+    r = result.report
+    lines = [f"plugin   {result.path}",
+             f"verdict  {'OK' if result.ok else 'FAILED'}"
+             + ("" if result.ok else f" at step {result.step!r}: {result.reason}"),
+             f"steps    {' > '.join(result.steps) or '(none)'}  ({result.seconds:g} s)"]
+    if not r:
+        return "\n".join(lines)
+    exports = r.get("exports", {})
+    lines.append("exports  " + ", ".join(f"{k} {'yes' if v else 'no'}"
+                                          for k, v in exports.items()))
+    lines.append("missing  " + (", ".join(r.get("missing_symbols", [])) or
+                                "none (every TF_/SE_/TP_ symbol it uses is provided)"))
+    if "platform" in r:
+        lines.append(f"platform {r['platform']} (device type {r['device_type']}), StreamExecutor "
+                     f"C API {r['api_version']}, plugin {r.get('plugin_version') or '?'}, "
+                     f"priority {r.get('priority')}, {r['device_count']} device(s)")
+    for name, size in r.get("struct_sizes", {}).items():
+        relation = ("same" if size["plugin"] == size["host"] else
+                    "older plugin" if size["plugin"] < size["host"] else "newer plugin")
+        lines.append(f"struct   {name:<18} plugin {size['plugin']:>4}  host {size['host']:>4}  "
+                     f"{relation}")
+    callbacks = r.get("callbacks", {})
+    missing_optional = [k for k, v in callbacks.items() if not v["present"] and not v["required"]]
+    missing_required = [k for k, v in callbacks.items() if not v["present"] and v["required"]]
+    lines.append(f"callbacks {sum(v['present'] for v in callbacks.values())} of "
+                 f"{len(callbacks)} set; required missing: {', '.join(missing_required) or 'none'}"
+                 f"; optional missing: {', '.join(missing_optional) or 'none'}")
+    for device in r.get("devices", []):
+        details = ", ".join(f"{k}={v}" for k, v in device["details"].items())
+        lines.append(f"device   {device['ordinal']}: {details}")
+    kernels = r.get("kernels", [])
+    by_op: Dict[str, List[str]] = {}
+    for k in kernels:
+        types = "; ".join(f"{a}={','.join(v)}" for a, v in k["types"].items())
+        by_op.setdefault(k["op"], []).append(types or "any type")
+    lines.append(f"kernels  {len(kernels)} registered for {len(by_op)} op(s)")
+    for op in sorted(by_op):
+        lines.append(f"         {op}: {' | '.join(by_op[op])}")
+    for warning in r.get("kernel_warnings", []):
+        lines.append(f"refused  {warning}")
+    lines.append(f"profiler {'TF_InitProfiler exported' if r.get('profiler') else 'none'}")
+    return "\n".join(lines)
+
+
 # -- the child's side -------------------------------------------------------------------------
 def inspect(path: str, step: Callable[[str], None]) -> Dict[str, Any]:
     """Loads ``path`` in this process, step by step (``step(name)`` is told each step before
