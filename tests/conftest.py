@@ -25,9 +25,12 @@ from pluggable.loader import PluginManager
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TEST_PLUGIN_SOURCE = os.path.join(HERE, "plugins", "test_plugin.c")
-C_FLAGS = ["-std=c11", "-Wall", "-Wextra", "-Werror", "-O1", "-fPIC", "-shared", "-pthread"]
+# PLUGGABLE_TEST_CFLAGS adds flags to every test plugin (the sanitizer step of .ci/run).
+_EXTRA_FLAGS = os.environ.get("PLUGGABLE_TEST_CFLAGS", "").split()
+C_FLAGS = ["-std=c11", "-Wall", "-Wextra", "-Werror", "-O1", "-fPIC", "-shared", "-pthread",
+           *_EXTRA_FLAGS]
 CXX_FLAGS = ["-std=c++17", "-Wall", "-Wextra", "-Werror", "-O1", "-fPIC", "-shared",
-             "-pthread"]
+             "-pthread", *_EXTRA_FLAGS]
 
 
 @pytest.fixture(scope="session")

@@ -16,6 +16,9 @@
  *   HOSTILE_HUGE_PLATFORM_FNS_STRUCT, HOSTILE_HUGE_SE_STRUCT, HOSTILE_HUGE_DEVICE_STRUCT,
  *   HOSTILE_NEGATIVE_MEMORY, HOSTILE_FREE_ABOVE_TOTAL
  *
+ *   a planted memory error, for the sanitizer step of .ci/run to prove it catches one
+ *   HOSTILE_HEAP_OVERFLOW_IN_INIT (writes one byte past a heap block; otherwise harmless)
+ *
  *   text the host must bound and escape
  *   HOSTILE_HUGE_MESSAGE (16 MiB in the init status), HOSTILE_ESCAPE_MESSAGE (terminal escape
  *   codes in it), HOSTILE_ESCAPE_DEVICE_NAME (in SP_Device.hardware_name),
@@ -179,6 +182,11 @@ static void hostile_create_stream_executor(const SP_Platform* platform,
 #endif
 }
 
+#ifdef HOSTILE_HEAP_OVERFLOW_IN_INIT
+/* A global, so that the optimiser keeps the allocation and the store. */
+static char* volatile planted_block;
+#endif
+
 #ifdef HOSTILE_SEGV_IN_DESTROY_PLATFORM
 static void hostile_destroy_platform(SP_Platform* platform) {
   (void)platform;
@@ -211,6 +219,14 @@ void SE_InitPlugin(SE_PlatformRegistrationParams* params, TF_Status* status) {
 #endif
 #ifdef HOSTILE_HANG_IN_INIT
   hang_forever();
+#endif
+#ifdef HOSTILE_HEAP_OVERFLOW_IN_INIT
+  {
+    volatile size_t past = 16;
+    planted_block = malloc(16);
+    if (planted_block != NULL) planted_block[past] = 1; /* out of bounds: ASan must say so */
+    free(planted_block);
+  }
 #endif
   test_plugin_not_an_entry_point(params, status);
   SP_PlatformFns* fns = params->platform_fns;
