@@ -16,6 +16,12 @@
  *   HOSTILE_HUGE_PLATFORM_FNS_STRUCT, HOSTILE_HUGE_SE_STRUCT, HOSTILE_HUGE_DEVICE_STRUCT,
  *   HOSTILE_NEGATIVE_MEMORY, HOSTILE_FREE_ABOVE_TOTAL
  *
+ *   fields set by the test at run time, for property-based tests
+ *   HOSTILE_CONFIGURABLE: hostile_set(field, value) sets, before the next SE_InitPlugin, one
+ *   of platform_struct_size, platform_fns_struct_size, se_struct_size, device_struct_size,
+ *   timer_fns_struct_size, major_version, device_count, memory_free, memory_total,
+ *   event_status; hostile_reset() forgets them all. Unset fields keep the plugin's values.
+ *
  *   a planted memory error, for the sanitizer step of .ci/run to prove it catches one
  *   HOSTILE_HEAP_OVERFLOW_IN_INIT (writes one byte past a heap block; otherwise harmless)
  *
@@ -58,6 +64,42 @@ static void set_huge_status(TF_Status* status) {
 }
 #endif
 
+#ifdef HOSTILE_CONFIGURABLE
+/* The fields a test may set, and whether it did. */
+enum {
+  PLATFORM_STRUCT_SIZE_FIELD, PLATFORM_FNS_STRUCT_SIZE_FIELD, SE_STRUCT_SIZE_FIELD,
+  DEVICE_STRUCT_SIZE_FIELD, TIMER_FNS_STRUCT_SIZE_FIELD, MAJOR_VERSION_FIELD,
+  DEVICE_COUNT_FIELD, MEMORY_FREE_FIELD, MEMORY_TOTAL_FIELD, EVENT_STATUS_FIELD, FIELD_COUNT
+};
+static const char* const field_names[FIELD_COUNT] = {
+    "platform_struct_size", "platform_fns_struct_size", "se_struct_size",
+    "device_struct_size", "timer_fns_struct_size", "major_version", "device_count",
+    "memory_free", "memory_total", "event_status"};
+static int64_t field_values[FIELD_COUNT];
+static int field_set[FIELD_COUNT];
+
+/* Sets one field; returns 0, or -1 for a name it does not know. */
+__attribute__((visibility("default"))) int hostile_set(const char* field, int64_t value) {
+  for (int i = 0; i < FIELD_COUNT; i++) {
+    if (strcmp(field, field_names[i]) == 0) {
+      field_values[i] = value;
+      field_set[i] = 1;
+      return 0;
+    }
+  }
+  return -1;
+}
+
+__attribute__((visibility("default"))) void hostile_reset(void) {
+  memset(field_set, 0, sizeof field_set);
+}
+
+#define CONFIGURED(field, target, type) \
+  if (field_set[field]) (target) = (type)field_values[field]
+#else
+#define CONFIGURED(field, target, type) (void)0
+#endif
+
 static void (*original_create_device)(const SP_Platform*, SE_CreateDeviceParams*, TF_Status*);
 static void (*original_create_stream_executor)(const SP_Platform*,
                                                SE_CreateStreamExecutorParams*, TF_Status*);
@@ -73,6 +115,7 @@ static void hostile_device_count(const SP_Platform* platform, int* count, TF_Sta
 #else
   *count = 1;
 #endif
+  CONFIGURED(DEVICE_COUNT_FIELD, *count, int);
 }
 
 static void hostile_create_device(const SP_Platform* platform, SE_CreateDeviceParams* params,
@@ -84,6 +127,7 @@ static void hostile_create_device(const SP_Platform* platform, SE_CreateDevicePa
   hang_forever();
 #endif
   original_create_device(platform, params, status);
+  CONFIGURED(DEVICE_STRUCT_SIZE_FIELD, params->device->struct_size, size_t);
 #ifdef HOSTILE_HUGE_DEVICE_STRUCT
   params->device->struct_size = (size_t)1 << 40;
 #endif
@@ -98,7 +142,11 @@ static void hostile_create_device(const SP_Platform* platform, SE_CreateDevicePa
 static SE_EventStatus hostile_event_status(const SP_Device* device, SP_Event event) {
   (void)device;
   (void)event;
-#if defined(HOSTILE_EVENT_STATUS_77)
+#if defined(HOSTILE_CONFIGURABLE)
+  SE_EventStatus state = SE_EVENT_COMPLETE;
+  CONFIGURED(EVENT_STATUS_FIELD, state, SE_EventStatus);
+  return state;
+#elif defined(HOSTILE_EVENT_STATUS_77)
   return (SE_EventStatus)77;
 #elif defined(HOSTILE_EVENT_ERROR)
   return SE_EVENT_ERROR;
@@ -132,13 +180,18 @@ static void hostile_synchronize(const SP_Device* device, TF_Status* status) {
 static TF_Bool hostile_memory_usage(const SP_Device* device, int64_t* free_bytes,
                                     int64_t* total_bytes) {
   (void)device;
-#ifdef HOSTILE_NEGATIVE_MEMORY
+#if defined(HOSTILE_NEGATIVE_MEMORY)
   *free_bytes = 0;
   *total_bytes = -4096;
-#else
+#elif defined(HOSTILE_FREE_ABOVE_TOTAL)
   *free_bytes = 2 << 20;
   *total_bytes = 1 << 20;
+#else
+  *free_bytes = 1 << 20;
+  *total_bytes = 1 << 20;
 #endif
+  CONFIGURED(MEMORY_FREE_FIELD, *free_bytes, int64_t);
+  CONFIGURED(MEMORY_TOTAL_FIELD, *total_bytes, int64_t);
   return 1;
 }
 
@@ -154,8 +207,10 @@ static void hostile_create_stream_executor(const SP_Platform* platform,
 #ifdef HOSTILE_HUGE_SE_STRUCT
   se->struct_size = (size_t)1 << 40;
 #endif
+  CONFIGURED(SE_STRUCT_SIZE_FIELD, se->struct_size, size_t);
 #if defined(HOSTILE_EVENT_STATUS_77) || defined(HOSTILE_EVENT_ERROR) || \
-    defined(HOSTILE_EVENT_NEVER_COMPLETES) || defined(HOSTILE_BLOCKING_HANGS)
+    defined(HOSTILE_EVENT_NEVER_COMPLETES) || defined(HOSTILE_BLOCKING_HANGS) || \
+    defined(HOSTILE_CONFIGURABLE)
   se->get_event_status = hostile_event_status;
 #else
   (void)hostile_event_status;
@@ -175,12 +230,23 @@ static void hostile_create_stream_executor(const SP_Platform* platform,
   (void)hostile_block_until_done;
   (void)hostile_synchronize;
 #endif
-#if defined(HOSTILE_NEGATIVE_MEMORY) || defined(HOSTILE_FREE_ABOVE_TOTAL)
+#if defined(HOSTILE_NEGATIVE_MEMORY) || defined(HOSTILE_FREE_ABOVE_TOTAL) || \
+    defined(HOSTILE_CONFIGURABLE)
   se->device_memory_usage = hostile_memory_usage;
 #else
   (void)hostile_memory_usage;
 #endif
 }
+
+#ifdef HOSTILE_CONFIGURABLE
+static void (*original_create_timer_fns)(const SP_Platform*, SP_TimerFns*, TF_Status*);
+
+static void configured_create_timer_fns(const SP_Platform* platform, SP_TimerFns* timer_fns,
+                                        TF_Status* status) {
+  original_create_timer_fns(platform, timer_fns, status);
+  timer_fns->struct_size = (size_t)field_values[TIMER_FNS_STRUCT_SIZE_FIELD];
+}
+#endif
 
 #ifdef HOSTILE_HEAP_OVERFLOW_IN_INIT
 /* A global, so that the optimiser keeps the allocation and the store. */
@@ -243,6 +309,15 @@ void SE_InitPlugin(SE_PlatformRegistrationParams* params, TF_Status* status) {
 #endif
 #ifdef HOSTILE_HUGE_PLATFORM_FNS_STRUCT
   fns->struct_size = (size_t)1 << 40;
+#endif
+  CONFIGURED(PLATFORM_STRUCT_SIZE_FIELD, params->platform->struct_size, size_t);
+  CONFIGURED(PLATFORM_FNS_STRUCT_SIZE_FIELD, fns->struct_size, size_t);
+  CONFIGURED(MAJOR_VERSION_FIELD, params->major_version, int32_t);
+#ifdef HOSTILE_CONFIGURABLE
+  if (field_set[TIMER_FNS_STRUCT_SIZE_FIELD]) {
+    original_create_timer_fns = fns->create_timer_fns;
+    fns->create_timer_fns = configured_create_timer_fns;
+  }
 #endif
 #ifdef HOSTILE_SEGV_IN_DESTROY_PLATFORM
   params->destroy_platform = hostile_destroy_platform;
