@@ -20,10 +20,7 @@ import dataclasses
 import hashlib
 import json
 import os
-import signal
-import subprocess
 import sys
-import tempfile
 from typing import Any, Callable, Dict, List, Optional
 
 from . import limits
@@ -65,6 +62,8 @@ def _package_parent() -> str:
 
 def run(path: str, timeout: Optional[float] = None) -> ProbeResult:
     """Probes ``path`` in a child process now (no cache)."""
+    import subprocess  # here, not at the top: a warm start never spawns anything
+    import tempfile
     import time
 
     path = os.path.realpath(path)
@@ -103,6 +102,8 @@ def run(path: str, timeout: Optional[float] = None) -> ProbeResult:
 
 
 def _kill_group(pid: int) -> None:
+    import signal
+
     try:
         os.killpg(pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
@@ -110,6 +111,8 @@ def _kill_group(pid: int) -> None:
 
 
 def _signal_name(number: int) -> str:
+    import signal
+
     try:
         return signal.Signals(number).name
     except ValueError:
@@ -194,6 +197,8 @@ def verdict(path: str, timeout: Optional[float] = None) -> ProbeResult:
 
 
 def _store(cache_file: str, data: Dict[str, Any]) -> None:
+    import tempfile
+
     try:
         os.makedirs(os.path.dirname(cache_file), mode=0o700, exist_ok=True)
         fd, temporary = tempfile.mkstemp(dir=os.path.dirname(cache_file), suffix=".tmp")

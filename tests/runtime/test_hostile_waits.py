@@ -163,3 +163,18 @@ def test_interpreter_exit_is_bounded_with_work_that_never_finishes(run_python,
     assert result.stdout.strip() == "queued"
     assert "were not done within 0.5 s" in result.stderr
     assert "left to the operating system" in result.stderr
+
+
+def test_config_functions_set_the_limits():
+    pluggable_config = __import__("pluggable").config
+    pluggable_config.set_deadline(2.5)
+    pluggable_config.set_probe_timeout(4)
+    try:
+        assert pluggable_config.get_deadline() == 2.5 == limits.deadline()
+        assert pluggable_config.get_probe_timeout() == 4 == limits.probe_timeout()
+        with pytest.raises(ValueError, match="more than 0 seconds"):
+            pluggable_config.set_probe_timeout(0)
+    finally:
+        pluggable_config.set_deadline(None)
+        pluggable_config.set_probe_timeout(None)
+    assert pluggable_config.get_probe_timeout() == limits.probe_timeout()
