@@ -262,8 +262,10 @@ static void hostile_destroy_platform(SP_Platform* platform) {
 
 void SE_InitPlugin(SE_PlatformRegistrationParams* params, TF_Status* status) {
 #ifdef HOSTILE_SEGV_IN_INIT
-  volatile int* nowhere = NULL;
-  *nowhere = 1; /* a real invalid write, not a raised signal */
+  /* A real invalid write, not a raised signal; not NULL, so that UBSan's null check (in the
+   * sanitizer build) leaves the SIGSEGV to happen. */
+  volatile int* nowhere = (volatile int*)(uintptr_t)16;
+  *nowhere = 1;
 #endif
 #ifdef HOSTILE_ABORT_IN_INIT
   abort();
