@@ -130,6 +130,12 @@ def user_handles(executor):
     return counts
 
 
+@pytest.fixture(scope="session")
+def handle_counts():
+    """`user_handles`, for test modules that cannot import this conftest by name."""
+    return user_handles
+
+
 @pytest.fixture
 def xpu(xpu_platform):
     """StreamExecutor of XPU:0, checked for leaked handles after the test."""

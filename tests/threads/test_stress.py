@@ -16,8 +16,6 @@ import pluggable
 from pluggable import ops
 from pluggable.errors import PluggableError
 
-from conftest import user_handles
-
 THREADS = 8
 STREAMS = 4
 BOUND_SECONDS = 240
@@ -142,8 +140,8 @@ def _device_still_works(xpu_platform):
             assert ops.add(np.ones(3, np.float32), 1).numpy().tolist() == [2.0, 2.0, 2.0]
 
 
-def _handles(xpu_platform):
-    return [user_handles(xpu_platform.executor(i)) for i in (0, 1)]
+def _handles(xpu_platform, counts):
+    return [counts(xpu_platform.executor(i)) for i in (0, 1)]
 
 
 @pytest.fixture(autouse=True)
@@ -152,10 +150,10 @@ def warm(xpu_platform):
     _device_still_works(xpu_platform)
 
 
-def test_mixed_load_on_both_devices(xpu_platform):
-    before = _handles(xpu_platform)
+def test_mixed_load_on_both_devices(xpu_platform, handle_counts):
+    before = _handles(xpu_platform, handle_counts)
     _run_load(xpu_platform, rounds=12)
-    assert _handles(xpu_platform) == before
+    assert _handles(xpu_platform, handle_counts) == before
 
 
 def test_mixed_load_with_a_stream_delay(xpu_platform, stream_delay):
@@ -164,8 +162,9 @@ def test_mixed_load_with_a_stream_delay(xpu_platform, stream_delay):
 
 
 @pytest.mark.parametrize("kind", FAULT_KINDS)
-def test_every_fault_kind_under_load_leaves_the_devices_usable(xpu_platform, faults, kind):
-    before = _handles(xpu_platform)
+def test_every_fault_kind_under_load_leaves_the_devices_usable(xpu_platform, faults, kind,
+                                                               handle_counts):
+    before = _handles(xpu_platform, handle_counts)
     faults(f"{kind}:7,{kind}:23")
     hits = []
     _run_load(xpu_platform, rounds=3, hits=hits)
@@ -175,7 +174,7 @@ def test_every_fault_kind_under_load_leaves_the_devices_usable(xpu_platform, fau
     for name in ("XPU:0", "XPU:1"):
         pluggable.get_device(name).recover_streams()
     _device_still_works(xpu_platform)
-    assert _handles(xpu_platform) == before
+    assert _handles(xpu_platform, handle_counts) == before
 
 
 def _rss_kib():
@@ -183,7 +182,8 @@ def _rss_kib():
         return int(f.read().split()[1]) * resource.getpagesize() // 1024
 
 
-def test_twenty_thousand_tensor_cycles_return_everything(xpu_platform):
+def test_twenty_thousand_tensor_cycles_return_everything(xpu_platform, handle_counts):
+    user_handles = handle_counts
     executor = xpu_platform.executor(0)
     data = np.arange(64, dtype=np.float32)
 
