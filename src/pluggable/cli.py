@@ -62,7 +62,8 @@ def cmd_plugins(_args) -> int:
         reason = f"{r.step}: {r.reason}" if r.step else r.reason
         rows.append((r.status, r.device_type, r.platform_name, r.device_count, r.api_version,
                      r.priority, "yes" if r.provides_kernels else "no",
-                     "yes" if r.provides_profiler else "no", r.path, reason))
+                     "yes" if r.provides_profiler else "no",
+                     r.path + (f" (found as {r.found_as})" if r.found_as else ""), reason))
     print(_table(("status", "type", "platform", "devices", "SE API", "priority", "kernels",
                   "profiler", "path", "reason"), rows))
     return 0

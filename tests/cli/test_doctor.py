@@ -89,3 +89,20 @@ def test_isolated_load_uses_the_same_probe(private_manager, build_test_plugin):
         private_manager.load_plugin(path, isolate=True)
     assert info.value.step == "device creation 0" and "SIGABRT" in str(info.value)
     assert private_manager.records[-1].status == "skipped"
+
+
+def test_plugins_command_survives_a_crashing_plugin_and_names_it(run_python, tmp_path,
+                                                                build_test_plugin):
+    import shutil
+
+    directory = tmp_path / "plugins"
+    directory.mkdir()
+    shutil.copy(build_test_plugin(HOSTILE_SOURCE, HOSTILE_SEGV_IN_INIT=True),
+                directory / "libcrash.so")
+    result = run_python(None, args=("-m", "pluggable", "plugins"), env={
+        "PLUGGABLE_PLUGIN_PATH": str(directory),
+        "PLUGGABLE_CACHE_DIR": str(tmp_path / "cache")})
+    line = next(l for l in result.stdout.splitlines() if "libcrash.so" in l)
+    assert line.startswith("skipped") and "init: the plugin crashed the probe child with "\
+        "SIGSEGV during step 'init'" in line
+    assert "REF_XPU" in result.stdout
