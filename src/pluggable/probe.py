@@ -222,7 +222,10 @@ def doctor(path: str, timeout: Optional[float] = None) -> ProbeResult:
         return ProbeResult(os.path.abspath(path), False, exc.step, exc.reason)
     result = run(real, timeout)
     report = result.report
-    if result.ok and report.get("missing_symbols"):
+    if report.get("missing_symbols") and result.step in ("dlopen", "symbol lookup"):
+        result.reason += (f" (it uses {', '.join(report['missing_symbols'])}, which the host "
+                          f"runtime does not provide)")
+    elif result.ok and report.get("missing_symbols"):
         result.ok, result.step = False, "symbol lookup"
         result.reason = (f"the plugin uses {', '.join(report['missing_symbols'])}, which the "
                          f"host runtime does not provide")
@@ -242,8 +245,9 @@ def format_report(result: ProbeResult) -> str:
     if not r:
         return "\n".join(lines)
     exports = r.get("exports", {})
-    lines.append("exports  " + ", ".join(f"{k} {'yes' if v else 'no'}"
-                                          for k, v in exports.items()))
+    if exports:
+        lines.append("exports  " + ", ".join(f"{k} {'yes' if v else 'no'}"
+                                              for k, v in exports.items()))
     lines.append("missing  " + (", ".join(r.get("missing_symbols", [])) or
                                 "none (every TF_/SE_/TP_ symbol it uses is provided)"))
     if "platform" in r:
@@ -256,6 +260,8 @@ def format_report(result: ProbeResult) -> str:
         lines.append(f"struct   {name:<18} plugin {size['plugin']:>4}  host {size['host']:>4}  "
                      f"{relation}")
     callbacks = r.get("callbacks", {})
+    if not callbacks:  # the probe stopped before the callbacks were read
+        return "\n".join(lines)
     missing_optional = [k for k, v in callbacks.items() if not v["present"] and not v["required"]]
     missing_required = [k for k, v in callbacks.items() if not v["present"] and v["required"]]
     lines.append(f"callbacks {sum(v['present'] for v in callbacks.values())} of "
@@ -279,10 +285,12 @@ def format_report(result: ProbeResult) -> str:
 
 
 # -- the child's side -------------------------------------------------------------------------
-def inspect(path: str, step: Callable[[str], None]) -> Dict[str, Any]:
+def inspect(path: str, step: Callable[[str], None],
+            report: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
     """Loads ``path`` in this process, step by step (``step(name)`` is told each step before
-    it starts), and returns what ``doctor`` reports. Raises `PluginCallError` on a failed step.
-    Only the probe child calls it: a crash here is the child's."""
+    it starts), and returns what ``doctor`` reports, filled into ``report`` as it goes (so
+    that a failed step leaves what was found before it). Raises `PluginCallError` on a
+    failed step. Only the probe child calls it: a crash here is the child's."""
     import ctypes
     import warnings
 
@@ -291,7 +299,8 @@ def inspect(path: str, step: Callable[[str], None]) -> Dict[str, Any]:
     from .loader import INIT_SYMBOLS, PluginLibrary
     from .platform import Platform
 
-    report: Dict[str, Any] = {"path": path}
+    report = {} if report is None else report
+    report["path"] = path
     try:
         undefined = elf.undefined_symbols(path)
     except Exception:  # a damaged symbol table: dlopen will say more
@@ -383,14 +392,16 @@ def child_main(argv: List[str]) -> int:
 
     from .platform import PluginCallError
 
+    report: Dict[str, Any] = {}
     try:
-        report = inspect(path, step)
+        inspect(path, step, report)
     except PluginCallError as exc:
-        write({"error": {"step": exc.step, "reason": exc.reason}, "done": True})
+        write({"error": {"step": exc.step, "reason": exc.reason}, "report": report,
+               "done": True})
         return 0
     except Exception as exc:  # a host error class raised while checking the plugin
         write({"error": {"step": reached[-1], "reason": limits.safe_text(
-            f"{type(exc).__name__}: {exc}")}, "done": True})
+            f"{type(exc).__name__}: {exc}")}, "report": report, "done": True})
         return 0
     write({"report": report, "done": True})
     return 0

@@ -106,3 +106,24 @@ def test_plugins_command_survives_a_crashing_plugin_and_names_it(run_python, tmp
     assert line.startswith("skipped") and "init: the plugin crashed the probe child with "\
         "SIGSEGV during step 'init'" in line
     assert "REF_XPU" in result.stdout
+
+
+def test_symbols_the_runtime_does_not_provide_are_named(run_python, tmp_path):
+    import subprocess
+
+    import pluggable
+
+    source = tmp_path / "missing.c"
+    source.write_text('#include "tensorflow/c/tf_status.h"\n'
+                      "void TF_NotARealFunction(int);\n"
+                      "void SE_InitPlugin(void* params, TF_Status* status) {\n"
+                      "  (void)params; (void)status; TF_NotARealFunction(1);\n}\n")
+    library = tmp_path / "libmissing.so"
+    subprocess.run(["cc", "-std=c11", "-fPIC", "-shared", "-I", pluggable.get_include(),
+                    "-o", str(library), str(source)], check=True)
+    result = doctor(run_python, library, "--json")
+    assert result.returncode == 1
+    data = json.loads(result.stdout)
+    assert data["step"] == "dlopen"
+    assert data["report"]["missing_symbols"] == ["TF_NotARealFunction"]
+    assert "which the host runtime does not provide" in data["reason"]
