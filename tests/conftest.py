@@ -11,14 +11,26 @@ from typing import Optional
 
 import pytest
 
-import pluggable
+# The probe's verdicts go to a cache of the session's own, never to the user's ~/.cache;
+# subprocesses of the tests inherit it.
+import atexit
+import shutil
+import tempfile
+
+os.environ["PLUGGABLE_CACHE_DIR"] = tempfile.mkdtemp(prefix="pluggable-test-cache-")
+atexit.register(shutil.rmtree, os.environ["PLUGGABLE_CACHE_DIR"], True)
+
+import pluggable  # noqa: E402
 from pluggable.loader import PluginManager
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TEST_PLUGIN_SOURCE = os.path.join(HERE, "plugins", "test_plugin.c")
-C_FLAGS = ["-std=c11", "-Wall", "-Wextra", "-Werror", "-O1", "-fPIC", "-shared", "-pthread"]
+# PLUGGABLE_TEST_CFLAGS adds flags to every test plugin (the sanitizer step of .ci/run).
+_EXTRA_FLAGS = os.environ.get("PLUGGABLE_TEST_CFLAGS", "").split()
+C_FLAGS = ["-std=c11", "-Wall", "-Wextra", "-Werror", "-O1", "-fPIC", "-shared", "-pthread",
+           *_EXTRA_FLAGS]
 CXX_FLAGS = ["-std=c++17", "-Wall", "-Wextra", "-Werror", "-O1", "-fPIC", "-shared",
-             "-pthread"]
+             "-pthread", *_EXTRA_FLAGS]
 
 
 @pytest.fixture(scope="session")
@@ -116,6 +128,12 @@ def user_handles(executor):
     counts["streams"] -= sum(4 for d in devices if d.executor is executor and not d.is_closed)
     counts["streams"] -= executor._internal_stream is not None
     return counts
+
+
+@pytest.fixture(scope="session")
+def handle_counts():
+    """`user_handles`, for test modules that cannot import this conftest by name."""
+    return user_handles
 
 
 @pytest.fixture

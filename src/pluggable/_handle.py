@@ -43,9 +43,13 @@ class PluginHandle:
     def is_closed(self) -> bool:
         return not self._finalizer.alive
 
+    #: Why the host closed this handle itself, for threads that still use it.
+    closed_because = ""
+
     def _check_open(self) -> None:
         if not self._finalizer.alive:
             raise FailedPreconditionError(
+                self.closed_because or
                 f"this {self._kind} was closed; create a new one with "
                 f"{type(self.executor).__name__}.create_{self._kind}()",
                 plugin=self.executor.platform.label, call=self._kind)

@@ -15,6 +15,7 @@ import os
 import threading
 
 from .abi.tf_status import TF_Code
+from .limits import MAX_MESSAGE_CHARS, safe_text
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 RUNTIME_LIBRARY_NAME = "libpluggable_runtime.so"
@@ -98,7 +99,11 @@ class Status:
     @property
     def message(self) -> str:
         raw = TF_Message(self.address)
-        return raw.decode("utf-8", "replace") if raw else ""
+        if not raw:
+            return ""
+        # Plugin text: bounded, control characters escaped, before anyone prints it.
+        return safe_text(raw[:4 * MAX_MESSAGE_CHARS].decode("utf-8", "replace"),
+                         total=len(raw))
 
     def set(self, code: int, message: str = "") -> None:
         TF_SetStatus(self.address, int(code), message.encode("utf-8", "replace"))

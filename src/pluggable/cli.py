@@ -6,6 +6,7 @@
     python -m pluggable conformance PATH.so [-k EXPR] [--json FILE]
                                   the conformance checks against one plugin library
     python -m pluggable profile-summary PATH   the summary table of a saved profile
+    python -m pluggable doctor PATH.so [--json]   a plugin checked in a child process
 """
 from __future__ import annotations
 
@@ -65,7 +66,8 @@ def cmd_plugins(_args) -> int:
         reason = f"{r.step}: {r.reason}" if r.step else r.reason
         rows.append((r.status, r.device_type, r.platform_name, r.device_count, r.api_version,
                      r.priority, "yes" if r.provides_kernels else "no",
-                     _profiler_cell(r), r.path, reason))
+                     _profiler_cell(r),
+                     r.path + (f" (found as {r.found_as})" if r.found_as else ""), reason))
     print(_table(("status", "type", "platform", "devices", "SE API", "priority", "kernels",
                   "profiler", "path", "reason"), rows))
     return 0
@@ -82,6 +84,8 @@ def cmd_conformance(args) -> int:
 
     return conformance.run(args.path, keyword=args.k, json_path=args.json,
                            verbose=not args.quiet)
+
+
 def _profiler_cell(record) -> str:
     """The profiler's device type, why it was skipped, or "no"."""
     if record.profiler_type:
@@ -102,6 +106,17 @@ def cmd_profile_summary(args) -> int:
         return 1
     print(result.summary())
     return 0
+def cmd_doctor(args) -> int:
+    import json
+
+    from . import probe
+
+    result = probe.doctor(args.plugin, args.timeout)
+    if args.json:
+        print(json.dumps(result.as_dict(), indent=2, default=str))
+    else:
+        print(probe.format_report(result))
+    return 0 if result.ok else 1
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -129,6 +144,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                                   "or a log directory: its newest profile)")
     summary.add_argument("path")
     summary.set_defaults(run=cmd_profile_summary)
+    doctor = sub.add_parser("doctor", help="check a plugin in a child process and report")
+    doctor.add_argument("plugin", help="path of the plugin's shared library")
+    doctor.add_argument("--json", action="store_true", help="the full report as JSON")
+    doctor.add_argument("--timeout", type=float, default=None,
+                        help="seconds before the child is stopped (default: "
+                             "PLUGGABLE_PROBE_TIMEOUT or 10)")
+    doctor.set_defaults(run=cmd_doctor)
     args = parser.parse_args(argv)
     # The plugins table already states why a plugin was skipped.
     with warnings.catch_warnings():

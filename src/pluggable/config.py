@@ -236,3 +236,35 @@ def list_kernels(op: Optional[str] = None, device_type: Optional[str] = None) ->
         out.append(KernelInfo(r.op, r.device_type, r.kernel_name, constraints,
                               tuple(sorted(r.host_memory)), r.priority, r.label, r.plugin))
     return out
+
+
+# -- reliability limits (README, "Reliability") ----------------------------------------------
+def set_probe_timeout(seconds: Optional[float]) -> None:
+    """Seconds the child-process probe of a plugin may take (None: back to
+    ``PLUGGABLE_PROBE_TIMEOUT``, default 10)."""
+    from . import limits
+
+    limits.set_probe_timeout(seconds)
+
+
+def get_probe_timeout() -> float:
+    from . import limits
+
+    return limits.probe_timeout()
+
+
+def set_deadline(seconds: Optional[float]) -> None:
+    """Seconds any host wait on plugin work may take before `DeadlineExceededError` (0: no
+    deadline; None: back to ``PLUGGABLE_DEADLINE``, default 600)."""
+    from . import limits
+
+    limits.set_deadline(seconds)
+
+
+def get_deadline() -> float:
+    from . import limits
+
+    return limits.deadline()
+
+
+__all__ += ["set_probe_timeout", "get_probe_timeout", "set_deadline", "get_deadline"]

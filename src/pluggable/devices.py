@@ -99,10 +99,20 @@ class PluggableDevice:
         errors are sticky): the error was reported once, the device goes on working."""
         with self._lock:
             streams = list(self.streams)
+            names = ("compute_stream", "host_to_device_stream", "device_to_host_stream",
+                     "device_to_device_stream")
             for i, stream in enumerate(streams):
-                if stream.is_closed or stream.status().ok:
+                if stream.is_closed:
+                    continue
+                state = stream.status()
+                if state.ok:
                     continue
                 streams[i] = self.executor.create_stream()
+                # Other threads may still hold it: tell them what happened, not "closed".
+                stream.closed_because = (
+                    f"{self.name}'s {names[i]} failed ({state.message}) and was replaced by a "
+                    f"new stream; use {self.name}.{names[i]} again (or pluggable.get_device("
+                    f"{self.name!r}).{names[i]}) for further work")
                 stream.close()
             (self.compute_stream, self.host_to_device_stream, self.device_to_host_stream,
              self.device_to_device_stream) = streams
@@ -240,7 +250,7 @@ class DeviceRegistry:
             if current is chosen.platform:
                 return
             if self._has_devices(device_type):
-                raise RuntimeError(
+                raise FailedPreconditionError(
                     f"devices of type {device_type} already exist on {current.name}; the "
                     f"subdevice mapping must be set before the first {device_type} device is "
                     f"used (call set_subdevice_mapping right after import)")

@@ -102,6 +102,13 @@ def as_dtype(value: Any) -> DType:
         raise TypeError(f"cannot interpret {value!r} as a tensor element type; "
                         f"supported: {_supported()}") from None
     found = _BY_NUMPY.get(numpy_dtype)
+    if found is None and numpy_dtype.byteorder not in ("=", "|") and \
+            _BY_NUMPY.get(numpy_dtype.newbyteorder("=")) is not None:
+        native = numpy_dtype.newbyteorder("=")
+        raise InvalidArgumentError(
+            f"element type {numpy_dtype.str!r} is {native.name} in the non-native byte order; "
+            f"tensors hold native-order data: convert first with "
+            f"array.astype({native.name!r})", call="dtype")
     if found is None:
         raise InvalidArgumentError(
             f"element type {numpy_dtype} ({value!r}) is not supported; supported: "

@@ -38,8 +38,7 @@ class Event(PluginHandle):
 
     def status(self) -> EventStatus:
         self._check_open()
-        ex = self.executor
-        return EventStatus(ex._fns["get_event_status"](ex._device_ptr, self._handle))
+        return EventStatus(self.executor.event_state(self._handle))
 
     def query(self) -> bool:
         """True once the event has completed (with or without an error)."""

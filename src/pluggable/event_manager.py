@@ -10,6 +10,12 @@ One poller thread per device, started on first use. Functions for one stream run
 stream's order. An exception in a function becomes a `CallbackWarning` at the device's next
 synchronisation. Events come from a pool: an event goes back to the pool as soon as the
 poller sees it complete, and a completed marker no longer holds one.
+
+The poller cannot die: a status outside ``SE_EventStatus``, an error from
+``get_event_status`` or any exception in its loop makes the affected marker fail (its error
+is raised to whoever waits on it) and becomes a `PluggableWarning` naming the plugin; the
+thread goes on. `close` waits a bounded time (at interpreter exit, ``PLUGGABLE_EXIT_TIMEOUT``)
+and then leaves what is still pending to the operating system, on purpose.
 """
 from __future__ import annotations
 
@@ -18,7 +24,9 @@ import time
 import traceback
 from typing import TYPE_CHECKING, Callable, List, Optional
 
-from .errors import CallbackWarning, PluggableError
+from .errors import (
+    CallbackWarning, DeadlineExceededError, FailedPreconditionError, PluggableError,
+    PluggableWarning)
 from .event import Event, EventStatus
 
 if TYPE_CHECKING:
@@ -44,11 +52,13 @@ class Keep:
 class Marker:
     """A point in a stream. ``event`` is None once the stream has passed it."""
 
-    __slots__ = ("event", "stream", "_fns", "_manager")
+    __slots__ = ("event", "stream", "error", "_fns", "_manager")
 
     def __init__(self, event: Event, stream: "Stream", manager: "EventManager"):
         self.event: Optional[Event] = event
         self.stream = stream
+        # Set when the point was passed with an error the stream itself does not report.
+        self.error: Optional[PluggableError] = None
         self._fns: List[Callable[[], object]] = []
         self._manager = manager
 
@@ -73,14 +83,21 @@ class Marker:
         event.wait(stream)
 
     def synchronize(self) -> None:
-        """Blocks the host until the stream has passed this point."""
+        """Blocks the host until the stream has passed this point (at most the deadline)."""
         event = self.event
         if event is not None:
             try:
                 event.synchronize()
-            except PluggableError:
-                # The work failed; whoever waits on the stream itself gets the error.
-                pass
+            except DeadlineExceededError:
+                raise
+            except PluggableError as exc:
+                # Failed work: whoever waits on the stream itself gets the error. An error
+                # the stream does not report (a broken event) is raised here.
+                if self.stream.is_closed or not self.stream.status().ok:
+                    return
+                raise exc
+        if self.error is not None:
+            raise self.error
 
 
 class EventManager:
@@ -131,20 +148,40 @@ class EventManager:
             while self._pending:
                 self._cond.wait(0.05)
 
-    def close(self) -> None:
+    def close(self, timeout: Optional[float] = None) -> bool:
         """Runs what is pending once its work is done, then stops the poller and frees the
-        pooled events. Idempotent."""
+        pooled events. Idempotent. With ``timeout`` (seconds), gives up on work that is not
+        done by then: warns, leaves it (and its events) alone, and returns False."""
         with self._cond:
-            if self._closed:
-                return
+            if self._closed and not self._pending:
+                return True
             self._closed = True
             self._cond.notify_all()
+        ends = None if timeout is None else time.monotonic() + timeout
         if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join()
-        self._drain_without_thread()
+            self._thread.join(None if ends is None else max(0.0, ends - time.monotonic()))
+            if self._thread.is_alive():
+                return self._give_up(timeout)
+        if not self._drain_without_thread(ends):
+            return self._give_up(timeout)
         for event in self._pool:
             event.close()
         self._pool.clear()
+        return True
+
+    def _give_up(self, timeout: Optional[float]) -> bool:
+        import warnings
+
+        from . import limits
+
+        timeout = limits.deadline() if timeout is None else timeout
+
+        warnings.warn(
+            f"pluggable: {self._executor.name}: {len(self._pending)} piece(s) of device work "
+            f"were not done within {timeout:g} s; they, and the memory they use, are left to "
+            f"the operating system ({self._executor.platform.label})",
+            PluggableWarning, stacklevel=3)
+        return False
 
     @property
     def pending(self) -> int:
@@ -154,7 +191,10 @@ class EventManager:
     def _enqueue(self, stream: "Stream", fn) -> Marker:
         with self._cond:
             if self._closed:
-                raise RuntimeError(f"the event manager of {self._executor.name} is closed")
+                raise FailedPreconditionError(
+                    f"{self._executor.name} is being closed (or was): no more work can be "
+                    f"queued on it. Close devices only once every thread is done with them",
+                    plugin=self._executor.platform.label, call="EventManager")
             event = self._pool.pop() if self._pool else None
         if event is None:
             event = self._executor.create_event()
@@ -202,15 +242,21 @@ class EventManager:
             event = marker.event
             if event is None or id(marker.stream) in blocked:
                 continue
+            error = None
             try:
                 state = event.status()
-            except PluggableError:  # the device is gone: nothing will complete any more
-                state = EventStatus.ERROR
+            except PluggableError as exc:  # a broken status, or the device is gone
+                state, error = EventStatus.ERROR, exc
+                if not self._executor.is_closed:
+                    self._executor._defer_warning(
+                        f"the event manager treats a point of a stream as failed: {exc}",
+                        PluggableWarning)
             if state not in _DONE:
                 blocked.add(id(marker.stream))
                 continue
             with self._cond:
                 fns, marker._fns = marker._fns, []
+                marker.error = error
                 self._complete(marker)
                 self._cond.notify_all()
             self._run(fns)
@@ -218,6 +264,17 @@ class EventManager:
         return ran
 
     def _poll(self) -> None:
+        while True:
+            try:
+                self._poll_loop()
+                return
+            except BaseException as exc:  # the thread must not die: say so, and go on
+                self._executor._defer_warning(
+                    f"the event manager's thread caught {type(exc).__name__}: {exc} "
+                    f"({self._executor.platform.label}); it goes on", PluggableWarning)
+                time.sleep(0.001)
+
+    def _poll_loop(self) -> None:
         delay = 0.0
         while True:
             with self._cond:
@@ -230,18 +287,34 @@ class EventManager:
             if self._harvest():
                 delay = 0.0
                 continue
-            if len(streams) == 1 and oldest.event is not None:
-                # One stream: sleep in the plugin until its oldest point is passed.
-                oldest.synchronize()
+            event = oldest.event
+            if len(streams) == 1 and event is not None:
+                # One stream: wait until its oldest point is passed (or fails).
+                try:
+                    event.synchronize()
+                except PluggableError:
+                    pass  # the next harvest completes it as failed, or it is still pending
                 continue
             time.sleep(delay)
             delay = min(0.001, delay * 2 or 0.00002)
 
-    def _drain_without_thread(self) -> None:
+    def _drain_without_thread(self, ends: Optional[float] = None) -> bool:
+        """Completes every pending marker; False when ``ends`` (a monotonic time) passed
+        first."""
         while True:
             with self._cond:
                 if not self._pending:
-                    return
+                    return True
                 oldest = self._pending[0]
-            oldest.synchronize()
+            event = oldest.event
+            if event is not None:
+                left = None if ends is None else max(0.001, ends - time.monotonic())
+                try:
+                    self._executor.block_host_for_event(event, timeout=left)
+                except DeadlineExceededError:
+                    return False
+                except PluggableError:
+                    pass
             self._harvest()
+            if ends is not None and time.monotonic() > ends and self._pending:
+                return False

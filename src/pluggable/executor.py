@@ -19,7 +19,7 @@ import warnings
 import weakref
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
 
-from . import _native
+from . import _native, limits
 from .abi import plugin_ext
 from .abi.stream_executor import (
     SE_CreateDeviceFnsParams, SE_CreateDeviceParams, SE_CreateStreamExecutorParams,
@@ -27,7 +27,8 @@ from .abi.stream_executor import (
     SP_DeviceMemoryBase, SP_StreamExecutor)
 from .abi.tf_status import TF_Code
 from .errors import (
-    CallbackWarning, FailedPreconditionError, InvalidArgumentError, PluggableError,
+    CallbackWarning, DeadlineExceededError, FailedPreconditionError, InternalError,
+    InvalidArgumentError, PluggableError,
     PluggableWarning,
     ResourceExhaustedError, UnimplementedError, error_for_code)
 from .memory import DeviceMemory, HostMemory
@@ -43,6 +44,7 @@ if TYPE_CHECKING:
     from .timer import Timer
 
 _TIMER_FNS = ("create_timer", "destroy_timer", "start_timer", "stop_timer")
+_EVENT_STATES = frozenset(int(v) for v in SE_EventStatus)
 
 _STATS_FIELDS = (
     "num_allocs", "bytes_in_use", "peak_bytes_in_use", "largest_alloc_size", "bytes_limit",
@@ -180,6 +182,11 @@ class StreamExecutor:
         except BaseException:
             self._destroy_device()
             raise
+        try:
+            self.memory_usage()  # refuses negative or inconsistent figures now, at creation
+        except InternalError as exc:
+            self.close()
+            raise PluginCallError("validation", exc.plugin_message or str(exc)) from None
 
     # -- creation ----------------------------------------------------------------------------
     def _load_call(self, fn_name: str, fn, *args) -> None:
@@ -489,7 +496,21 @@ class StreamExecutor:
         free, total = ctypes.c_int64(0), ctypes.c_int64(0)
         if not fn(self._device_ptr, ctypes.byref(free), ctypes.byref(total)):
             return None
-        return int(free.value), int(total.value)
+        free_bytes, total_bytes = int(free.value), int(total.value)
+        problem = None
+        if total_bytes < 0:
+            problem = f"total_bytes is negative ({total_bytes})"
+        elif free_bytes < 0:
+            problem = f"free_bytes is negative ({free_bytes})"
+        elif free_bytes > total_bytes:
+            problem = f"free_bytes ({free_bytes}) is larger than total_bytes ({total_bytes})"
+        if problem is not None:
+            reason = (f"SP_StreamExecutor.device_memory_usage of device {self.ordinal}: "
+                      f"{problem}; memory figures must satisfy 0 <= free <= total")
+            raise InternalError(f"{self.platform.label}: {reason}", plugin=self.platform.label,
+                                call="SP_StreamExecutor.device_memory_usage",
+                                plugin_message=reason)
+        return free_bytes, total_bytes
 
     def live_handles(self) -> Optional[Dict[str, int]]:
         """The plugin's counts of live streams, events, timers and allocations, when it
@@ -769,59 +790,134 @@ class StreamExecutor:
             raise self._error(TF_Code.TF_INTERNAL, "the plugin could not enqueue the callback",
                               "SP_StreamExecutor.host_callback")
 
-    def synchronize_all_activity(self) -> None:
-        """Waits until every stream of the device is done."""
+    def synchronize_all_activity(self, timeout: Optional[float] = None) -> None:
+        """Waits until every stream of the device is done, at most the deadline
+        (`pluggable.config.set_deadline`; ``timeout`` overrides it)."""
         self._check_open()
-        self._call("synchronize_all_activity")
+        self._bounded_call("synchronize_all_activity", timeout)
         self._flush_warnings()
 
-    def block_host_until_done(self, stream: "Stream") -> None:
-        """Waits until ``stream`` is done; raises if its work failed."""
+    def block_host_until_done(self, stream: "Stream", timeout: Optional[float] = None) -> None:
+        """Waits until ``stream`` is done; raises if its work failed, and
+        `DeadlineExceededError` past the deadline."""
         self._check_stream(stream)
         try:
-            if self._fns.get("block_host_until_done") is not None:
+            limit = limits.deadline() if timeout is None else timeout
+            if not limit and self._fns.get("block_host_until_done") is not None:
                 self._call("block_host_until_done", stream._handle)
             else:
+                # With a deadline the host polls an event: a blocking call that never
+                # returns could not be given up on.
                 with self.create_event() as event:
                     event.record(stream)
-                    self.block_host_for_event(event)
+                    try:
+                        self._poll_event(event._handle, "block_host_until_done", limit)
+                    except DeadlineExceededError:
+                        raise
+                    except PluggableError:
+                        stream.raise_if_error()  # the stream's own words, when it has them
+                        raise
         finally:
             self._flush_warnings()
 
-    def block_host_for_event(self, event: "Event") -> None:
-        """Waits until ``event`` has completed; raises if it completed with an error."""
+    def block_host_for_event(self, event: "Event", timeout: Optional[float] = None) -> None:
+        """Waits until ``event`` has completed; raises if it completed with an error, and
+        `DeadlineExceededError` past the deadline."""
         self._check_open()
-        if self._fns.get("block_host_for_event") is not None:
+        limit = limits.deadline() if timeout is None else timeout
+        if not limit and self._fns.get("block_host_for_event") is not None:
             self._call("block_host_for_event", event._handle)
         else:
-            delay = 0.0
-            while True:
-                state = self._fns["get_event_status"](self._device_ptr, event._handle)
-                if state == SE_EventStatus.SE_EVENT_COMPLETE:
-                    break
-                if state == SE_EventStatus.SE_EVENT_ERROR:
-                    raise self._error(TF_Code.TF_INTERNAL, "the event completed with an error",
-                                      "SP_StreamExecutor.get_event_status")
-                time.sleep(delay)
-                delay = min(0.001, delay * 2 or 0.00005)
+            self._poll_event(event._handle, "block_host_for_event", limit)
         self._flush_warnings()
+
+    def event_state(self, handle: Any) -> int:
+        """``get_event_status`` of the event ``handle``, checked: a value outside
+        ``SE_EventStatus`` raises `InternalError` naming the plugin and the value."""
+        value = self._fns["get_event_status"](self._device_ptr, handle)
+        if value not in _EVENT_STATES:
+            raise self._error(
+                TF_Code.TF_INTERNAL,
+                f"it returned {value}, which is not an SE_EventStatus value (0 to 3); the "
+                f"event is treated as failed", "SP_StreamExecutor.get_event_status")
+        return value
+
+    def _poll_event(self, handle: Any, call: str, limit: float) -> None:
+        """Polls the event's status with backoff until it completes, fails, or ``limit``
+        seconds (0: no limit) have passed."""
+        started = time.monotonic()
+        delay = 0.0
+        while True:
+            state = self.event_state(handle)
+            if state == SE_EventStatus.SE_EVENT_COMPLETE:
+                return
+            if state == SE_EventStatus.SE_EVENT_ERROR:
+                raise self._error(TF_Code.TF_INTERNAL, "the event completed with an error",
+                                  "SP_StreamExecutor.get_event_status")
+            waited = time.monotonic() - started
+            if limit and waited > limit:
+                raise self._deadline_error(call, limit, waited)
+            time.sleep(delay)
+            delay = min(0.001, delay * 2 or 0.00002)
+
+    def _deadline_error(self, call: str, limit: float, waited: float) -> DeadlineExceededError:
+        return DeadlineExceededError(
+            f"{self.platform.label}, device {self.ordinal}: {call} did not finish within the "
+            f"deadline of {limit:g} s (waited {waited:.2f} s); the device's work may be stuck. "
+            f"Give it longer with pluggable.config.set_deadline(seconds) or "
+            f"{limits.DEADLINE_VARIABLE} (0 turns the deadline off)",
+            plugin=self.platform.label, call=f"SP_StreamExecutor.{call}")
+
+    def _bounded_call(self, name: str, timeout: Optional[float]) -> None:
+        """``_call(name)`` for a blocking call that has no status to poll: run on a helper
+        thread and given up on (the thread is left behind, on purpose) past the deadline."""
+        limit = limits.deadline() if timeout is None else timeout
+        if not limit:
+            self._call(name)
+            return
+        outcome: List[BaseException] = []
+
+        def run():
+            try:
+                self._call(name)
+            except BaseException as exc:  # handed to the waiting thread
+                outcome.append(exc)
+
+        started = time.monotonic()
+        helper = threading.Thread(target=run, name=f"pluggable-{name}-{self.name}",
+                                  daemon=True)
+        helper.start()
+        helper.join(limit)
+        if helper.is_alive():
+            raise self._deadline_error(name, limit, time.monotonic() - started)
+        if outcome:
+            raise outcome[0]
 
     # -- lifetime ----------------------------------------------------------------------------
     @property
     def is_closed(self) -> bool:
         return self._closed
 
-    def close(self) -> None:
-        """Destroys the device: waits for its work, then frees everything the plugin made."""
+    def close(self, timeout: Optional[float] = None) -> None:
+        """Destroys the device: waits for its work (at most ``timeout`` seconds, by default
+        the deadline), then frees everything the plugin made. Work not done in time is left
+        to the operating system with a warning, and the device with it."""
         if self._closed:
             return
         if self._event_manager is not None:
-            self._event_manager.close()  # runs the pending releases
+            if not self._event_manager.close(timeout):  # runs the pending releases
+                self._closed = True  # left behind on purpose: the plugin still works on it
+                return
         if self._internal_stream is not None:
             self._internal_stream.close()
         self.flush_releases()
         try:
-            self._call("synchronize_all_activity")
+            self._bounded_call("synchronize_all_activity", timeout)
+        except DeadlineExceededError as exc:
+            warnings.warn(f"{self.name}: {exc}; the device is left to the operating system",
+                          PluggableWarning, stacklevel=2)
+            self._closed = True
+            return
         except Exception as exc:
             warnings.warn(f"{self.name}: synchronising before close failed: {exc}",
                           PluggableWarning, stacklevel=2)

@@ -14,6 +14,13 @@ reached twice (a symlink, two site directories) is loaded once. A plugin that fa
 is skipped with a `PluginLoadWarning` naming the file, the step and the reason; `load_plugin`
 raises `PluginLoadError` with the same message instead. Plugins are never unloaded: objects
 made from them may live until the interpreter exits.
+
+Before ``dlopen`` every candidate is resolved to its absolute real path (what is loaded and
+listed, with the link it was found through) and checked ("file check"): relative entries of
+``PLUGGABLE_PLUGIN_PATH``, dangling links, files that are not regular, world-writable files
+or directories and files of another user are refused (`limits.unsafe_plugins_allowed` lets
+the last two through), as is a file built for another machine. A discovered plugin is then
+probed in a child process (`probe`) before its first in-process load.
 """
 from __future__ import annotations
 
@@ -22,6 +29,7 @@ import ctypes
 import dataclasses
 import os
 import site
+import stat
 import sys
 import sysconfig
 import threading
@@ -29,6 +37,7 @@ import warnings
 from typing import TYPE_CHECKING, Dict, Iterator, List, Optional, Tuple
 
 from . import _native  # noqa: F401  (loads the runtime library, RTLD_GLOBAL, before plugins)
+from . import limits
 from .errors import PluggableError, PluginLoadError, PluginLoadWarning
 from .platform import Platform, PlatformRegistry, PluginCallError
 
@@ -45,6 +54,8 @@ _SHARED_LIBRARY_SUFFIXES = (".so", ".dylib", ".dll")
 _InitFn = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)
 
 _ADVICE = {
+    "file check": "see the README's Reliability section; "
+                  f"{limits.ALLOW_UNSAFE_VARIABLE}=1 allows files other users can change",
     "dlopen": "check that the file is a shared library built for this machine and that the "
               "libraries it needs are installed (`ldd` lists them)",
     "symbol lookup": "a StreamExecutor plugin must export SE_InitPlugin (or "
@@ -79,6 +90,8 @@ class PluginRecord:
     plugin_version: Optional[str] = None
     profiler_type: Optional[str] = None  # TP_Profiler.device_type once TF_InitProfiler passed
     profiler_reason: str = ""  # why the library's profiler was skipped
+    found_as: Optional[str] = None  # the path or link it was found through, when not `path`
+    probe: Optional[str] = None  # "passed", "passed (cached)", or None when not probed
 
 
 class PluginLibrary:
@@ -113,11 +126,6 @@ class PluginLibrary:
             return None
 
 
-def _file_key(path: str) -> Tuple[int, int]:
-    info = os.stat(path)
-    return (info.st_dev, info.st_ino)
-
-
 def _site_directories() -> List[str]:
     dirs: List[str] = []
     try:
@@ -144,8 +152,64 @@ def _libraries_in(directory: str) -> List[str]:
         names = sorted(os.listdir(directory))
     except OSError:
         return []
+    # Links (dangling ones too) and other non-directories are candidates: the file check
+    # reports what is wrong with them instead of leaving them out silently.
     return [os.path.join(directory, n) for n in names
-            if n.endswith(_SHARED_LIBRARY_SUFFIXES) and os.path.isfile(os.path.join(directory, n))]
+            if n.endswith(_SHARED_LIBRARY_SUFFIXES)
+            and not os.path.isdir(os.path.join(directory, n))]
+
+
+def check_file(path: str) -> Tuple[str, os.stat_result]:
+    """The absolute real path of the plugin file ``path`` and its `os.stat`; raises
+    `PluginCallError` ("file check") naming what makes it unsafe or unloadable. Nothing is
+    opened before the file is known to be regular (a FIFO would block ``open``)."""
+    absolute = os.path.abspath(path)
+    real = os.path.realpath(absolute)
+    try:
+        info = os.stat(real)
+    except OSError as exc:
+        if os.path.islink(absolute):
+            raise PluginCallError("file check", f"it is a dangling link (to "
+                                                f"{os.readlink(absolute)!r})") from None
+        raise PluginCallError("file check", f"cannot read the file: {exc.strerror}") from None
+    if not stat.S_ISREG(info.st_mode):
+        kind = ("a FIFO" if stat.S_ISFIFO(info.st_mode) else "a directory"
+                if stat.S_ISDIR(info.st_mode) else "a socket" if stat.S_ISSOCK(info.st_mode)
+                else "a device" if stat.S_ISCHR(info.st_mode) or stat.S_ISBLK(info.st_mode)
+                else "not a regular file")
+        raise PluginCallError("file check", f"{real} is {kind}, not a shared library file")
+    if not limits.unsafe_plugins_allowed():
+        _check_ownership(real, info)
+    from .elf import check_compatible
+
+    try:
+        problem = check_compatible(real)
+    except OSError as exc:
+        raise PluginCallError("file check", f"cannot read the file: {exc.strerror}") from None
+    if problem is not None:
+        raise PluginCallError("file check", problem)
+    return real, info
+
+
+def _check_ownership(real: str, info: os.stat_result) -> None:
+    me = os.geteuid() if hasattr(os, "geteuid") else 0
+    if info.st_uid not in (0, me):
+        raise PluginCallError(
+            "file check", f"{real} belongs to user {info.st_uid}, neither you ({me}) nor root; "
+                          f"another user could change what this process runs")
+    if info.st_mode & stat.S_IWOTH:
+        raise PluginCallError(
+            "file check", f"{real} is world-writable (mode {stat.filemode(info.st_mode)}); "
+                          f"anyone could change what this process runs (chmod o-w it)")
+    directory = os.path.dirname(real)
+    try:
+        dir_info = os.stat(directory)
+    except OSError:
+        return
+    if dir_info.st_mode & stat.S_IWOTH and not dir_info.st_mode & stat.S_ISVTX:
+        raise PluginCallError(
+            "file check", f"its directory {directory} is world-writable without the sticky "
+                          f"bit; anyone could replace the plugin (chmod o-w the directory)")
 
 
 def discover_candidates() -> Iterator[Tuple[str, str]]:
@@ -155,6 +219,13 @@ def discover_candidates() -> Iterator[Tuple[str, str]]:
             yield path, "site-packages"
     for entry in os.environ.get(PATH_VARIABLE, "").split(os.pathsep):
         if not entry:
+            continue
+        if not os.path.isabs(entry):
+            warnings.warn(
+                f"pluggable: {PATH_VARIABLE} entry {entry!r} is relative and is ignored: "
+                f"relative entries would load whatever the working directory holds. Write "
+                f"it as an absolute path, e.g. {os.path.abspath(entry)!r}",
+                PluginLoadWarning, stacklevel=4)
             continue
         if os.path.isdir(entry):
             for path in _libraries_in(entry):
@@ -225,19 +296,23 @@ class PluginManager:
                 self._discovering = False
                 self._discovered = True
 
-    def load_plugin(self, path: str, priority: Optional[int] = None) -> Platform:
+    def load_plugin(self, path: str, priority: Optional[int] = None,
+                    isolate: bool = False) -> Platform:
         self.ensure_discovered()
         with self._lock:
-            return self._load(os.fspath(path), "load_plugin", priority, explicit=True)
+            return self._load(os.fspath(path), "load_plugin", priority, explicit=True,
+                              isolate=isolate)
 
     def _load(self, path: str, source: str, priority: Optional[int],
-              explicit: bool) -> Optional[Platform]:
+              explicit: bool, isolate: Optional[bool] = None) -> Optional[Platform]:
         record = PluginRecord(path=path, source=source)
         try:
-            key = _file_key(path)
-        except OSError as exc:
-            return self._fail(record, None, "dlopen", f"cannot read the file: {exc.strerror}",
-                              explicit)
+            real, info = check_file(path)
+        except PluginCallError as exc:
+            return self._fail(record, None, exc.step, exc.reason, explicit)
+        if real != path:
+            record.path, record.found_as = real, path
+        key = (info.st_dev, info.st_ino)
         if key in self._by_key:  # the same file by another route
             if key in self._platform_by_key:
                 return self._platform_by_key[key]
@@ -246,8 +321,15 @@ class PluginManager:
             return None
         self._by_key[key] = record
         self.records.append(record)
+        if isolate if isolate is not None else limits.probing_enabled():
+            from . import probe
+
+            result = probe.verdict(real)
+            if not result.ok:
+                return self._fail(record, key, result.step, result.reason, explicit)
+            record.probe = "passed (cached)" if result.cached else "passed"
         try:
-            library = PluginLibrary(path)
+            library = PluginLibrary(real)
             record.provides_kernels = library.kernel_init is not None
             record.provides_profiler = library.profiler_init is not None
             if library.init_fn is None:  # a profiler and no device
@@ -266,7 +348,7 @@ class PluginManager:
             record.priority = platform.default_priority if priority is None else int(priority)
             try:
                 self.platforms.check_available(platform)
-                platform.create_executors()
+                platform.create_first_executor()
                 self.platforms.register(platform)
             except PluggableError as exc:
                 platform.destroy()
@@ -312,7 +394,8 @@ class PluginManager:
         record.status, record.step, record.reason = "skipped", step, reason
         if key is None:
             self.records.append(record)
-        advice = _ADVICE.get(step, "")
+        advice = _ADVICE.get(step.split(" ")[0] if step.startswith("device creation")
+                             else step, "")
         message = f"cannot load plugin {record.path}: {step} failed: {reason}"
         if advice:
             message += f" ({advice})"
@@ -344,8 +427,8 @@ class PluginManager:
             self.devices.close_all()
             for platform in self.platforms.all():
                 for executor in platform.executors:
-                    try:
-                        executor.close()
+                    try:  # bounded: a plugin that never finishes cannot hang the exit
+                        executor.close(limits.exit_timeout())
                     except Exception:  # at exit nothing can be reported usefully
                         pass
 
@@ -365,15 +448,19 @@ def manager() -> PluginManager:
     return _manager
 
 
-def load_plugin(path, priority: Optional[int] = None) -> Optional[Platform]:
+def load_plugin(path, priority: Optional[int] = None,
+                isolate: bool = False) -> Optional[Platform]:
     """Loads the plugin at ``path`` (or returns its platform if it is loaded already).
 
     ``priority`` decides between plugins of the same device type (higher wins; default: what
-    the plugin declares, else 0). Raises `PluginLoadError` naming the step that failed. A
-    library with a profiler and no device returns None; a profiler that fails its checks is
-    a `PluginLoadWarning` (steps "profiler init", "profiler validation"), not an error.
+    the plugin declares, else 0). ``isolate=True`` probes the plugin in a child process first
+    (`pluggable.probe`), so that a plugin that crashes, exits or hangs while loading raises
+    `PluginLoadError` instead of taking this process down. Raises `PluginLoadError` naming
+    the step that failed. A library with a profiler and no device returns None; a profiler
+    that fails its checks is a `PluginLoadWarning` (steps "profiler init", "profiler
+    validation"), not an error.
     """
-    return manager().load_plugin(path, priority)
+    return manager().load_plugin(path, priority, isolate)
 
 
 def get_platform(name: str) -> Platform:

@@ -360,6 +360,8 @@ def _reduce_cpu_for(op):
     def cpu(arrays, attrs):
         x = arrays[0]
         axes = tuple(_axes(op, arrays[1], x.ndim, "reduction axis"))
+        if x.ndim == 0:  # axis 0 (or -1) of a scalar is accepted, as TensorFlow does
+            axes = ()
         keep = attrs["keep_dims"]
         dtype = x.dtype
         with np.errstate(all="ignore"):
@@ -572,6 +574,12 @@ def fill_dims(op: str, values) -> Tuple[int, ...]:
     dims = _shape_values(op, values, "dims")
     if any(n < 0 for n in dims):
         raise bad(op, f"dims {dims} has a negative size")
+    elements = 1
+    for n in dims:
+        elements *= max(int(n), 1)  # NumPy refuses such sizes even beside a 0
+    if elements > 2**48:  # past any memory: NumPy would raise its own ValueError
+        raise bad(op, f"dims {dims} describe {elements} elements, more than any device or "
+                      f"host memory holds")
     return tuple(dims)
 
 

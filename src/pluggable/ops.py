@@ -24,6 +24,23 @@ def _one(op: str, inputs, attrs=None) -> Tensor:
     return execute(op, inputs, attrs)[0]
 
 
+def _int32_indices(values, op: str, what: str) -> np.ndarray:
+    """Dimension indices (an axis, a permutation) as the int32 tensor TensorFlow's ops take;
+    values that are not integers or that no dimension can have are an InvalidArgumentError."""
+    from .errors import InvalidArgumentError
+
+    try:
+        array = np.asarray(values)
+        if array.dtype.kind not in "iu" and array.size:
+            raise TypeError
+        if array.size and not (-2**31 <= int(array.min()) and int(array.max()) < 2**31):
+            raise OverflowError
+        return array.astype(np.int32)
+    except (TypeError, ValueError, OverflowError):
+        raise InvalidArgumentError(f"{op}: {what} must be integer dimension indices of the "
+                                   f"input, not {values!r}", call=op) from None
+
+
 
 def identity(x) -> Tensor:
     return _one("Identity", [x])
@@ -119,7 +136,7 @@ def _reduce(op: str, x, axis, keepdims: bool) -> Tensor:
     if axis is None:
         rank = x.ndim if isinstance(x, Tensor) else np.ndim(x)
         axis = list(range(rank))
-    return _one(op, [x, np.asarray(axis, dtype=np.int32)], {"keep_dims": keepdims})
+    return _one(op, [x, _int32_indices(axis, op, "axis")], {"keep_dims": keepdims})
 
 
 def reduce_sum(x, axis=None, keepdims: bool = False) -> Tensor:
@@ -182,7 +199,7 @@ def transpose(a, perm: Optional[Sequence[int]] = None) -> Tensor:
     if perm is None:
         rank = a.ndim if isinstance(a, Tensor) else np.ndim(a)
         perm = list(range(rank))[::-1]
-    return _one("Transpose", [a, np.asarray(perm, dtype=np.int32)])
+    return _one("Transpose", [a, _int32_indices(perm, "Transpose", "perm")])
 
 
 def fill(dims, value) -> Tensor:
@@ -215,5 +232,5 @@ def where(condition, x, y) -> Tensor:
 
 
 def argmax(input, axis: int = 0, output_type: Any = "int64") -> Tensor:  # noqa: A002
-    return _one("ArgMax", [input, np.asarray(axis, dtype=np.int32)],
+    return _one("ArgMax", [input, _int32_indices(axis, "ArgMax", "axis")],
                 {"output_type": as_dtype(output_type)})

@@ -1,21 +1,23 @@
 """Platforms: one per loaded StreamExecutor plugin, and the registry of them by name.
 
 A `Platform` runs the plugin's ``SE_InitPlugin``, checks everything the plugin filled
-(struct sizes, versions, names, callbacks; see `validation`), creates one `StreamExecutor`
-per device and keeps the plugin's structs alive for as long as any of them is used.
+(struct sizes, versions, names, callbacks, the device count; see `validation`), creates a
+`StreamExecutor` for a device when it is first used (device 0 at load, as a check) and keeps
+the plugin's structs alive for as long as any of them is used.
 """
 from __future__ import annotations
 
 import ctypes
 import threading
-from typing import TYPE_CHECKING, Dict, List, Optional
+from typing import TYPE_CHECKING, Callable, Dict, List, Optional
 
 from . import _native
 from .abi import plugin_ext
 from .abi.stream_executor import (
     SE_MAJOR, SE_MINOR, SE_PATCH, SE_PlatformRegistrationParams, SP_Platform, SP_PlatformFns,
     SP_TimerFns)
-from .errors import AlreadyExistsError, NotFoundError
+from .errors import AlreadyExistsError, NotFoundError, UnavailableError
+from .limits import MAX_DEVICES
 from .validation import (
     ValidationError, alloc_struct, negotiate, optional_callback, read_c_string, read_name,
     require_callbacks)
@@ -41,13 +43,19 @@ class Platform:
     `get_platform` to reach them.
     """
 
-    def __init__(self, library: "PluginLibrary", init_fn, init_symbol: str):
+    def __init__(self, library: "PluginLibrary", init_fn, init_symbol: str,
+                 progress: Optional[Callable[[str], None]] = None):
         self.library = library
         self.path = library.path
         self._init_symbol = init_symbol
-        self._executors: List["StreamExecutor"] = []
+        self._executors: Dict[int, "StreamExecutor"] = {}
+        self._executors_lock = threading.RLock()
         self._destroy_platform = self._destroy_platform_fns = None
+        # Told each step before it starts: the probe child writes it down, so that a crash
+        # in the step is reported with its name.
+        self._progress = progress or (lambda step: None)
         try:
+            self._progress("init")
             self._initialize(init_fn)
         except PluginCallError:
             self.destroy()
@@ -72,6 +80,7 @@ class Platform:
                 "init", f"{self._init_symbol} returned {_code_name(status.code)}: "
                         f"{status.message or '(no message)'}")
 
+        self._progress("validation")
         try:
             where = self._init_symbol
             params_view = negotiate(SE_PlatformRegistrationParams, params, where)
@@ -93,6 +102,10 @@ class Platform:
             pv = self._platform_view
             self.name = read_name(pv.name, "SP_Platform.name")
             self.device_type = read_name(pv.type, "SP_Platform.type")
+            if self.device_type == "CPU":
+                raise ValidationError(
+                    "SP_Platform.type is 'CPU', the host's own device type; a plugin must "
+                    "register another one (for example 'XPU' or 'MY_DEVICE')")
             self.supports_unified_memory = bool(pv.supports_unified_memory)
             self.use_bfc_allocator = bool(pv.use_bfc_allocator)
             self.force_memory_growth = bool(pv.force_memory_growth)
@@ -105,6 +118,7 @@ class Platform:
         self._platform_ref = ctypes.byref(platform)
         self._platform_fns = self._platform_fns_view
         self._timer_fns = self._create_timer_fns()
+        self._progress("device count")
         self.device_count = self._get_device_count()
 
     def _read_extensions(self, ext_address) -> None:
@@ -167,27 +181,35 @@ class Platform:
             raise PluginCallError("validation",
                                   f"SP_PlatformFns.get_device_count gave {count.value} devices; "
                                   f"the count must be 0 or more")
+        if count.value > MAX_DEVICES:
+            raise PluginCallError("validation",
+                                  f"SP_PlatformFns.get_device_count gave {count.value} devices; "
+                                  f"the host accepts at most {MAX_DEVICES} per plugin")
         return count.value
 
-    def create_executors(self) -> None:
-        """Creates one StreamExecutor per device; part of loading ("device creation")."""
+    def create_first_executor(self) -> None:
+        """Creates device 0's StreamExecutor, as part of loading ("device creation"): a
+        plugin that cannot create devices is refused at load. The other devices are created
+        when first used."""
+        if self.device_count:
+            self._create_executor(0)
+
+    def _create_executor(self, ordinal: int) -> "StreamExecutor":
         from .executor import StreamExecutor
 
-        created = []
-        try:
-            for ordinal in range(self.device_count):
-                created.append(StreamExecutor(self, ordinal))
-        except BaseException:
-            for executor in reversed(created):
-                executor.close()
-            raise
-        self._executors = created
+        with self._executors_lock:
+            executor = self._executors.get(ordinal)
+            if executor is None:
+                self._progress(f"device creation {ordinal}")
+                executor = StreamExecutor(self, ordinal)
+                self._executors[ordinal] = executor
+            return executor
 
     def destroy(self) -> None:
         """Gives the plugin back its platform structs after a failed load."""
-        for executor in self._executors:
+        for executor in self.executors:
             executor.close()
-        self._executors = []
+        self._executors = {}
         platform, platform_fns = self._params_storage[1], self._params_storage[2]
         if self._destroy_platform_fns is not None:
             self._destroy_platform_fns(ctypes.byref(platform_fns))
@@ -203,16 +225,26 @@ class Platform:
         return f"{self.name} plugin ({self.path})"
 
     def executor(self, ordinal: int) -> "StreamExecutor":
-        """The StreamExecutor of device ``ordinal``."""
-        if not 0 <= ordinal < len(self._executors):
+        """The StreamExecutor of device ``ordinal``, created on first use."""
+        if not 0 <= ordinal < self.device_count:
             raise NotFoundError(
-                f"{self.label} has {len(self._executors)} device(s); there is no device "
+                f"{self.label} has {self.device_count} device(s); there is no device "
                 f"{ordinal}", plugin=self.label, call="executor")
-        return self._executors[ordinal]
+        executor = self._executors.get(ordinal)
+        if executor is not None:
+            return executor
+        try:
+            return self._create_executor(ordinal)
+        except PluginCallError as exc:
+            raise UnavailableError(
+                f"{self.label}: creating device {ordinal} failed ({exc.step}): {exc.reason}",
+                plugin=self.label, call="create_device", plugin_message=exc.reason) from None
 
     @property
     def executors(self) -> List["StreamExecutor"]:
-        return list(self._executors)
+        """The executors created so far, by ordinal."""
+        with self._executors_lock:
+            return [self._executors[k] for k in sorted(self._executors)]
 
     def has_capability(self, flag: int) -> bool:
         return bool(self.capabilities & flag)

@@ -19,6 +19,7 @@ import re
 from typing import Iterable, Type, TypeVar
 
 from .abi._struct import ABIStruct
+from .limits import MAX_STRUCT_SIZE, safe_text
 
 S = TypeVar("S", bound=ABIStruct)
 
@@ -60,6 +61,11 @@ def negotiate(cls: Type[S], filled: S, where: str) -> S:
         raise ValidationError(
             f"{where} left {name}.struct_size at 0; the plugin must set it to {macro} "
             f"({ours} bytes with these headers)")
+    if received > MAX_STRUCT_SIZE:
+        raise ValidationError(
+            f"{where} set {name}.struct_size to {received}, past the bound of {MAX_STRUCT_SIZE} "
+            f"bytes no version of {name} comes near ({ours} bytes with these headers); the "
+            f"plugin must set it to {macro}")
     if received < minimum:
         raise ValidationError(
             f"{where} set {name}.struct_size to {received}, smaller than the first published "
@@ -102,7 +108,7 @@ def read_c_string(address: int, what: str, *, required: bool = True) -> str:
     if length >= _MAX_NAME_BYTES:
         raise ValidationError(
             f"{what} is not NUL-terminated within {_MAX_NAME_BYTES} bytes")
-    return ctypes.string_at(address, length).decode("utf-8", "replace")
+    return safe_text(ctypes.string_at(address, length).decode("utf-8", "replace"))
 
 
 def read_name(address: int, what: str) -> str:

@@ -119,7 +119,9 @@ def test_broken_plugin_is_skipped_with_a_warning_and_xpu_still_loads(run_python,
     by_path = {os.path.basename(r["path"]): r for r in data["records"]}
     assert by_path["libbroken.so"]["status"] == "skipped"
     assert by_path["libbroken.so"]["step"] == "validation"
-    assert by_path["libgarbage.so"]["step"] == "dlopen"
+    # Not an ELF file: refused by the file check before dlopen, saying so.
+    assert by_path["libgarbage.so"]["step"] == "file check"
+    assert "not an ELF shared library" in by_path["libgarbage.so"]["reason"]
     assert by_path["libxpu_plugin.so"]["status"] == "loaded"
     messages = [m for c, m in data["warnings"] if c == "PluginLoadWarning"]
     assert len(messages) == 2

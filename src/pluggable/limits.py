@@ -1,0 +1,137 @@
+"""The bounds and time limits the host holds plugins to, and the environment variables that
+change them (README, "Reliability").
+
+Nothing here imports the rest of the package: the runtime layer, the loader and the
+StreamExecutor objects all read their limits from this module.
+
+- ``PLUGGABLE_PROBE=0`` turns off the child-process probe of discovered plugins;
+  ``PLUGGABLE_PROBE_TIMEOUT`` (seconds, default 10) bounds it (`set_probe_timeout`).
+- ``PLUGGABLE_DEADLINE`` (seconds, default 600; 0 turns it off) bounds every host wait on
+  plugin work (`set_deadline`); past it the wait raises `DeadlineExceededError`.
+- ``PLUGGABLE_EXIT_TIMEOUT`` (seconds, default 10) bounds how long interpreter exit waits for
+  pending device work before it warns and leaves the rest to the operating system.
+- ``PLUGGABLE_ALLOW_UNSAFE_PLUGINS=1`` loads plugin files that are world-writable, sit in a
+  world-writable directory or belong to another user (skipped otherwise).
+- ``PLUGGABLE_CACHE_DIR`` (default ``$XDG_CACHE_HOME/pluggable`` or ``~/.cache/pluggable``)
+  holds the probe's verdicts.
+"""
+from __future__ import annotations
+
+import os
+import threading
+from typing import Optional
+
+PROBE_VARIABLE = "PLUGGABLE_PROBE"
+PROBE_TIMEOUT_VARIABLE = "PLUGGABLE_PROBE_TIMEOUT"
+DEADLINE_VARIABLE = "PLUGGABLE_DEADLINE"
+EXIT_TIMEOUT_VARIABLE = "PLUGGABLE_EXIT_TIMEOUT"
+ALLOW_UNSAFE_VARIABLE = "PLUGGABLE_ALLOW_UNSAFE_PLUGINS"
+CACHE_DIR_VARIABLE = "PLUGGABLE_CACHE_DIR"
+
+DEFAULT_PROBE_TIMEOUT = 10.0
+DEFAULT_DEADLINE = 600.0
+DEFAULT_EXIT_TIMEOUT = 10.0
+
+#: More devices than this from one plugin are refused at validation.
+MAX_DEVICES = 4096
+#: A ``struct_size`` past this is refused: no layout of the C API comes near it.
+MAX_STRUCT_SIZE = 1 << 16
+#: Plugin text (status messages, names) is cut to this many characters before it is shown.
+MAX_MESSAGE_CHARS = 2000
+
+_lock = threading.Lock()
+_probe_timeout: Optional[float] = None
+_deadline: Optional[float] = None
+
+
+def _seconds(value: object, what: str, *, allow_zero: bool) -> float:
+    try:
+        seconds = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise ValueError(f"{what} must be a number of seconds, not {value!r}") from None
+    if seconds != seconds or seconds < 0 or (seconds == 0 and not allow_zero):
+        raise ValueError(f"{what} must be {'0 or more' if allow_zero else 'more than 0'} "
+                         f"seconds, not {value!r}")
+    return seconds
+
+
+def _from_environment(variable: str, default: float, allow_zero: bool) -> float:
+    text = os.environ.get(variable, "").strip()
+    if not text:
+        return default
+    try:
+        return _seconds(text, variable, allow_zero=allow_zero)
+    except ValueError:
+        import warnings
+
+        from .errors import PluggableWarning
+        warnings.warn(f"pluggable: {variable}={text!r} is not a number of seconds; using the "
+                      f"default ({default:g} s)", PluggableWarning, stacklevel=3)
+        return default
+
+
+def probing_enabled() -> bool:
+    return os.environ.get(PROBE_VARIABLE, "1").strip() not in ("0", "no", "off", "false")
+
+
+def probe_timeout() -> float:
+    """Seconds a probe child may take before it is killed."""
+    if _probe_timeout is not None:
+        return _probe_timeout
+    return _from_environment(PROBE_TIMEOUT_VARIABLE, DEFAULT_PROBE_TIMEOUT, False)
+
+
+def set_probe_timeout(seconds: Optional[float]) -> None:
+    """Sets the probe's time limit (None: back to ``PLUGGABLE_PROBE_TIMEOUT`` or 10 s)."""
+    global _probe_timeout
+    with _lock:
+        _probe_timeout = None if seconds is None else _seconds(
+            seconds, "the probe timeout", allow_zero=False)
+
+
+def deadline() -> float:
+    """Seconds a host wait on plugin work may last; 0 means no limit."""
+    if _deadline is not None:
+        return _deadline
+    return _from_environment(DEADLINE_VARIABLE, DEFAULT_DEADLINE, True)
+
+
+def set_deadline(seconds: Optional[float]) -> None:
+    """Sets the deadline of host waits (0: none; None: back to ``PLUGGABLE_DEADLINE``)."""
+    global _deadline
+    with _lock:
+        _deadline = None if seconds is None else _seconds(seconds, "the deadline",
+                                                          allow_zero=True)
+
+
+def exit_timeout() -> float:
+    return _from_environment(EXIT_TIMEOUT_VARIABLE, DEFAULT_EXIT_TIMEOUT, True)
+
+
+def unsafe_plugins_allowed() -> bool:
+    return os.environ.get(ALLOW_UNSAFE_VARIABLE, "").strip() not in ("", "0")
+
+
+def cache_directory() -> str:
+    explicit = os.environ.get(CACHE_DIR_VARIABLE)
+    if explicit:
+        return explicit
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "pluggable")
+
+
+_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def safe_text(text: str, limit: int = MAX_MESSAGE_CHARS, total: Optional[int] = None) -> str:
+    """Plugin text made safe to print: control characters (terminal escape codes included)
+    escaped, and cut to ``limit`` characters with a note of how much was left out.
+    ``total``: the length of the original when ``text`` is already a prefix of it."""
+    cut = len(text) > limit or (total is not None and total > len(text))
+    shown = text[:limit] if cut else text
+    if any(ord(c) < 32 or 127 <= ord(c) < 160 for c in shown):
+        shown = "".join(_ESCAPES.get(c) or (f"\\x{ord(c):02x}" if ord(c) < 32 or
+                                            127 <= ord(c) < 160 else c) for c in shown)
+    if cut:
+        shown += f"... [cut: {total or len(text)} in all, {min(limit, len(text))} shown]"
+    return shown

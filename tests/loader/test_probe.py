@@ -1,0 +1,76 @@
+"""The probe's cache and switches: a verdict per plugin build, paid once; PLUGGABLE_PROBE=0
+turns probing off; the cache lives where PLUGGABLE_CACHE_DIR / XDG_CACHE_HOME say."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import textwrap
+
+from pluggable import limits, probe
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+HOSTILE_SOURCE = os.path.join(HERE, "..", "plugins", "hostile_plugin.c")
+
+REPORT = textwrap.dedent("""
+    import json, warnings
+    warnings.simplefilter("always")
+    with warnings.catch_warnings(record=True) as caught:
+        import pluggable
+        records = pluggable.config.list_plugins()
+    print(json.dumps({"records": {r.platform_name or r.path: [r.status, r.probe, r.step]
+                                  for r in records},
+                      "warnings": [str(w.message) for w in caught]}))
+""")
+
+
+def test_verdicts_are_cached_per_file_build(tmp_path, monkeypatch, build_test_plugin):
+    monkeypatch.setenv(limits.CACHE_DIR_VARIABLE, str(tmp_path / "cache"))
+    path = tmp_path / "libprobed.so"
+    shutil.copy(build_test_plugin(), path)
+    first = probe.verdict(str(path))
+    assert first.ok and not first.cached and first.steps[0] == "dlopen"
+    second = probe.verdict(str(path))
+    assert second.ok and second.cached and second.report == first.report
+    stored = os.listdir(tmp_path / "cache" / "probe")
+    assert len(stored) == 1 and stored[0].endswith(".json")
+    # A new build (another size and mtime) is probed again.
+    shutil.copy(build_test_plugin(HOSTILE_SOURCE, HOSTILE_ABORT_IN_INIT=True), path)
+    third = probe.verdict(str(path))
+    assert not third.ok and not third.cached and third.signal == "SIGABRT"
+    fourth = probe.verdict(str(path))
+    assert fourth.cached and fourth.signal == "SIGABRT" and fourth.step == "init"
+
+
+def test_a_corrupt_cache_entry_is_probed_again(tmp_path, monkeypatch, build_test_plugin):
+    monkeypatch.setenv(limits.CACHE_DIR_VARIABLE, str(tmp_path / "cache"))
+    path = build_test_plugin()
+    probe.verdict(path)
+    (entry,) = (tmp_path / "cache" / "probe").iterdir()
+    entry.write_text("{not json")
+    again = probe.verdict(path)
+    assert again.ok and not again.cached
+    assert json.loads(entry.read_text())["result"]["ok"] is True
+
+
+def test_the_default_cache_follows_xdg_cache_home(monkeypatch, tmp_path):
+    monkeypatch.delenv(limits.CACHE_DIR_VARIABLE, raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert limits.cache_directory() == str(tmp_path / "pluggable")
+
+
+def test_discovery_probes_once_and_can_be_turned_off(run_python, tmp_path, build_test_plugin):
+    directory = tmp_path / "plugins"
+    directory.mkdir()
+    shutil.copy(build_test_plugin(PLATFORM_NAME="PROBED_DEV", DEVICE_TYPE="PROBED"),
+                directory / "libprobed.so")
+    env = {"PLUGGABLE_PLUGIN_PATH": str(directory), "PLUGGABLE_CACHE_DIR": str(tmp_path / "c"),
+           "PLUGGABLE_PROBE": None}
+    cold = json.loads(run_python(REPORT, env=env).stdout)
+    assert cold["records"]["PROBED_DEV"] == ["loaded", "passed", ""]
+    assert cold["records"]["REF_XPU"][1] == "passed"
+    warm = json.loads(run_python(REPORT, env=env).stdout)
+    assert warm["records"]["PROBED_DEV"] == ["loaded", "passed (cached)", ""]
+    off = json.loads(run_python(REPORT, env={**env, "PLUGGABLE_PROBE": "0"}).stdout)
+    assert off["records"]["PROBED_DEV"] == ["loaded", None, ""]
+    assert cold["warnings"] == warm["warnings"] == off["warnings"] == []

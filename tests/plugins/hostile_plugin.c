@@ -1,0 +1,343 @@
+/* Hostile plugins: the minimal test plugin (test_plugin.c, included below) wrapped by an entry
+ * point that misbehaves in one chosen way, so that the tests can show that no plugin takes the
+ * host down, hangs it, or gets bad data or text past it.
+ *
+ * Exactly one HOSTILE_* macro is meant to be set (none: the wrapper changes nothing):
+ *
+ *   crashes, exits and hangs, by step (the probe must report each, the host survive it)
+ *   HOSTILE_SEGV_IN_INIT, HOSTILE_ABORT_IN_INIT, HOSTILE_EXIT_IN_INIT, HOSTILE_EXIT0_IN_INIT,
+ *   HOSTILE_KILL_IN_INIT, HOSTILE_FPE_IN_INIT, HOSTILE_BUS_IN_INIT, HOSTILE_HANG_IN_INIT
+ *   HOSTILE_SEGV_IN_DEVICE_COUNT, HOSTILE_ABORT_IN_CREATE_DEVICE, HOSTILE_HANG_IN_CREATE_DEVICE,
+ *   HOSTILE_EXIT_IN_CREATE_STREAM_EXECUTOR, HOSTILE_ABORT_IN_INIT_KERNEL,
+ *   HOSTILE_HANG_IN_INIT_KERNEL, HOSTILE_SEGV_IN_DESTROY_PLATFORM
+ *
+ *   data the host must refuse, naming the field
+ *   HOSTILE_INT_MAX_DEVICES, HOSTILE_DEVICE_TYPE_CPU, HOSTILE_HUGE_PLATFORM_STRUCT,
+ *   HOSTILE_HUGE_PLATFORM_FNS_STRUCT, HOSTILE_HUGE_SE_STRUCT, HOSTILE_HUGE_DEVICE_STRUCT,
+ *   HOSTILE_NEGATIVE_MEMORY, HOSTILE_FREE_ABOVE_TOTAL
+ *
+ *   fields set by the test at run time, for property-based tests
+ *   HOSTILE_CONFIGURABLE: hostile_set(field, value) sets, before the next SE_InitPlugin, one
+ *   of platform_struct_size, platform_fns_struct_size, se_struct_size, device_struct_size,
+ *   timer_fns_struct_size, major_version, device_count, memory_free, memory_total,
+ *   event_status; hostile_reset() forgets them all. Unset fields keep the plugin's values.
+ *
+ *   a planted memory error, for the sanitizer step of .ci/run to prove it catches one
+ *   HOSTILE_HEAP_OVERFLOW_IN_INIT (writes one byte past a heap block; otherwise harmless)
+ *
+ *   text the host must bound and escape
+ *   HOSTILE_HUGE_MESSAGE (16 MiB in the init status), HOSTILE_ESCAPE_MESSAGE (terminal escape
+ *   codes in it), HOSTILE_ESCAPE_DEVICE_NAME (in SP_Device.hardware_name),
+ *   HOSTILE_HUGE_DEVICE_MESSAGE (16 MiB in create_device's status)
+ *
+ *   events and waits the host must bound (they load; the runtime tests use them)
+ *   HOSTILE_EVENT_STATUS_77 (get_event_status returns a value outside SE_EventStatus),
+ *   HOSTILE_EVENT_ERROR (every event completes with SE_EVENT_ERROR),
+ *   HOSTILE_EVENT_NEVER_COMPLETES (SE_EVENT_PENDING for ever), HOSTILE_BLOCKING_HANGS (the
+ *   blocking calls never return; the event statuses stay pending)
+ */
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define NO_INIT_SYMBOL 1
+#include "test_plugin.c"
+
+/* Never returns, and uses no CPU while it waits to be killed. */
+static void hang_forever(void) {
+  for (;;) pause();
+}
+
+/* The host's time limits work only if it never waits in a call like these: they can block. */
+#if defined(HOSTILE_HUGE_MESSAGE) || defined(HOSTILE_HUGE_DEVICE_MESSAGE)
+static void set_huge_status(TF_Status* status) {
+  size_t size = (size_t)16 << 20;
+  char* text = malloc(size + 1);
+  if (text == NULL) return;
+  memset(text, 'M', size);
+  text[size] = '\0';
+  TF_SetStatus(status, TF_INTERNAL, text);
+  free(text);
+}
+#endif
+
+#ifdef HOSTILE_CONFIGURABLE
+/* The fields a test may set, and whether it did. */
+enum {
+  PLATFORM_STRUCT_SIZE_FIELD, PLATFORM_FNS_STRUCT_SIZE_FIELD, SE_STRUCT_SIZE_FIELD,
+  DEVICE_STRUCT_SIZE_FIELD, TIMER_FNS_STRUCT_SIZE_FIELD, MAJOR_VERSION_FIELD,
+  DEVICE_COUNT_FIELD, MEMORY_FREE_FIELD, MEMORY_TOTAL_FIELD, EVENT_STATUS_FIELD, FIELD_COUNT
+};
+static const char* const field_names[FIELD_COUNT] = {
+    "platform_struct_size", "platform_fns_struct_size", "se_struct_size",
+    "device_struct_size", "timer_fns_struct_size", "major_version", "device_count",
+    "memory_free", "memory_total", "event_status"};
+static int64_t field_values[FIELD_COUNT];
+static int field_set[FIELD_COUNT];
+
+/* Sets one field; returns 0, or -1 for a name it does not know. */
+__attribute__((visibility("default"))) int hostile_set(const char* field, int64_t value) {
+  for (int i = 0; i < FIELD_COUNT; i++) {
+    if (strcmp(field, field_names[i]) == 0) {
+      field_values[i] = value;
+      field_set[i] = 1;
+      return 0;
+    }
+  }
+  return -1;
+}
+
+__attribute__((visibility("default"))) void hostile_reset(void) {
+  memset(field_set, 0, sizeof field_set);
+}
+
+#define CONFIGURED(field, target, type) \
+  if (field_set[field]) (target) = (type)field_values[field]
+#else
+#define CONFIGURED(field, target, type) (void)0
+#endif
+
+static void (*original_create_device)(const SP_Platform*, SE_CreateDeviceParams*, TF_Status*);
+static void (*original_create_stream_executor)(const SP_Platform*,
+                                               SE_CreateStreamExecutorParams*, TF_Status*);
+
+static void hostile_device_count(const SP_Platform* platform, int* count, TF_Status* status) {
+  (void)platform;
+  (void)status;
+#ifdef HOSTILE_SEGV_IN_DEVICE_COUNT
+  raise(SIGSEGV);
+#endif
+#ifdef HOSTILE_INT_MAX_DEVICES
+  *count = INT32_MAX;
+#else
+  *count = 1;
+#endif
+  CONFIGURED(DEVICE_COUNT_FIELD, *count, int);
+}
+
+static void hostile_create_device(const SP_Platform* platform, SE_CreateDeviceParams* params,
+                                  TF_Status* status) {
+#ifdef HOSTILE_ABORT_IN_CREATE_DEVICE
+  abort();
+#endif
+#ifdef HOSTILE_HANG_IN_CREATE_DEVICE
+  hang_forever();
+#endif
+  original_create_device(platform, params, status);
+  CONFIGURED(DEVICE_STRUCT_SIZE_FIELD, params->device->struct_size, size_t);
+#ifdef HOSTILE_HUGE_DEVICE_STRUCT
+  params->device->struct_size = (size_t)1 << 40;
+#endif
+#ifdef HOSTILE_ESCAPE_DEVICE_NAME
+  params->device->hardware_name = "evil\x1b]0;pwned\x07\x1b[2J device";
+#endif
+#ifdef HOSTILE_HUGE_DEVICE_MESSAGE
+  set_huge_status(status);
+#endif
+}
+
+static SE_EventStatus hostile_event_status(const SP_Device* device, SP_Event event) {
+  (void)device;
+  (void)event;
+#if defined(HOSTILE_CONFIGURABLE)
+  SE_EventStatus state = SE_EVENT_COMPLETE;
+  CONFIGURED(EVENT_STATUS_FIELD, state, SE_EventStatus);
+  return state;
+#elif defined(HOSTILE_EVENT_STATUS_77)
+  return (SE_EventStatus)77;
+#elif defined(HOSTILE_EVENT_ERROR)
+  return SE_EVENT_ERROR;
+#else
+  return SE_EVENT_PENDING;
+#endif
+}
+
+static void hostile_block_for_event(const SP_Device* device, SP_Event event,
+                                    TF_Status* status) {
+  (void)device;
+  (void)event;
+  (void)status;
+  hang_forever();
+}
+
+static void hostile_block_until_done(const SP_Device* device, SP_Stream stream,
+                                     TF_Status* status) {
+  (void)device;
+  (void)stream;
+  (void)status;
+  hang_forever();
+}
+
+static void hostile_synchronize(const SP_Device* device, TF_Status* status) {
+  (void)device;
+  (void)status;
+  hang_forever();
+}
+
+static TF_Bool hostile_memory_usage(const SP_Device* device, int64_t* free_bytes,
+                                    int64_t* total_bytes) {
+  (void)device;
+#if defined(HOSTILE_NEGATIVE_MEMORY)
+  *free_bytes = 0;
+  *total_bytes = -4096;
+#elif defined(HOSTILE_FREE_ABOVE_TOTAL)
+  *free_bytes = 2 << 20;
+  *total_bytes = 1 << 20;
+#else
+  *free_bytes = 1 << 20;
+  *total_bytes = 1 << 20;
+#endif
+  CONFIGURED(MEMORY_FREE_FIELD, *free_bytes, int64_t);
+  CONFIGURED(MEMORY_TOTAL_FIELD, *total_bytes, int64_t);
+  return 1;
+}
+
+static void hostile_create_stream_executor(const SP_Platform* platform,
+                                           SE_CreateStreamExecutorParams* params,
+                                           TF_Status* status) {
+#ifdef HOSTILE_EXIT_IN_CREATE_STREAM_EXECUTOR
+  exit(4);
+#endif
+  original_create_stream_executor(platform, params, status);
+  SP_StreamExecutor* se = params->stream_executor;
+  (void)se;
+#ifdef HOSTILE_HUGE_SE_STRUCT
+  se->struct_size = (size_t)1 << 40;
+#endif
+  CONFIGURED(SE_STRUCT_SIZE_FIELD, se->struct_size, size_t);
+#if defined(HOSTILE_EVENT_STATUS_77) || defined(HOSTILE_EVENT_ERROR) || \
+    defined(HOSTILE_EVENT_NEVER_COMPLETES) || defined(HOSTILE_BLOCKING_HANGS) || \
+    defined(HOSTILE_CONFIGURABLE)
+  se->get_event_status = hostile_event_status;
+#else
+  (void)hostile_event_status;
+#endif
+#if defined(HOSTILE_EVENT_NEVER_COMPLETES) || defined(HOSTILE_BLOCKING_HANGS)
+  /* Without the blocking callbacks the host polls; with them (BLOCKING_HANGS) it must not
+   * trust them to return. */
+  se->block_host_for_event = NULL;
+  se->block_host_until_done = NULL;
+#endif
+#ifdef HOSTILE_BLOCKING_HANGS
+  se->block_host_for_event = hostile_block_for_event;
+  se->block_host_until_done = hostile_block_until_done;
+  se->synchronize_all_activity = hostile_synchronize;
+#else
+  (void)hostile_block_for_event;
+  (void)hostile_block_until_done;
+  (void)hostile_synchronize;
+#endif
+#if defined(HOSTILE_NEGATIVE_MEMORY) || defined(HOSTILE_FREE_ABOVE_TOTAL) || \
+    defined(HOSTILE_CONFIGURABLE)
+  se->device_memory_usage = hostile_memory_usage;
+#else
+  (void)hostile_memory_usage;
+#endif
+}
+
+#ifdef HOSTILE_CONFIGURABLE
+static void (*original_create_timer_fns)(const SP_Platform*, SP_TimerFns*, TF_Status*);
+
+static void configured_create_timer_fns(const SP_Platform* platform, SP_TimerFns* timer_fns,
+                                        TF_Status* status) {
+  original_create_timer_fns(platform, timer_fns, status);
+  timer_fns->struct_size = (size_t)field_values[TIMER_FNS_STRUCT_SIZE_FIELD];
+}
+#endif
+
+#ifdef HOSTILE_HEAP_OVERFLOW_IN_INIT
+/* A global, so that the optimiser keeps the allocation and the store. */
+static char* volatile planted_block;
+#endif
+
+#ifdef HOSTILE_SEGV_IN_DESTROY_PLATFORM
+static void hostile_destroy_platform(SP_Platform* platform) {
+  (void)platform;
+  raise(SIGSEGV);
+}
+#endif
+
+void SE_InitPlugin(SE_PlatformRegistrationParams* params, TF_Status* status) {
+#ifdef HOSTILE_SEGV_IN_INIT
+  /* A real invalid write, not a raised signal; not NULL, so that UBSan's null check (in the
+   * sanitizer build) leaves the SIGSEGV to happen. */
+  volatile int* nowhere = (volatile int*)(uintptr_t)16;
+  *nowhere = 1;
+#endif
+#ifdef HOSTILE_ABORT_IN_INIT
+  abort();
+#endif
+#ifdef HOSTILE_EXIT_IN_INIT
+  exit(3);
+#endif
+#ifdef HOSTILE_EXIT0_IN_INIT
+  _exit(0);
+#endif
+#ifdef HOSTILE_KILL_IN_INIT
+  raise(SIGKILL);
+#endif
+#ifdef HOSTILE_FPE_IN_INIT
+  raise(SIGFPE);
+#endif
+#ifdef HOSTILE_BUS_IN_INIT
+  raise(SIGBUS);
+#endif
+#ifdef HOSTILE_HANG_IN_INIT
+  hang_forever();
+#endif
+#ifdef HOSTILE_HEAP_OVERFLOW_IN_INIT
+  {
+    volatile size_t past = 16;
+    planted_block = malloc(16);
+    if (planted_block != NULL) planted_block[past] = 1; /* out of bounds: ASan must say so */
+    free(planted_block);
+  }
+#endif
+  test_plugin_not_an_entry_point(params, status);
+  SP_PlatformFns* fns = params->platform_fns;
+  original_create_device = fns->create_device;
+  original_create_stream_executor = fns->create_stream_executor;
+  fns->get_device_count = hostile_device_count;
+  fns->create_device = hostile_create_device;
+  fns->create_stream_executor = hostile_create_stream_executor;
+#ifdef HOSTILE_DEVICE_TYPE_CPU
+  params->platform->type = "CPU";
+#endif
+#ifdef HOSTILE_HUGE_PLATFORM_STRUCT
+  params->platform->struct_size = (size_t)1 << 40;
+#endif
+#ifdef HOSTILE_HUGE_PLATFORM_FNS_STRUCT
+  fns->struct_size = (size_t)1 << 40;
+#endif
+  CONFIGURED(PLATFORM_STRUCT_SIZE_FIELD, params->platform->struct_size, size_t);
+  CONFIGURED(PLATFORM_FNS_STRUCT_SIZE_FIELD, fns->struct_size, size_t);
+  CONFIGURED(MAJOR_VERSION_FIELD, params->major_version, int32_t);
+#ifdef HOSTILE_CONFIGURABLE
+  if (field_set[TIMER_FNS_STRUCT_SIZE_FIELD]) {
+    original_create_timer_fns = fns->create_timer_fns;
+    fns->create_timer_fns = configured_create_timer_fns;
+  }
+#endif
+#ifdef HOSTILE_SEGV_IN_DESTROY_PLATFORM
+  params->destroy_platform = hostile_destroy_platform;
+#endif
+#ifdef HOSTILE_HUGE_MESSAGE
+  set_huge_status(status);
+#endif
+#ifdef HOSTILE_ESCAPE_MESSAGE
+  TF_SetStatus(status, TF_INTERNAL, "\x1b[31mred alert\x1b[0m\r\nforged line\x07");
+#endif
+}
+
+#if defined(HOSTILE_ABORT_IN_INIT_KERNEL) || defined(HOSTILE_HANG_IN_INIT_KERNEL)
+void TF_InitKernel(void) {
+#ifdef HOSTILE_ABORT_IN_INIT_KERNEL
+  abort();
+#else
+  hang_forever();
+#endif
+}
+#endif

@@ -1,0 +1,178 @@
+/* A C driver (no Python) that hammers the XPU reference plugin from several threads, built
+ * with -fsanitize=thread by the sanitizer step of .ci/run together with the plugin's and the
+ * host runtime's sources. ThreadSanitizer must report nothing.
+ *
+ * The driver plays the host: it calls SE_InitPlugin, creates every device and its stream
+ * executor, then THREADS threads each run ROUNDS rounds on both devices of: create a stream
+ * and an event, allocate, copy host-to-device, record the event on the stream, make a second
+ * stream wait for it, zero part of the memory, copy device-to-host on the second stream, enqueue
+ * a host callback, block until done, check every byte, free everything. Live-handle counters
+ * must be back to zero at the end. Exit status 0 means every check passed.
+ *
+ *   cc -std=c11 -fsanitize=thread -pthread -I include -I src/pluggable/_runtime \
+ *      tests/stress/xpu_tsan_driver.c <every .c of plugins/xpu and src/pluggable/_runtime> -lm
+ */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pluggable/plugin_ext.h"
+#include "tensorflow/c/experimental/stream_executor/stream_executor.h"
+#include "tensorflow/c/tf_status.h"
+
+#define THREADS 6
+#define ROUNDS 150
+#define DEVICES 2
+#define BYTES 4096
+
+void SE_InitPlugin(SE_PlatformRegistrationParams* params, TF_Status* status);
+
+static SP_Platform platform = {.struct_size = SP_PLATFORM_STRUCT_SIZE};
+static SP_PlatformFns platform_fns = {.struct_size = SP_PLATFORM_FNS_STRUCT_SIZE};
+static SP_Device devices[DEVICES];
+static SP_StreamExecutor executors[DEVICES];
+static int failures;
+static pthread_mutex_t failure_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void fail(const char* what, TF_Status* status) {
+  pthread_mutex_lock(&failure_lock);
+  failures++;
+  fprintf(stderr, "xpu_tsan_driver: %s failed: %s\n", what,
+          status ? TF_Message(status) : "(no status)");
+  pthread_mutex_unlock(&failure_lock);
+}
+
+#define CHECK(call, what)                                 \
+  do {                                                    \
+    call;                                                 \
+    if (TF_GetCode(status) != TF_OK) {                    \
+      fail(what, status);                                 \
+      TF_DeleteStatus(status);                            \
+      return;                                             \
+    }                                                     \
+  } while (0)
+
+/* The host callback: counts how many ran, from the stream's worker thread. */
+static void count_callback(void* arg, TF_Status* status) {
+  (void)status;
+  __atomic_fetch_add((int*)arg, 1, __ATOMIC_SEQ_CST);
+}
+
+static void one_round(int device_index, unsigned seed) {
+  SP_Device* device = &devices[device_index];
+  SP_StreamExecutor* se = &executors[device_index];
+  TF_Status* status = TF_NewStatus();
+  SP_Stream upload = NULL, download = NULL;
+  SP_Event uploaded = NULL;
+  unsigned char source[BYTES], result[BYTES];
+  for (int i = 0; i < BYTES; i++) source[i] = (unsigned char)(seed * 31u + (unsigned)i);
+  memset(result, 0xEE, sizeof result);
+  int callbacks = 0;
+
+  CHECK(se->create_stream(device, &upload, status), "create_stream");
+  CHECK(se->create_stream(device, &download, status), "create_stream");
+  CHECK(se->create_event(device, &uploaded, status), "create_event");
+  SP_DeviceMemoryBase memory = {.struct_size = SP_DEVICE_MEMORY_BASE_STRUCT_SIZE};
+  se->allocate(device, BYTES, 0, &memory);
+  if (memory.opaque == NULL) {
+    fail("allocate", NULL);
+    TF_DeleteStatus(status);
+    return;
+  }
+  CHECK(se->memcpy_htod(device, upload, &memory, source, BYTES, status), "memcpy_htod");
+  CHECK(se->record_event(device, upload, uploaded, status), "record_event");
+  CHECK(se->wait_for_event(device, download, uploaded, status), "wait_for_event");
+  SP_DeviceMemoryBase tail = memory;
+  tail.opaque = (char*)memory.opaque + BYTES / 2;
+  tail.size = BYTES / 2;
+  CHECK(se->mem_zero(device, download, &tail, BYTES / 2, status), "mem_zero");
+  CHECK(se->memcpy_dtoh(device, download, result, &memory, BYTES, status), "memcpy_dtoh");
+  if (!se->host_callback(device, download, count_callback, &callbacks)) fail("host_callback", NULL);
+  CHECK(se->block_host_until_done(device, download, status), "block_host_until_done");
+  CHECK(se->block_host_until_done(device, upload, status), "block_host_until_done");
+  if (se->get_event_status(device, uploaded) != SE_EVENT_COMPLETE) fail("event status", NULL);
+  for (int i = 0; i < BYTES; i++) {
+    unsigned char expected = i < BYTES / 2 ? source[i] : 0;
+    if (result[i] != expected) {
+      fail("data check", NULL);
+      break;
+    }
+  }
+  if (__atomic_load_n(&callbacks, __ATOMIC_SEQ_CST) != 1) fail("host callback count", NULL);
+  se->deallocate(device, &memory);
+  se->destroy_event(device, uploaded);
+  se->destroy_stream(device, download);
+  se->destroy_stream(device, upload);
+  TF_DeleteStatus(status);
+}
+
+static void* worker(void* arg) {
+  unsigned id = (unsigned)(uintptr_t)arg;
+  for (unsigned round = 0; round < ROUNDS; round++) one_round((int)((id + round) % DEVICES),
+                                                             id * 1000u + round);
+  return NULL;
+}
+
+int main(void) {
+  TF_Status* status = TF_NewStatus();
+  SE_PlatformRegistrationParams params = {
+      .struct_size = SE_PLATFORM_REGISTRATION_PARAMS_STRUCT_SIZE};
+  params.major_version = SE_MAJOR;
+  params.minor_version = SE_MINOR;
+  params.patch_version = SE_PATCH;
+  params.platform = &platform;
+  params.platform_fns = &platform_fns;
+  SE_InitPlugin(&params, status);
+  if (TF_GetCode(status) != TF_OK) {
+    fprintf(stderr, "SE_InitPlugin failed: %s\n", TF_Message(status));
+    return 1;
+  }
+  int count = 0;
+  platform_fns.get_device_count(&platform, &count, status);
+  if (count < DEVICES) {
+    fprintf(stderr, "the XPU reports %d devices; the driver needs %d\n", count, DEVICES);
+    return 1;
+  }
+  for (int i = 0; i < DEVICES; i++) {
+    SE_CreateDeviceParams device_params = {.struct_size = SE_CREATE_DEVICE_PARAMS_STRUCT_SIZE};
+    devices[i].struct_size = SP_DEVICE_STRUCT_SIZE;
+    device_params.ordinal = i;
+    device_params.device = &devices[i];
+    platform_fns.create_device(&platform, &device_params, status);
+    SE_CreateStreamExecutorParams se_params = {
+        .struct_size = SE_CREATE_STREAM_EXECUTOR_PARAMS_STRUCT_SIZE};
+    executors[i].struct_size = SP_STREAMEXECUTOR_STRUCT_SIZE;
+    se_params.stream_executor = &executors[i];
+    platform_fns.create_stream_executor(&platform, &se_params, status);
+    if (TF_GetCode(status) != TF_OK) {
+      fprintf(stderr, "device %d: %s\n", i, TF_Message(status));
+      return 1;
+    }
+  }
+  pthread_t threads[THREADS];
+  for (uintptr_t t = 0; t < THREADS; t++) pthread_create(&threads[t], NULL, worker, (void*)t);
+  for (int t = 0; t < THREADS; t++) pthread_join(threads[t], NULL);
+
+  int leaks = 0;
+  for (int i = 0; i < DEVICES; i++) {
+    const PLUGGABLE_ExtHeader* link = executors[i].ext;
+    for (; link != NULL; link = link->next) {
+      if (link->type != PLUGGABLE_EXT_LIVE_HANDLES) continue;
+      PLUGGABLE_LiveHandles counts = {.struct_size = PLUGGABLE_LIVE_HANDLES_STRUCT_SIZE};
+      ((const PLUGGABLE_LiveHandlesExt*)link)->get_live_handles(&devices[i], &counts);
+      leaks += (int)(counts.streams + counts.events + counts.timers + counts.allocations +
+                     counts.host_allocations);
+    }
+    executors[i].synchronize_all_activity(&devices[i], status);
+    platform_fns.destroy_stream_executor(&platform, &executors[i]);
+    platform_fns.destroy_device(&platform, &devices[i]);
+  }
+  if (params.destroy_platform_fns) params.destroy_platform_fns(&platform_fns);
+  if (params.destroy_platform) params.destroy_platform(&platform);
+  TF_DeleteStatus(status);
+  printf("xpu_tsan_driver: %d threads x %d rounds on %d devices: %d failures, %d live handles\n",
+         THREADS, ROUNDS, DEVICES, failures, leaks);
+  return failures || leaks ? 1 : 0;
+}
