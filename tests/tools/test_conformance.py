@@ -53,7 +53,8 @@ DEFECTS = [
     ("BUG_STATS", "TestMemory::test_allocator_stats_follow_allocations"),
     ("BUG_OOM", "TestMemory::test_out_of_memory_is_reported"),
     ("BUG_TIMER", "TestStreams::test_timer_measures_device_time"),
-    ("BUG_MEMORY_USAGE", "TestDevices::test_memory_figures_are_consistent"),
+    # The host itself refuses inconsistent memory figures when it creates the device.
+    ("BUG_MEMORY_USAGE", "TestLoading::test_loads_and_validates"),
 ]
 
 
