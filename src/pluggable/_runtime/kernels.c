@@ -996,6 +996,19 @@ SP_Stream TF_GetStream(TF_OpKernelContext* ctx, TF_Status* status) {
   return ctx->stream;
 }
 
+bool pg_context_input(TF_OpKernelContext* ctx, int i, const void** data, TF_DataType* dtype,
+                      bool* host_memory) {
+  if (ctx == NULL || i < 0 || i >= ctx->num_inputs) return false;
+  *data = ctx->inputs[i].data;
+  *dtype = ctx->inputs[i].dtype;
+  *host_memory = ctx->inputs[i].host_memory;
+  return true;
+}
+
+PG_BFC* pg_context_allocator(TF_OpKernelContext* ctx) { return ctx == NULL ? NULL : ctx->bfc; }
+
+int pg_context_device_id(TF_OpKernelContext* ctx) { return ctx == NULL ? -1 : ctx->device_id; }
+
 int TF_NumInputs(TF_OpKernelContext* ctx) { return ctx == NULL ? 0 : ctx->num_inputs; }
 
 int TF_NumOutputs(TF_OpKernelContext* ctx) { return ctx == NULL ? 0 : ctx->num_outputs; }
