@@ -587,3 +587,7 @@ _define("Fill", [Arg("dims", "index_type", host=True), Arg("value", "T")],
         _fill_infer,
         lambda arrays, attrs: [np.full(fill_dims("Fill", arrays[0]), arrays[1],
                                        dtype=arrays[1].dtype)])
+
+
+# The training ops live in their own module, which registers into OPS.
+from . import op_defs_nn  # noqa: E402,F401  (imported last: it uses the helpers above)
