@@ -22,7 +22,6 @@ the compute stream before they write to memory they were just given.
 from __future__ import annotations
 
 import contextlib
-import contextvars
 import itertools
 import logging
 import threading
@@ -35,7 +34,8 @@ from .devices import PluggableDevice
 from .dtypes import DType, as_dtype, type_names
 from .errors import InternalError, InvalidArgumentError, NotFoundError, PluggableWarning
 from .op_defs import OPS, REQUIRED, OpDef, TensorMeta, bad, select_condition_shape
-from .tensors import CPU_DEVICE, DeviceBuffer, Tensor, resolve_device, tensor as make_tensor
+from .tensors import (CPU_DEVICE, DeviceBuffer, Tensor, device_scope, resolve_device,
+                      tensor as make_tensor)
 
 __all__ = ["device", "execute", "set_soft_device_placement", "get_soft_device_placement",
            "set_log_device_placement", "get_log_device_placement", "PlacementWarning"]
@@ -47,7 +47,7 @@ class PlacementWarning(PluggableWarning):
     """An op ran on the CPU because its device has no kernel for it (soft placement)."""
 
 
-_scope: contextvars.ContextVar = contextvars.ContextVar("pluggable_device_scope", default=None)
+_scope = device_scope  # tensors.py owns it: new tensors follow the scope too
 _settings = {"soft": True, "log": False}
 _warned: set = set()
 _warned_lock = threading.Lock()
@@ -116,6 +116,8 @@ def _check_attr(op: OpDef, name: str, value: Any) -> Any:
             value = tuple(int(v) for v in value)
     except (TypeError, ValueError):
         raise bad(op.name, f"attribute {name} must be a {kind}, got {value!r}") from None
+    if spec.minimum is not None and value < spec.minimum:
+        raise bad(op.name, f"attribute {name}={value} must be at least {spec.minimum}")
     if spec.allowed is not None and value not in spec.allowed:
         allowed = ", ".join(getattr(a, "name", repr(a)) for a in spec.allowed)
         what = value.name if kind == "type" else repr(value)
@@ -138,20 +140,24 @@ def _convert_inputs(op: OpDef, inputs: Sequence[Any], attrs: Dict[str, Any]) -> 
     if len(inputs) != len(op.inputs):
         raise bad(op.name, f"takes {len(op.inputs)} inputs "
                            f"({', '.join(a.name for a in op.inputs)}), got {len(inputs)}")
-    # Type attributes from tensors first, so Python numbers take the tensors' dtype.
-    for arg, value in zip(op.inputs, inputs):
-        if arg.type_attr and arg.type_attr not in attrs and isinstance(value, Tensor):
-            attrs[arg.type_attr] = _check_attr(op, arg.type_attr, value.dtype)
+    if any(arg.number_attr for arg in op.inputs):
+        inputs = _flatten_lists(op, inputs, attrs)
+    args = op.flat_inputs(attrs)
+    # Type attributes from tensors first, then from NumPy data, so Python numbers take their
+    # dtype.
+    for kinds in (Tensor, (np.ndarray, np.generic)):
+        for arg, value in zip(args, inputs):
+            if arg.type_attr and arg.type_attr not in attrs and isinstance(value, kinds):
+                attrs[arg.type_attr] = _check_attr(op, arg.type_attr, as_dtype(value.dtype))
     converted = []
-    for arg, value in zip(op.inputs, inputs):
+    for arg, value in zip(args, inputs):
         wanted = arg.dtype or (attrs.get(arg.type_attr) if arg.type_attr else None)
         if not isinstance(value, Tensor):
             if wanted is None:
-                default = op.attr(arg.type_attr).default if arg.type_attr else REQUIRED
-                value = make_tensor(value, dtype=None if default is REQUIRED else default)
+                value = _natural_tensor(op, arg, value)
             else:
                 try:
-                    value = make_tensor(value, dtype=wanted)
+                    value = make_tensor(value, dtype=wanted, device=CPU_DEVICE)
                 except InvalidArgumentError as exc:
                     raise bad(op.name, f"input {arg.name}: {exc}") from None
         if arg.type_attr:
@@ -169,12 +175,49 @@ def _convert_inputs(op: OpDef, inputs: Sequence[Any], attrs: Dict[str, Any]) -> 
     return converted
 
 
-def _host_values(op: OpDef, tensors: List[Tensor]) -> List[Optional[np.ndarray]]:
-    return [t.numpy() if arg.host else None for arg, t in zip(op.inputs, tensors)]
+def _natural_tensor(op: OpDef, arg, value: Any) -> Tensor:
+    """A host tensor of ``value`` when nothing fixes its type: TensorFlow's inference
+    (Python float -> float32, int -> int32), then the type attribute's default where it is
+    of the same kind, as TensorFlow's op helper prefers it (Python ints as int64 for an int64
+    attribute)."""
+    natural = make_tensor(value, device=CPU_DEVICE)
+    default = op.attr(arg.type_attr).default if arg.type_attr else REQUIRED
+    if (default is REQUIRED or natural.dtype == default
+            or isinstance(value, (np.ndarray, np.generic))
+            or natural.dtype.numpy_dtype.kind != default.numpy_dtype.kind):
+        return natural
+    try:
+        return make_tensor(value, dtype=default, device=CPU_DEVICE)
+    except InvalidArgumentError:
+        return natural
+
+
+def _flatten_lists(op: OpDef, inputs: Sequence[Any], attrs: Dict[str, Any]) -> List[Any]:
+    """The inputs with each list input ("N * T") spread out, its length in ``attrs``."""
+    flat: List[Any] = []
+    for arg, value in zip(op.inputs, inputs):
+        if not arg.number_attr:
+            flat.append(value)
+            continue
+        if isinstance(value, Tensor) or not isinstance(value, (list, tuple)):
+            raise bad(op.name, f"input {arg.name} must be a list or tuple of tensors, got "
+                               f"{type(value).__name__}")
+        given = attrs.get(arg.number_attr)
+        if given is not None and given != len(value):
+            raise bad(op.name, f"{arg.number_attr}={given} but input {arg.name} holds "
+                               f"{len(value)} tensors")
+        attrs[arg.number_attr] = _check_attr(op, arg.number_attr, len(value))
+        flat.extend(value)
+    return flat
+
+
+def _host_values(op: OpDef, tensors: List[Tensor], attrs: Dict[str, Any]
+                 ) -> List[Optional[np.ndarray]]:
+    return [t.numpy() if arg.host else None for arg, t in zip(op.flat_inputs(attrs), tensors)]
 
 
 def _output_dtypes(op: OpDef, attrs: Dict[str, Any]) -> List[DType]:
-    return [arg.dtype or attrs[arg.type_attr] for arg in op.outputs]
+    return [arg.dtype or attrs[arg.type_attr] for arg in op.flat_outputs(attrs)]
 
 
 # -- placement ----------------------------------------------------------------------------
@@ -364,7 +407,7 @@ def _execute(op_name: str, inputs: Sequence[Any], attrs: Optional[Mapping[str, A
                 raise bad(op.name, f"attribute {spec.name} is required")
             attrs[spec.name] = _check_attr(op, spec.name, spec.default)
     target = _target_device(tensors)
-    host = _host_values(op, tensors)
+    host = _host_values(op, tensors, attrs)
     shapes = op.infer([TensorMeta(t.shape, t.dtype) for t in tensors], attrs, host)
     out_dtypes = _output_dtypes(op, attrs)
     if target is not CPU_DEVICE:
@@ -383,7 +426,10 @@ def _execute(op_name: str, inputs: Sequence[Any], attrs: Optional[Mapping[str, A
     outputs = op.cpu(arrays, attrs)
     result = []
     for array, shape, dtype in zip(outputs, shapes, out_dtypes):
-        array = np.ascontiguousarray(array, dtype=dtype.numpy_dtype).reshape(shape)
+        array = np.ascontiguousarray(array, dtype=dtype.numpy_dtype)
+        if shape is None:  # known from the values only: the kernel's word
+            shape = array.shape
+        array = array.reshape(shape)
         array.flags.writeable = False
         result.append(Tensor(shape, dtype, CPU_DEVICE, array=array))
     return result
@@ -416,7 +462,8 @@ def _remember_plan(key, op: OpDef, target: PluggableDevice, registration,
     """Stores the plan of a run that can take the fast path next time."""
     from .kernels import KernelInput
 
-    if (any(arg.host for arg in op.inputs) or op.name == "Select"
+    if (any(arg.host or arg.number_attr for arg in op.inputs) or op.name == "Select"
+            or any(shape is None for shape in shapes)
             or any(t._device is not target for t in tensors)):
         return
     from . import kernels
@@ -447,7 +494,7 @@ def _run_on_device(op: OpDef, target: PluggableDevice, registration, tensors: Li
     executor = target.executor
     compute = target.compute_stream
     args, keep = [], []  # `keep`: host arrays and device tensors the kernel reads
-    for arg, t, values in zip(op.inputs, tensors, host):
+    for arg, t, values in zip(op.flat_inputs(attrs), tensors, host):
         if arg.name in registration.host_memory:
             array = np.asarray(values if values is not None else t.numpy(), order="C")
             keep.append(array)
@@ -469,6 +516,8 @@ def _run_on_device(op: OpDef, target: PluggableDevice, registration, tensors: Li
                          next(_step_ids))
     result = []
     for i, (out, shape, dtype) in enumerate(zip(outputs, shapes, out_dtypes)):
+        if shape is None:  # known from the values only: the kernel's word
+            shape = tuple(out.shape)
         if tuple(out.shape) != tuple(shape) or out.dtype != int(dtype.tf_code):
             for other in outputs[i:]:
                 if other.owned and other.nbytes:

@@ -15,6 +15,7 @@ host.
 from __future__ import annotations
 
 import collections
+import contextvars
 import ctypes
 import operator
 import threading
@@ -55,6 +56,26 @@ class CPUDevice:
 
 CPU_DEVICE = CPUDevice()
 AnyDevice = Union[CPUDevice, PluggableDevice]
+
+# The device of the innermost ``with pluggable.device(...)`` block, per thread and asyncio
+# task (set by `pluggable.dispatch.device`): ops run there and new tensors are made there.
+device_scope: contextvars.ContextVar = contextvars.ContextVar("pluggable_device_scope",
+                                                              default=None)
+
+
+def scoped_device() -> AnyDevice:
+    """The device of the innermost device scope, else the CPU."""
+    scoped = device_scope.get()
+    if scoped is None:
+        return CPU_DEVICE
+    if isinstance(scoped, PluggableDevice) and scoped.is_closed:
+        return resolve_device(scoped.name)
+    return scoped
+
+
+def _placement(device: Any) -> AnyDevice:
+    """Where a new tensor goes: ``device`` when given, else the scope's device."""
+    return scoped_device() if device is None else resolve_device(device)
 
 
 def resolve_device(spec: Any) -> AnyDevice:
@@ -450,6 +471,8 @@ def _host_array(data: Any, dtype: Optional[Any]) -> Tuple[np.ndarray, DType, boo
     except (TypeError, ValueError) as exc:
         raise InvalidArgumentError(f"cannot make a tensor from {type(data).__name__}: {exc}",
                                    call="tensor") from None
+    if wanted is None and array.dtype.kind in "if" and _is_python_data(data):
+        wanted = _python_dtype(array)
     if array.dtype == object:
         raise InvalidArgumentError(
             "cannot make a tensor of Python objects (NumPy dtype object); pass numbers, "
@@ -461,6 +484,26 @@ def _host_array(data: Any, dtype: Optional[Any]) -> Tuple[np.ndarray, DType, boo
     if not array.flags.c_contiguous:
         array, shared = np.ascontiguousarray(array), False
     return array, dtype_, shared
+
+
+def _is_python_data(data: Any) -> bool:
+    """Whether ``data`` is Python numbers (possibly nested in lists or tuples), whose
+    element type TensorFlow infers, rather than NumPy data, which keeps its own."""
+    while isinstance(data, (list, tuple)):
+        if not data:
+            return True
+        data = data[0]
+    return isinstance(data, (int, float, bool)) and not isinstance(data, np.generic)
+
+
+def _python_dtype(array: np.ndarray) -> DType:
+    """TensorFlow's element type for Python numbers: float32 for floats; int32 for integers
+    that fit it, else int64."""
+    if array.dtype.kind == "f":
+        return as_dtype("float32")
+    if array.size and (array.min() < -2**31 or array.max() >= 2**31):
+        return as_dtype("int64")
+    return as_dtype("int32")
 
 
 def _convert_exactly(array: np.ndarray, dtype: DType) -> np.ndarray:
@@ -562,8 +605,10 @@ def _check_shape(shape: Any) -> Tuple[int, ...]:
 
 def tensor(data: Any, dtype: Any = None, device: Any = None) -> Tensor:
     """A tensor holding ``data`` (a NumPy array, nested lists, a scalar, another tensor) on
-    ``device`` (default: the CPU). ``dtype`` converts the data first."""
-    target = resolve_device(device)
+    ``device`` (default: the device of the ``pluggable.device`` scope, else the CPU).
+    ``dtype`` converts the data first; without it Python numbers get TensorFlow's types
+    (float -> float32, int -> int32, bool -> bool) and NumPy data keeps its own."""
+    target = _placement(device)
     array, dtype_, shared = _host_array(data, dtype)
     if target is CPU_DEVICE:
         array = array.copy() if shared else array
@@ -580,7 +625,7 @@ def empty(shape: Any, dtype: Any = "float32", device: Any = None) -> Tensor:
     if nbytes > _MAX_BYTES:
         raise InvalidArgumentError(f"shape {dims} of {dtype_.name} needs {nbytes} bytes, "
                                    f"more than any device has", call="empty")
-    target = resolve_device(device)
+    target = _placement(device)
     if target is CPU_DEVICE:
         array = np.empty(dims, dtype_.numpy_dtype)
         array.flags.writeable = False

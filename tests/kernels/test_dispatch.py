@@ -176,7 +176,7 @@ def test_integer_division_by_zero_on_the_xpu_gives_a_value_not_an_error():
     (lambda: ops.reduce_sum(np.ones((2, 3)), axis=2), InvalidArgumentError,
      r"Sum: reduction axis 2 is out of range for a tensor of rank 2"),
     (lambda: ops.add(pluggable.tensor([1.0]), pluggable.tensor([1], dtype="int32")),
-     InvalidArgumentError, "AddV2: input y is int32 but T is float64"),
+     InvalidArgumentError, "AddV2: input y is int32 but T is float32"),
     (lambda: raw_ops.MatMul(a=np.ones((2, 2))), InvalidArgumentError,
      "MatMul: missing input"),
     (lambda: raw_ops.Relu(features=np.ones(2), alpha=1), InvalidArgumentError,

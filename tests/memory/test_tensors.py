@@ -86,7 +86,7 @@ def test_properties_and_repr():
     assert repr(t) == ("<pluggable.Tensor: shape=(2, 3), dtype=float32, device=/device:XPU:0, "
                        "numpy=array([[1., 2., 3.],\n       [4., 5., 6.]], dtype=float32)>")
     scalar = pluggable.tensor(3.5, device="xpu:1")
-    assert scalar.shape == () and scalar.dtype == pluggable.float64
+    assert scalar.shape == () and scalar.dtype == pluggable.float32
     with pytest.raises(TypeError, match="scalar"):
         len(scalar)
     big = pluggable.zeros((100, 100), device="xpu:0")
