@@ -24,7 +24,7 @@ __all__ = ["config", "errors", "get_include", "load_plugin", "get_platform", "ge
            "PluggableDevice", "PluggableError", "PluginLoadError", "PluginLoadWarning",
            "tensor", "zeros", "empty", "Tensor", "DType", "bool_", "int8", "int16", "int32",
            "int64", "uint8", "uint16", "uint32", "uint64", "float16", "bfloat16", "float32",
-           "float64", "complex64", "complex128", "ops", "raw_ops", "device"]
+           "float64", "complex64", "complex128", "ops", "raw_ops", "device", "Variable"]
 
 # Tensors need NumPy, which costs more to import than the rest of the package together:
 # they are imported on first use.
@@ -34,7 +34,7 @@ _LAZY = {"tensor": "tensors", "zeros": "tensors", "empty": "tensors", "Tensor": 
          "int16": "dtypes", "int32": "dtypes", "int64": "dtypes", "uint8": "dtypes",
          "uint16": "dtypes", "uint32": "dtypes", "uint64": "dtypes", "float16": "dtypes",
          "bfloat16": "dtypes", "float32": "dtypes", "float64": "dtypes",
-         "complex64": "dtypes", "complex128": "dtypes"}
+         "complex64": "dtypes", "complex128": "dtypes", "Variable": "variables"}
 
 
 def __getattr__(name):

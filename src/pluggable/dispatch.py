@@ -31,7 +31,7 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 
 from .devices import PluggableDevice
-from .dtypes import DType, as_dtype, type_names
+from .dtypes import DType, as_dtype, resource, type_names
 from .errors import InternalError, InvalidArgumentError, NotFoundError, PluggableWarning
 from .op_defs import OPS, REQUIRED, OpDef, TensorMeta, bad, select_condition_shape
 from .tensors import (CPU_DEVICE, DeviceBuffer, Tensor, device_scope, resolve_device,
@@ -143,6 +143,10 @@ def _convert_inputs(op: OpDef, inputs: Sequence[Any], attrs: Dict[str, Any]) -> 
     if any(arg.number_attr for arg in op.inputs):
         inputs = _flatten_lists(op, inputs, attrs)
     args = op.flat_inputs(attrs)
+    # Objects that stand for a tensor (pluggable.Variable): its handle for a resource input,
+    # else its value.
+    inputs = [v.__pluggable_tensor__(arg.dtype is resource)
+              if hasattr(type(v), "__pluggable_tensor__") else v for arg, v in zip(args, inputs)]
     # Type attributes from tensors first, then from NumPy data, so Python numbers take their
     # dtype.
     for kinds in (Tensor, (np.ndarray, np.generic)):
@@ -410,7 +414,7 @@ def _execute(op_name: str, inputs: Sequence[Any], attrs: Optional[Mapping[str, A
     host = _host_values(op, tensors, attrs)
     shapes = op.infer([TensorMeta(t.shape, t.dtype) for t in tensors], attrs, host)
     out_dtypes = _output_dtypes(op, attrs)
-    if target is not CPU_DEVICE:
+    if target is not CPU_DEVICE and not op.host_only:
         registration = _find_kernel(op, target, attrs)
         if registration is not None:
             _log(op, target)
@@ -420,7 +424,11 @@ def _execute(op_name: str, inputs: Sequence[Any], attrs: Optional[Mapping[str, A
                 _remember_plan(key, op, target, registration, tensors, attrs, shapes,
                                out_dtypes)
             return outputs
-        _no_kernel(op, target, attrs)
+        if op.host_kernel is None:
+            _no_kernel(op, target, attrs)
+    if op.host_kernel is not None:  # the host's own kernel, for any device
+        _log(op, target)
+        return op.host_kernel(target, tensors, attrs)
     _log(op, CPU_DEVICE)
     arrays = [t.numpy() for t in tensors]
     outputs = op.cpu(arrays, attrs)
@@ -463,6 +471,7 @@ def _remember_plan(key, op: OpDef, target: PluggableDevice, registration,
     from .kernels import KernelInput
 
     if (any(arg.host or arg.number_attr for arg in op.inputs) or op.name == "Select"
+            or op.host_kernel is not None
             or any(shape is None for shape in shapes)
             or any(t._device is not target for t in tensors)):
         return
@@ -495,7 +504,7 @@ def _run_on_device(op: OpDef, target: PluggableDevice, registration, tensors: Li
     compute = target.compute_stream
     args, keep = [], []  # `keep`: host arrays and device tensors the kernel reads
     for arg, t, values in zip(op.flat_inputs(attrs), tensors, host):
-        if arg.name in registration.host_memory:
+        if arg.name in registration.host_memory or t._dtype is resource:
             array = np.asarray(values if values is not None else t.numpy(), order="C")
             keep.append(array)
             args.append(KernelInput(array.__array_interface__["data"][0] if array.nbytes else 0,

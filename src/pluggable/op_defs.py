@@ -66,6 +66,11 @@ class OpDef:
     # cpu(arrays, attrs) -> [array of each output]
     cpu: Callable[..., List[np.ndarray]]
     doc: str = ""
+    # host_kernel(device, tensors, attrs) -> [Tensor]: the host's own kernel for any device,
+    # used where the device has no plugin kernel (TensorFlow's DEVICE_DEFAULT kernels: the
+    # resource-variable ops); `host_only` ops never look for a plugin kernel.
+    host_kernel: Optional[Callable[..., List[Any]]] = None
+    host_only: bool = False
 
     def attr(self, name: str) -> Attr:
         for a in self.attrs:
@@ -615,3 +620,5 @@ _define("Fill", [Arg("dims", "index_type", host=True), Arg("value", "T")],
 from . import op_defs_array, op_defs_math  # noqa: E402,F401  (registers their ops)
 # The training ops live in their own module, which registers into OPS.
 from . import op_defs_nn  # noqa: E402,F401  (imported last: it uses the helpers above)
+# Resource variables and their ops (VarHandleOp, ReadVariableOp, Assign*, ResourceApply*).
+from . import op_defs_resource  # noqa: E402,F401  (registers its ops)

@@ -16,7 +16,7 @@ RECORDED = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__
 with open(RECORDED, encoding="utf-8") as f:
     TF = json.load(f)
 KINDS = {"type": "type", "int": "int", "float": "float", "bool": "bool", "string": "string",
-         "list(int)": "list(int)"}
+         "list(int)": "list(int)", "shape": "shape", "list(string)": "list(string)"}
 
 
 def test_the_record_is_tensorflow_2_21_and_covers_every_op():
