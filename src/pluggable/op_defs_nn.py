@@ -238,7 +238,8 @@ _define("Conv2DBackpropFilter",
 
 
 # -- max pooling ----------------------------------------------------------------------------
-_POOL_ATTRS = [Attr("T", "type", dt.float32, allowed=REAL),
+_POOL_TYPES = tuple(t for t in REAL if t not in (dt.uint32, dt.uint64))  # TensorFlow's MaxPool
+_POOL_ATTRS = [Attr("T", "type", dt.float32, allowed=_POOL_TYPES),
                Attr("ksize", "list(int)"), Attr("strides", "list(int)"),
                Attr("padding", "string", allowed=("SAME", "VALID", "EXPLICIT")),
                Attr("explicit_paddings", "list(int)", ()),
@@ -336,4 +337,4 @@ def _max_pool_grad_cpu(arrays, attrs):
 
 
 _define("MaxPoolGrad", [Arg("orig_input", "T"), Arg("orig_output", "T"), Arg("grad", "T")],
-        [Arg("output", "T")], _POOL_ATTRS, _max_pool_grad_infer, _max_pool_grad_cpu)
+        [Arg("output", "T")], [Attr("T", "type", dt.float32, allowed=REAL)] + _POOL_ATTRS[1:], _max_pool_grad_infer, _max_pool_grad_cpu)
