@@ -483,11 +483,15 @@ def load_kernels(platform: "Platform",
         if init in _loaded:
             return list(_loaded[init])
         start = _Count()
+        from . import plugin_ops  # ops the plugin registers with ops.h, from TF_InitKernel
+
+        ops_start = plugin_ops.count()
         _Begin(platform.path.encode("utf-8", "surrogateescape"))
         try:
             TF_InitKernel_fn(init)()
         finally:
             _End()
+        messages += plugin_ops.adopt(platform.path, ops_start)
         _refresh()
         mine = [r for r in _registrations[start:] if r.plugin == platform.path]
         accepted = []

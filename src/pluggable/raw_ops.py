@@ -97,3 +97,19 @@ __all__ = sorted(_OPS)
 
 def __dir__():
     return __all__ + ["PYTHON_NAMES", "parameters"]
+
+
+def __getattr__(name: str) -> _Any:
+    # Ops that plugins register (tensorflow/c/ops.h) join the library when their plugin
+    # loads, after this module was imported: discovery first, then the op if it exists.
+    if name.startswith("_"):
+        raise AttributeError(name)
+    from .loader import manager as _manager
+
+    _manager().ensure_discovered()
+    op = _OPS.get(name)
+    if op is None:
+        raise AttributeError(f"pluggable.raw_ops has no op {name!r} (no op of that name is "
+                             f"defined or registered by a loaded plugin)")
+    fn = globals()[name] = _make(op)
+    return fn
