@@ -12,6 +12,7 @@
 #include "xpu_kernels.h"
 
 #include "tensorflow/c/kernels.h"
+#include "tensorflow/c/kernels_experimental.h" /* resource variables; includes kernels.h */
 
 #include <inttypes.h>
 #include <stdarg.h>
@@ -28,6 +29,7 @@ __attribute__((visibility("default"))) void TF_InitKernel(void) {
   xpu_register_matmul_kernels();
   xpu_register_array_kernels();
   xpu_register_nn_kernels();
+  xpu_register_variable_kernels();
 }
 
 /* ---- dtypes and registration ------------------------------------------------------------ */
@@ -371,10 +373,10 @@ bool xpu_compute_begin(XpuCompute* c, TF_OpKernelContext* ctx, const char* op,
   int want = 0;
   while (names != NULL && names[want] != NULL) want++;
   int have = TF_NumInputs(ctx);
-  if (have != want || want > XPU_INLINE_KERNEL_INPUTS) {
+  if (have != want || want > XPU_MAX_NAMED_INPUTS) {
     return xpu_fail(c, TF_INVALID_ARGUMENT, "expected %d inputs, got %d", want, have);
   }
-  bool host[XPU_INLINE_KERNEL_INPUTS];
+  bool host[XPU_MAX_NAMED_INPUTS];
   for (int i = 0; i < want; i++) host[i] = (host_mask >> i) & 1u;
   return fetch_inputs(c, want, host);
 }
@@ -495,6 +497,12 @@ bool xpu_host_ints(XpuCompute* c, int i, int64_t* vals, int max, int* n) {
 }
 
 bool xpu_compute_enqueue(XpuCompute* c, XpuStreamFn fn, void* arg, void (*free_arg)(void*)) {
+  return xpu_compute_enqueue_extra(c, fn, arg, free_arg, NULL, 0);
+}
+
+bool xpu_compute_enqueue_extra(XpuCompute* c, XpuStreamFn fn, void* arg,
+                               void (*free_arg)(void*), const XpuDeviceRange* extra,
+                               size_t extra_count) {
   TF_SetStatus(c->status, TF_OK, "");
   SP_Stream stream = TF_GetStream(c->ctx, c->status);
   if (TF_GetCode(c->status) != TF_OK || stream == NULL) {
@@ -509,7 +517,7 @@ bool xpu_compute_enqueue(XpuCompute* c, XpuStreamFn fn, void* arg, void (*free_a
   static const char* const kOutputRoles[] = {"output 0", "output 1", "output 2", "output"};
   XpuDeviceRange inline_ranges[XPU_INLINE_KERNEL_INPUTS + XPU_INLINE_KERNEL_OUTPUTS];
   XpuDeviceRange* ranges = inline_ranges;
-  size_t capacity = (size_t)c->input_count + (size_t)c->output_count;
+  size_t capacity = (size_t)c->input_count + (size_t)c->output_count + extra_count;
   if (capacity > sizeof inline_ranges / sizeof inline_ranges[0]) {
     ranges = malloc(capacity * sizeof *ranges);
     if (ranges == NULL) {
@@ -531,6 +539,7 @@ bool xpu_compute_enqueue(XpuCompute* c, XpuStreamFn fn, void* arg, void (*free_a
     ranges[n++] = (XpuDeviceRange){TF_TensorData(c->out[i]), TF_TensorByteSize(c->out[i]),
                                    kOutputRoles[i < 3 ? i : 3]};
   }
+  for (size_t i = 0; i < extra_count; i++) ranges[n++] = extra[i];
   bool ok = xpu_stream_enqueue_fn(stream, c->op, fn, arg, free_arg, ranges, n, c->status);
   if (ranges != inline_ranges) free(ranges);
   if (!ok) {
@@ -654,4 +663,66 @@ void xpu_task_range(int64_t count, int64_t tasks, int64_t t, int64_t* begin, int
   int64_t q = count / tasks, r = count % tasks;
   *begin = t * q + (t < r ? t : r);
   *end = *begin + q + (t < r ? 1 : 0);
+}
+
+/* ---- resource variables (tensorflow/c/kernels_experimental.h) --------------------------- */
+
+bool xpu_var_assign(TF_OpKernelContext* ctx, int input, int value, bool validate_shape,
+                    XpuVarCopyFn copy, TF_Status* status) {
+  TF_SetStatus(status, TF_OK, "");
+  TF_AssignVariable(ctx, input, value, validate_shape, copy, status);
+  return TF_GetCode(status) == TF_OK;
+}
+
+bool xpu_var_update(TF_OpKernelContext* ctx, int input, int value, int op, XpuVarCopyFn copy,
+                    XpuVarUpdateFn update, TF_Status* status) {
+  TF_SetStatus(status, TF_OK, "");
+  TF_AssignUpdateVariable(ctx, input, value, op, 0, copy, update, status);
+  return TF_GetCode(status) == TF_OK;
+}
+
+bool xpu_var_lock(TF_OpKernelContext* ctx, bool do_lock, const int* inputs, size_t count,
+                  XpuVarCopyFn copy, TF_VariableInputLockHolder** holder, TF_Status* status) {
+  TF_SetStatus(status, TF_OK, "");
+  *holder = NULL;
+  TF_MaybeLockVariableInputMutexesInOrder(ctx, do_lock, false, inputs, count, copy, holder,
+                                          status);
+  return TF_GetCode(status) == TF_OK;
+}
+
+void xpu_var_unlock(TF_VariableInputLockHolder* holder) {
+  if (holder != NULL) TF_ReleaseVariableInputLockHolder(holder);
+}
+
+bool xpu_var_tensor(TF_OpKernelContext* ctx, int input, bool lock_held, XpuVarCopyFn copy,
+                    TF_Tensor** out, TF_Status* status) {
+  TF_SetStatus(status, TF_OK, "");
+  *out = NULL;
+  TF_GetInputTensorFromVariable(ctx, input, lock_held, false, false, copy, out, status);
+  if (TF_GetCode(status) == TF_OK && *out == NULL) {
+    TF_SetStatus(status, TF_INTERNAL, "TF_GetInputTensorFromVariable gave no tensor");
+  }
+  return TF_GetCode(status) == TF_OK;
+}
+
+void xpu_context_failure(TF_OpKernelContext* ctx, TF_Status* status) {
+  TF_OpKernelContext_Failure(ctx, status);
+}
+
+bool xpu_enqueue_on_context(TF_OpKernelContext* ctx, const char* op, XpuStreamFn fn, void* arg,
+                            const XpuDeviceRange* ranges, size_t count, TF_Status* status) {
+  TF_SetStatus(status, TF_OK, "");
+  SP_Stream stream = TF_GetStream(ctx, status);
+  bool ok = false;
+  if (TF_GetCode(status) != TF_OK || stream == NULL) {
+    char message[512];
+    snprintf(message, sizeof message, "%s: no XPU stream for the kernel: %s", op,
+             TF_GetCode(status) != TF_OK ? TF_Message(status) : "TF_GetStream returned NULL");
+    TF_SetStatus(status, TF_INVALID_ARGUMENT, message);
+    free(arg);
+  } else {
+    ok = xpu_stream_enqueue_fn(stream, op, fn, arg, NULL, ranges, count, status);
+  }
+  if (!ok) TF_OpKernelContext_Failure(ctx, status);
+  return ok;
 }

@@ -89,6 +89,8 @@ const char* xpu_dtype_name(TF_DataType dt);
 /* At most this many inputs or outputs per call (TensorFlow has no limit; more is
  * INVALID_ARGUMENT before anything is allocated). */
 #define XPU_MAX_KERNEL_ARGS 4096
+/* At most this many inputs for ops whose inputs are all named (xpu_compute_begin). */
+#define XPU_MAX_NAMED_INPUTS 16
 
 /* One compute() call in progress. */
 typedef struct XpuCompute {
@@ -146,7 +148,41 @@ bool xpu_host_ints(XpuCompute* c, int i, int64_t* vals, int max, int* n);
  * free). With fn == NULL (nothing to compute: empty outputs) only the stream is checked. */
 bool xpu_compute_enqueue(XpuCompute* c, XpuStreamFn fn, void* arg, void (*free_arg)(void*));
 
+/* As xpu_compute_enqueue, with `extra` device ranges checked too (variables' buffers). */
+bool xpu_compute_enqueue_extra(XpuCompute* c, XpuStreamFn fn, void* arg,
+                               void (*free_arg)(void*), const XpuDeviceRange* extra,
+                               size_t extra_count);
+
 static inline void* xpu_data(const TF_Tensor* t) { return TF_TensorData(t); }
+
+/* ---- resource variables (xpu_kernels.c, over tensorflow/c/kernels_experimental.h) ------- */
+
+typedef struct TF_VariableInputLockHolder TF_VariableInputLockHolder;
+/* The callbacks TensorFlow's variable functions take: copy source into dest, and
+ * tensor op= value (op 0: add, 1: subtract); both enqueue their work on the kernel's stream. */
+typedef void (*XpuVarCopyFn)(TF_OpKernelContext* ctx, TF_Tensor* source, TF_Tensor* dest);
+typedef void (*XpuVarUpdateFn)(TF_OpKernelContext* ctx, TF_Tensor* tensor, TF_Tensor* value,
+                               int op);
+/* TF_AssignVariable / TF_AssignUpdateVariable (not a variant) / TF_MaybeLockVariable-
+ * InputMutexesInOrder (dense) / TF_GetInputTensorFromVariable (dense, not a variant): false
+ * with the host's status in `status` when they fail. */
+bool xpu_var_assign(TF_OpKernelContext* ctx, int input, int value, bool validate_shape,
+                    XpuVarCopyFn copy, TF_Status* status);
+bool xpu_var_update(TF_OpKernelContext* ctx, int input, int value, int op, XpuVarCopyFn copy,
+                    XpuVarUpdateFn update, TF_Status* status);
+bool xpu_var_lock(TF_OpKernelContext* ctx, bool do_lock, const int* inputs, size_t count,
+                  XpuVarCopyFn copy, TF_VariableInputLockHolder** holder, TF_Status* status);
+/* TF_ReleaseVariableInputLockHolder; NULL is a no-op. */
+void xpu_var_unlock(TF_VariableInputLockHolder* holder);
+bool xpu_var_tensor(TF_OpKernelContext* ctx, int input, bool lock_held, XpuVarCopyFn copy,
+                    TF_Tensor** out, TF_Status* status);
+/* Fails compute() of `ctx` with `status` (TF_OpKernelContext_Failure). */
+void xpu_context_failure(TF_OpKernelContext* ctx, TF_Status* status);
+/* Queues fn(arg) (freed with free()) on the stream of `ctx` after checking `ranges`; on
+ * failure reports `status` through TF_OpKernelContext_Failure. For the variable callbacks,
+ * which run inside compute() without an XpuCompute. */
+bool xpu_enqueue_on_context(TF_OpKernelContext* ctx, const char* op, XpuStreamFn fn, void* arg,
+                            const XpuDeviceRange* ranges, size_t count, TF_Status* status);
 
 /* ---- create() helpers (xpu_kernels.c) --------------------------------------------------- */
 
@@ -220,6 +256,7 @@ void xpu_register_reduction_kernels(void);
 void xpu_register_matmul_kernels(void);
 void xpu_register_array_kernels(void);
 void xpu_register_nn_kernels(void);
+void xpu_register_variable_kernels(void);
 
 /* ---- convolution attributes (xpu_kernels_matmul.c) ------------------------------------- */
 
