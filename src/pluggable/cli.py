@@ -64,7 +64,19 @@ def cmd_plugins(_args) -> int:
                      "yes" if r.provides_profiler else "no", r.path, reason))
     print(_table(("status", "type", "platform", "devices", "SE API", "priority", "kernels",
                   "profiler", "path", "reason"), rows))
+    _print_graph_optimizers(records)
     return 0
+
+
+def _print_graph_optimizers(records) -> None:
+    """Graph optimizers (TF_InitGraph) the plugins registered, if any."""
+    from .graph_optimizers import describe
+
+    rows = [(r.path, describe(r.graph_optimizer, r.graph_optimizer_error)) for r in records
+            if r.graph_optimizer is not None or r.graph_optimizer_error]
+    if rows:
+        print()
+        print(_table(("plugin", "graph optimizer (TF_InitGraph)"), rows))
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

@@ -71,6 +71,9 @@ class PluginRecord:
     provides_kernels: bool = False
     provides_profiler: bool = False
     plugin_version: Optional[str] = None
+    # TF_InitGraph (grappler.h): what it registered, or why it was refused
+    graph_optimizer: Optional[object] = None
+    graph_optimizer_error: str = ""
 
 
 class PluginLibrary:
@@ -96,6 +99,7 @@ class PluginLibrary:
                                  f"{INIT_SYMBOLS[1]}")
         self.kernel_init = self._symbol("TF_InitKernel")
         self.profiler_init = self._symbol("TF_InitProfiler")
+        self.graph_init = self._symbol("TF_InitGraph")
 
     def _symbol(self, name: str) -> Optional[int]:
         try:
@@ -262,7 +266,24 @@ class PluginManager:
             from .kernels import load_kernels
 
             load_kernels(platform, {p.device_type for p in self.platforms.all()})
+        if library.graph_init is not None:
+            self._init_graph(library, record, platform.device_type)
         return platform
+
+    def _init_graph(self, library: PluginLibrary, record: PluginRecord,
+                    device_type: str) -> None:
+        """Calls and validates TF_InitGraph; a refusal is a warning, not a failed load."""
+        from .graph_optimizers import init_graph
+        from .validation import ValidationError
+
+        try:
+            record.graph_optimizer = init_graph(library.graph_init, library.path, device_type)
+        except ValidationError as exc:
+            record.graph_optimizer_error = str(exc)
+            warnings.warn(f"pluggable: plugin {record.path}: its graph optimizer is refused: "
+                          f"{exc}. The plugin's devices and kernels are usable; pluggable runs "
+                          f"no graphs, so the optimizer would not run here anyway",
+                          PluginLoadWarning, stacklevel=5)
 
     def _fail(self, record: PluginRecord, key, step: str, reason: str,
               explicit: bool) -> None:

@@ -52,13 +52,14 @@ _MAX_DIMS = 254
 class VariableState:
     """One variable of the runtime: its pointer, the device holding its value, its dtype."""
 
-    __slots__ = ("address", "device", "dtype", "name", "__weakref__")
+    __slots__ = ("address", "device", "dtype", "name", "live", "__weakref__")
 
     def __init__(self, address: int, device: Any, dtype: dt.DType, name: str):
         self.address = address
         self.device = device
         self.dtype = dtype
         self.name = name
+        self.live = True  # False once destroyed: the runtime's object is gone
 
     @property
     def on_cpu(self) -> bool:
@@ -68,6 +69,8 @@ class VariableState:
 
     @contextmanager
     def locked(self) -> Iterator["VariableState"]:
+        if not self.live:
+            raise NotFoundError(f"variable {self.name!r} was destroyed", call="Variable")
         _fns["pluggable_VariableLock"](self.address)
         try:
             yield self
@@ -136,8 +139,9 @@ def destroy(address: int) -> bool:
     """Frees the variable at ``address``; False when there is none (already destroyed)."""
     with _states_lock:
         state = _states.pop(address, None)
-    if state is None:
-        return False
+        if state is None:
+            return False
+        state.live = False
     release = state.on_cpu or not state.device.executor.is_closed
     _fns["pluggable_VariableDelete"](address, 1 if release else 0)
     return True

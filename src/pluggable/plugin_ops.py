@@ -94,8 +94,22 @@ def parse_attr(spec: str) -> Attr:
     """``name: kind [>= min] [= default]`` as an `Attr`."""
     name, _, rest = spec.partition(":")
     name, rest = name.strip(), rest.strip()
-    kind_text, has_default, default_text = rest.partition("=")
-    kind_text = kind_text.strip()
+    # The default follows the first "=" that is not part of ">=" nor inside {...} or quotes.
+    split, depth, quote = len(rest), 0, ""
+    for i, c in enumerate(rest):
+        if quote:
+            quote = "" if c == quote else quote
+        elif c in "'\"":
+            quote = c
+        elif c in "{[":
+            depth += 1
+        elif c in "}]":
+            depth -= 1
+        elif c == "=" and depth == 0 and (i == 0 or rest[i - 1] != ">"):
+            split = i
+            break
+    kind_text, has_default, default_text = rest[:split].strip(), split < len(rest), \
+        rest[split + 1:]
     minimum = None
     m = re.fullmatch(r"(.*?)\s*>=\s*(-?\d+)", kind_text)
     if m:

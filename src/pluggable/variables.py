@@ -72,6 +72,7 @@ class Variable:
 
     @property
     def shape(self) -> Tuple[int, ...]:
+        self._check_open("shape")
         shape = self._state.shape()
         return () if shape is None else shape
 
@@ -103,20 +104,24 @@ class Variable:
         self._finalizer()
 
     def __repr__(self) -> str:
-        head = f"<pluggable.Variable {self._name!r} shape={self.shape} " \
-               f"dtype={self._dtype.name} device={self.device}"
+        head = f"<pluggable.Variable {self._name!r}"
+        tail = f"dtype={self._dtype.name} device={self.device}"
         if self.is_closed:
-            return head + " (closed)>"
-        return head + f", numpy={self.numpy()!r}>"
+            return f"{head} {tail} (closed)>"
+        return f"{head} shape={self.shape} {tail}, numpy={self.numpy()!r}>"
 
     # -- reading and writing ----------------------------------------------------------------
-    def _run(self, op: str, inputs, attrs=None):
-        from .dispatch import device as scope, execute
-
+    def _check_open(self, what: str) -> None:
         if self.is_closed:
             from .errors import FailedPreconditionError
 
-            raise FailedPreconditionError(f"{op}: variable {self._name!r} is closed", call=op)
+            raise FailedPreconditionError(f"{what}: variable {self._name!r} is closed",
+                                          call=what)
+
+    def _run(self, op: str, inputs, attrs=None):
+        from .dispatch import device as scope, execute
+
+        self._check_open(op)
         with scope(self._device):
             return execute(op, [self._handle, *inputs], attrs)
 

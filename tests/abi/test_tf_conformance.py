@@ -109,8 +109,9 @@ def test_field_and_function_types_match_tensorflow(tmp_path):
         lib.run_probe(tmp_path / "tf", source, "c++", TF_INCLUDE)
 
 
-@pytest.mark.parametrize("sources", [["plugins/xpu/*.c"], ["tests/plugins/test_plugin.c"]],
-                         ids=["xpu", "test_plugin"])
+@pytest.mark.parametrize("sources", [["plugins/xpu/*.c"], ["tests/plugins/test_plugin.c"],
+                                     ["tests/plugins/tf_portable_plugin.c"]],
+                         ids=["xpu", "test_plugin", "tf_portable_plugin"])
 def test_plugins_build_against_tensorflow_headers(tmp_path, sources):
     """The same plugin source builds against TensorFlow's headers: TensorFlow's first on the
     include path, ours only for pluggable/plugin_ext.h."""

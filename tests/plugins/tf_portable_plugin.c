@@ -9,7 +9,9 @@
  *   PortableRowSum(x: T) -> y[i] = sum_j x[i, j]                          (x a matrix)
  * and their kernels; and variable kernels through kernels_experimental.h: AssignVariableOp,
  * AssignAddVariableOp, AssignSubVariableOp and ResourceApplyGradientDescent, for float and
- * double. Left out: timers, unified memory, asynchronous work, a profiler.
+ * double; and a graph optimizer (grappler.h) that leaves graphs as they are and turns
+ * TensorFlow's remapper off (-DPORT_BAD_OPTIMIZER: one without optimize_func, which hosts
+ * refuse). Left out: timers, unified memory, asynchronous work, a profiler.
  *
  * Built for tests by tests/portability (against pluggable.get_include() and against
  * TensorFlow's headers) and for TensorFlow itself by tests/tensorflow. */
@@ -25,6 +27,7 @@ typedef struct TF_OpDefinitionBuilder TF_OpDefinitionBuilder;
 typedef struct TF_ShapeHandle TF_ShapeHandle;
 typedef struct TF_ShapeInferenceContext TF_ShapeInferenceContext;
 
+#include "tensorflow/c/experimental/grappler/grappler.h"
 #include "tensorflow/c/experimental/stream_executor/stream_executor.h"
 #include "tensorflow/c/kernels.h"
 #include "tensorflow/c/kernels_experimental.h"
@@ -537,6 +540,50 @@ static void gradient_descent_compute(void* kernel, TF_OpKernelContext* ctx) {
   TF_DeleteStatus(status);
 }
 
+#ifdef PORT_MISUSE
+/* PortableMisuse(resource, value; case): calls kernels_experimental.h wrongly or with what
+ * needs TensorFlow's graph runtime, one way per `case`, to test the host's answers. */
+static void* misuse_create(TF_OpKernelConstruction* ctx) {
+  int64_t* which = calloc(1, sizeof *which);
+  TF_Status* status = TF_NewStatus();
+  TF_OpKernelConstruction_GetAttrInt64(ctx, "case", which, status);
+  if (TF_GetCode(status) != TF_OK) TF_OpKernelConstruction_Failure(ctx, status);
+  TF_DeleteStatus(status);
+  return which;
+}
+
+static void misuse_compute(void* kernel, TF_OpKernelContext* ctx) {
+  TF_Status* status = TF_NewStatus();
+  TF_Tensor* out = NULL;
+  switch (*(int64_t*)kernel) {
+    case 0: /* the value is not a variable */
+      TF_AssignUpdateVariable(ctx, 1, 1, 0, 0, copy_tensor, update_tensor, status);
+      break;
+    case 1:
+      TF_GetInputTensorFromVariable(ctx, 0, false, false, false, copy_tensor, &out, status);
+      break;
+    case 2: {
+      int64_t dims[1] = {1};
+      TF_TemporaryVariable(ctx, TF_FLOAT, dims, 1, NULL, NULL, status);
+      break;
+    }
+    case 3:
+      TF_AddNVariant(ctx, NULL, status);
+      break;
+    case 4:
+      TF_AssignUpdateVariable(ctx, 7, 1, 0, 0, copy_tensor, update_tensor, status);
+      break;
+    default:
+      TF_SetStatus(status, TF_OK, "");
+  }
+  if (TF_GetCode(status) != TF_OK) TF_OpKernelContext_Failure(ctx, status);
+  TF_DeleteTensor(out);
+  TF_DeleteStatus(status);
+}
+
+static void misuse_delete(void* kernel) { free(kernel); }
+#endif
+
 /* ---- registration ------------------------------------------------------------------------ */
 
 static void register_op(const char* name, const char* const* attrs, const char* const* inputs,
@@ -578,6 +625,35 @@ EXPORT void TF_InitKernel(void) {
   register_op("PortableScaleAdd", scale_add_attrs, scale_add_inputs, "z: T", scale_add_shape);
   register_op("PortableRowSum", row_sum_attrs, row_sum_inputs, "y: T", row_sum_shape);
 
+#ifdef PORT_MISUSE
+  {
+    static const char* const attrs[] = {"case: int", NULL};
+    static const char* const inputs[] = {"resource: resource", "value: float", NULL};
+    TF_Status* status = TF_NewStatus();
+    TF_OpDefinitionBuilder* b = TF_NewOpDefinitionBuilder("PortableMisuse");
+    for (int i = 0; attrs[i] != NULL; i++) TF_OpDefinitionBuilderAddAttr(b, attrs[i]);
+    for (int i = 0; inputs[i] != NULL; i++) TF_OpDefinitionBuilderAddInput(b, inputs[i]);
+    TF_RegisterOpDefinition(b, status);
+    TF_KernelBuilder* k = TF_NewKernelBuilder("PortableMisuse", DEVICE_TYPE, misuse_create,
+                                              misuse_compute, misuse_delete);
+    TF_RegisterKernelBuilder("PortableMisuse", k, status);
+    TF_DeleteStatus(status);
+  }
+#endif
+#ifdef PORT_BAD_SPECS
+  /* Refused by TF_RegisterOpDefinition: a spec without a type; and an op the host cannot
+   * use (a reference input), which registers but is left out with a warning. */
+  {
+    static const char* const none[] = {NULL};
+    static const char* const no_type[] = {"x", NULL};
+    static const char* const ref[] = {"x: Ref(float)", NULL};
+    register_op("PortableNoType", none, no_type, "y: float", NULL);
+    register_op("PortableRef", none, ref, "y: float", NULL);
+    /* The same name again with other specs. */
+    static const char* const other[] = {"x: float", NULL};
+    register_op("PortableRowSum", none, other, "y: float", NULL);
+  }
+#endif
   static const TF_DataType types[] = {TF_FLOAT, TF_DOUBLE};
   for (int i = 0; i < 2; i++) {
     register_kernel("PortableScaleAdd", "T", types[i], scale_add_create, scale_add_compute,
@@ -591,4 +667,39 @@ EXPORT void TF_InitKernel(void) {
     register_kernel("ResourceApplyGradientDescent", "T", types[i], no_state,
                     gradient_descent_compute, no_delete);
   }
+}
+
+/* ---- graph optimizer --------------------------------------------------------------------- */
+
+static void free_graph(void* data, size_t length) {
+  (void)length;
+  free(data);
+}
+
+/* The optimized graph is the graph: a copy of the serialized GraphDef. */
+static void optimize_graph(void* optimizer, const TF_Buffer* graph, const TF_GrapplerItem* item,
+                           TF_Buffer* optimized, TF_Status* status) {
+  (void)optimizer, (void)item;
+  void* copy = malloc(graph->length ? graph->length : 1);
+  if (copy == NULL) {
+    TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "out of memory copying the graph");
+    return;
+  }
+  if (graph->length) memcpy(copy, graph->data, graph->length);
+  optimized->data = copy;
+  optimized->length = graph->length;
+  optimized->data_deallocator = free_graph;
+  TF_SetStatus(status, TF_OK, "");
+}
+
+EXPORT void TF_InitGraph(TP_OptimizerRegistrationParams* params, TF_Status* status) {
+  params->device_type = DEVICE_TYPE;
+  params->optimizer_configs->struct_size = TP_OPTIMIZER_CONFIGS_STRUCT_SIZE;
+  params->optimizer_configs->remapping = TF_TriState_Off;
+  params->optimizer->struct_size = TP_OPTIMIZER_STRUCT_SIZE;
+  params->optimizer->optimize_func = optimize_graph;
+#ifdef PORT_BAD_OPTIMIZER
+  params->optimizer->optimize_func = NULL;
+#endif
+  TF_SetStatus(status, TF_OK, "");
 }
