@@ -14,6 +14,16 @@
 #include "tensorflow/c/kernels.h"
 #include "tensorflow/c/kernels_experimental.h" /* resource variables; includes kernels.h */
 
+/* TensorFlow 2.21's packages do not export the functions of kernels_experimental.h from any
+ * of their libraries (only pluggable's runtime does), and TensorFlow loads plugins with every
+ * symbol bound at once: weak references let the plugin load there; the variable kernels are
+ * registered only when the host provides the functions (xpu_host_has_variable_api). */
+#pragma weak TF_AssignVariable
+#pragma weak TF_AssignUpdateVariable
+#pragma weak TF_MaybeLockVariableInputMutexesInOrder
+#pragma weak TF_GetInputTensorFromVariable
+#pragma weak TF_ReleaseVariableInputLockHolder
+
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -29,7 +39,7 @@ __attribute__((visibility("default"))) void TF_InitKernel(void) {
   xpu_register_matmul_kernels();
   xpu_register_array_kernels();
   xpu_register_nn_kernels();
-  xpu_register_variable_kernels();
+  if (xpu_host_has_variable_api()) xpu_register_variable_kernels();
 }
 
 /* ---- dtypes and registration ------------------------------------------------------------ */
@@ -666,6 +676,12 @@ void xpu_task_range(int64_t count, int64_t tasks, int64_t t, int64_t* begin, int
 }
 
 /* ---- resource variables (tensorflow/c/kernels_experimental.h) --------------------------- */
+
+bool xpu_host_has_variable_api(void) {
+  return TF_AssignVariable != NULL && TF_AssignUpdateVariable != NULL &&
+         TF_MaybeLockVariableInputMutexesInOrder != NULL &&
+         TF_GetInputTensorFromVariable != NULL && TF_ReleaseVariableInputLockHolder != NULL;
+}
 
 bool xpu_var_assign(TF_OpKernelContext* ctx, int input, int value, bool validate_shape,
                     XpuVarCopyFn copy, TF_Status* status) {

@@ -158,6 +158,9 @@ static inline void* xpu_data(const TF_Tensor* t) { return TF_TensorData(t); }
 /* ---- resource variables (xpu_kernels.c, over tensorflow/c/kernels_experimental.h) ------- */
 
 typedef struct TF_VariableInputLockHolder TF_VariableInputLockHolder;
+/* True when the host exports the variable functions below (pluggable does; TensorFlow 2.21's
+ * packages do not): only then are the variable kernels registered. */
+bool xpu_host_has_variable_api(void);
 /* The callbacks TensorFlow's variable functions take: copy source into dest, and
  * tensor op= value (op 0: add, 1: subtract); both enqueue their work on the kernel's stream. */
 typedef void (*XpuVarCopyFn)(TF_OpKernelContext* ctx, TF_Tensor* source, TF_Tensor* dest);
