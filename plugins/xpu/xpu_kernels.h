@@ -276,6 +276,9 @@ typedef struct XpuConvKernel {
 /* create() of a convolution op `op`: T, strides, padding, explicit_paddings, data_format
  * (NHWC only), dilations; NULL after failing construction. */
 void* xpu_conv_create(TF_OpKernelConstruction* k, const char* op);
+/* The `padding` attribute (SAME, VALID, EXPLICIT) into *mode, checking `explicit_paddings`
+ * (np values; -1 when absent): NULL, or why they are refused. */
+const char* xpu_parse_padding(const char* padding, const int64_t* pads, int np, int* mode);
 /* Output size and leading padding of one spatial dim; false when the output would be empty
  * because the (dilated) filter is larger than the padded input. */
 bool xpu_conv_dim(int padding, int64_t in, int64_t k, int64_t stride, int64_t dil,

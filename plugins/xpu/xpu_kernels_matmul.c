@@ -317,25 +317,8 @@ void* xpu_conv_create(TF_OpKernelConstruction* k, const char* op) {
     why = "dilations in the batch and depth dimensions must be 1";
   } else if (dilations[1] < 1 || dilations[2] < 1) {
     why = "dilations must be positive";
-  } else if (strcmp(padding, "SAME") == 0) {
-    cv->padding = XPU_PAD_SAME;
-  } else if (strcmp(padding, "VALID") == 0) {
-    cv->padding = XPU_PAD_VALID;
-  } else if (strcmp(padding, "EXPLICIT") == 0) {
-    cv->padding = XPU_PAD_EXPLICIT;
   } else {
-    why = "padding must be \"SAME\", \"VALID\" or \"EXPLICIT\"";
-  }
-  if (why == NULL && cv->padding == XPU_PAD_EXPLICIT) {
-    if (np != 8) {
-      why = "explicit_paddings must be a list of 8 ints with padding \"EXPLICIT\"";
-    } else if (pads[0] || pads[1] || pads[6] || pads[7]) {
-      why = "explicit_paddings of the batch and depth dimensions must be 0";
-    } else if (pads[2] < 0 || pads[3] < 0 || pads[4] < 0 || pads[5] < 0) {
-      why = "explicit_paddings must be non-negative";
-    }
-  } else if (why == NULL && np > 0) {
-    why = "explicit_paddings may only be given with padding \"EXPLICIT\"";
+    why = xpu_parse_padding(padding, pads, np, &cv->padding);
   }
   if (why != NULL) {
     free(cv);
@@ -356,6 +339,29 @@ void* xpu_conv_create(TF_OpKernelConstruction* k, const char* op) {
 /* create() of Conv2D: T, strides, padding, explicit_paddings, data_format, dilations
  * (use_cudnn_on_gpu is ignored). */
 static void* create_Conv2D(TF_OpKernelConstruction* k) { return xpu_conv_create(k, "Conv2D"); }
+
+const char* xpu_parse_padding(const char* padding, const int64_t* pads, int np, int* mode) {
+  if (strcmp(padding, "SAME") == 0) {
+    *mode = XPU_PAD_SAME;
+  } else if (strcmp(padding, "VALID") == 0) {
+    *mode = XPU_PAD_VALID;
+  } else if (strcmp(padding, "EXPLICIT") == 0) {
+    *mode = XPU_PAD_EXPLICIT;
+  } else {
+    return "padding must be \"SAME\", \"VALID\" or \"EXPLICIT\"";
+  }
+  if (*mode != XPU_PAD_EXPLICIT) {
+    return np > 0 ? "explicit_paddings may only be given with padding \"EXPLICIT\"" : NULL;
+  }
+  if (np != 8) return "explicit_paddings must be a list of 8 ints with padding \"EXPLICIT\"";
+  if (pads[0] || pads[1] || pads[6] || pads[7]) {
+    return "explicit_paddings of the batch and depth dimensions must be 0";
+  }
+  if (pads[2] < 0 || pads[3] < 0 || pads[4] < 0 || pads[5] < 0) {
+    return "explicit_paddings must be non-negative";
+  }
+  return NULL;
+}
 
 bool xpu_conv_dim(int padding, int64_t in, int64_t k, int64_t stride, int64_t dil,
                      int64_t pad_before, int64_t pad_after, int64_t* out, int64_t* pad) {

@@ -680,18 +680,8 @@ static void* pool_create(TF_OpKernelConstruction* k, const char* op) {
           "be 1 there)";
   } else if (ksize[1] < 1 || ksize[2] < 1 || strides[1] < 1 || strides[2] < 1) {
     why = "ksize and strides must be positive";
-  } else if (strcmp(padding, "SAME") == 0) {
-    p->padding = XPU_PAD_SAME;
-  } else if (strcmp(padding, "VALID") == 0) {
-    p->padding = XPU_PAD_VALID;
-  } else if (strcmp(padding, "EXPLICIT") == 0) {
-    p->padding = XPU_PAD_EXPLICIT;
-    if (np != 8 || pads[0] || pads[1] || pads[6] || pads[7] || pads[2] < 0 || pads[3] < 0 ||
-        pads[4] < 0 || pads[5] < 0) {
-      why = "explicit_paddings must be 8 non-negative ints, 0 for the batch and depth dims";
-    }
   } else {
-    why = "padding must be \"SAME\", \"VALID\" or \"EXPLICIT\"";
+    why = xpu_parse_padding(padding, pads, np, &p->padding);
   }
   if (why != NULL) {
     free(p);

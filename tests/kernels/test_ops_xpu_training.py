@@ -269,3 +269,15 @@ def test_max_pool_grad_checks_the_pooled_shapes():
     with pytest.raises(InvalidArgumentError, match="grad has shape"):
         xpu("MaxPoolGrad", [x, np.ones((1, 2, 2, 1), np.float32),
                             np.ones((1, 3, 2, 1), np.float32)], attrs)
+
+
+def test_max_pool_with_explicit_padding():
+    x = np.round(values((2, 5, 5, 2), "float32", 8, low=-4, high=4))
+    attrs = dict(ksize=[1, 2, 2, 1], strides=[1, 2, 2, 1], padding="EXPLICIT",
+                 explicit_paddings=[0, 0, 1, 0, 0, 1, 0, 0])
+    (pooled,) = run_both("MaxPool", [x], attrs)
+    expected, _ = brute_force_pool(x, 2, 2, 2, 2, 1, 0, 3, 3)
+    np.testing.assert_array_equal(pooled, expected)
+    run_both("MaxPoolGrad", [x, pooled, values(pooled.shape, "float32", 9)], attrs)
+    with pytest.raises(InvalidArgumentError, match="explicit_paddings"):
+        xpu("MaxPool", [x], dict(attrs, explicit_paddings=[1, 0, 1, 0, 0, 1, 0, 0]))
