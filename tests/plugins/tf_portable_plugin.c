@@ -33,6 +33,18 @@ typedef struct TF_ShapeInferenceContext TF_ShapeInferenceContext;
 #include "tensorflow/c/kernels_experimental.h"
 #include "tensorflow/c/ops.h"
 
+/* TensorFlow 2.20 and 2.21 declare kernels_experimental.h but no binary of theirs defines
+ * it (tensorflow/tensorflow#126374), so a plugin referring to it strongly cannot load there.
+ * Weak references load everywhere; the variable kernels are registered only where the
+ * functions exist (pluggable, TensorFlow releases that export them again). */
+#pragma weak TF_AssignVariable
+#pragma weak TF_AssignUpdateVariable
+#pragma weak TF_MaybeLockVariableInputMutexesInOrder
+#pragma weak TF_GetInputTensorFromVariable
+#pragma weak TF_ReleaseVariableInputLockHolder
+#pragma weak TF_TemporaryVariable
+#pragma weak TF_AddNVariant
+
 #define EXPORT __attribute__((visibility("default")))
 #define DEVICE_TYPE "PORT"
 
@@ -659,6 +671,11 @@ EXPORT void TF_InitKernel(void) {
     register_kernel("PortableScaleAdd", "T", types[i], scale_add_create, scale_add_compute,
                     scale_add_delete);
     register_kernel("PortableRowSum", "T", types[i], no_state, row_sum_compute, no_delete);
+    if (TF_AssignVariable == NULL || TF_AssignUpdateVariable == NULL ||
+        TF_MaybeLockVariableInputMutexesInOrder == NULL ||
+        TF_GetInputTensorFromVariable == NULL || TF_ReleaseVariableInputLockHolder == NULL) {
+      continue; /* the host does not export kernels_experimental.h */
+    }
     register_kernel("AssignVariableOp", "dtype", types[i], no_state, assign_compute, no_delete);
     register_kernel("AssignAddVariableOp", "dtype", types[i], no_state, assign_add_compute,
                     no_delete);
