@@ -15,6 +15,7 @@
 
 #include <inttypes.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -451,100 +452,119 @@ static void xent_compute(void* kernel, TF_OpKernelContext* ctx) {
 
 /* ---- Conv2DBackpropInput, Conv2DBackpropFilter ------------------------------------------ */
 
-/* The stream work of the convolution gradients. */
+/* The stream work of the convolution gradients. Both are GEMMs over the im2col matrix
+ * `cols` [rows = (n, oh, ow), taps = (kh, kw, ci)]: BackpropInput computes cols = dy · filterᵀ
+ * and adds each row back into the input pixels under its taps (col2im); BackpropFilter fills
+ * cols from the input (im2col) and computes dfilter = colsᵀ · dy. Batch images are taken in
+ * chunks so that cols stays under XPU_CONV_COLS_BYTES. */
 typedef struct ConvGradWork {
+  const char* op;
+  bool for_input; /* BackpropInput (else BackpropFilter) */
   TF_DataType dtype;
   XpuConvGeometry g;
   int64_t out_c;
   const void* x;  /* BackpropFilter: the input */
-  const void* f;  /* BackpropInput: the filter */
+  const void* f;  /* BackpropInput: the filter [kh, kw, ci, co] */
   const void* dy; /* out_backprop */
   void* out;
+  /* The chunk in progress: images [n0, n0 + images), their cols. */
+  int64_t n0, images;
+  void* cols;
 } ConvGradWork;
 
-/* Defines, for float type T: the input gradient of batch image n, and the filter gradient of
- * filter tap (kh, kw) (task t = kh * k_w + kw). */
-#define CONV_GRADS(S, T)                                                                      \
-  static void conv_input_grad_##S(const ConvGradWork* w, int64_t n) {                         \
+#define XPU_CONV_COLS_BYTES ((int64_t)64 << 20)
+
+/* Defines, for float type T: col2im of batch image n of the chunk (adds its cols rows into
+ * dx) and im2col of batch image n (writes its cols rows). */
+#define CONV_COLS(S, T)                                                                       \
+  static void conv_cols_##S(const ConvGradWork* w, int64_t n, bool to_image) {                \
     const XpuConvGeometry* g = &w->g;                                                         \
-    const int64_t CI = g->in_c, CO = w->out_c;                                                \
-    T* restrict dx = (T*)w->out + n * g->in_h * g->in_w * CI;                                 \
-    memset(dx, 0, (size_t)(g->in_h * g->in_w * CI) * sizeof(T));                             \
+    const int64_t CI = g->in_c, K = g->k_h * g->k_w * CI;                                     \
+    T* restrict img = (T*)(to_image ? w->out : (void*)w->x) +                                 \
+                      (w->n0 + n) * g->in_h * g->in_w * CI;                                   \
+    T* restrict cols = (T*)w->cols + n * g->out_h * g->out_w * K;                             \
+    if (to_image) memset(img, 0, (size_t)(g->in_h * g->in_w * CI) * sizeof(T));              \
     for (int64_t oh = 0; oh < g->out_h; oh++) {                                               \
       for (int64_t ow = 0; ow < g->out_w; ow++) {                                             \
-        const T* restrict dy = (const T*)w->dy + ((n * g->out_h + oh) * g->out_w + ow) * CO;  \
+        T* restrict row = cols + (oh * g->out_w + ow) * K;                                    \
         for (int64_t kh = 0; kh < g->k_h; kh++) {                                             \
           int64_t ih = oh * g->stride_h - g->pad_top + kh * g->dil_h;                         \
-          if (ih < 0 || ih >= g->in_h) continue;                                              \
           for (int64_t kw = 0; kw < g->k_w; kw++) {                                           \
             int64_t iw = ow * g->stride_w - g->pad_left + kw * g->dil_w;                      \
-            if (iw < 0 || iw >= g->in_w) continue;                                            \
-            T* restrict px = dx + (ih * g->in_w + iw) * CI;                                   \
-            const T* restrict f = (const T*)w->f + (kh * g->k_w + kw) * CI * CO;              \
-            for (int64_t ci = 0; ci < CI; ci++) {                                             \
-              T acc = 0;                                                                      \
-              for (int64_t co = 0; co < CO; co++) acc += f[ci * CO + co] * dy[co];            \
-              px[ci] += acc;                                                                  \
+            T* restrict tap = row + (kh * g->k_w + kw) * CI;                                  \
+            bool inside = ih >= 0 && ih < g->in_h && iw >= 0 && iw < g->in_w;                \
+            T* restrict px = img + (inside ? (ih * g->in_w + iw) * CI : 0);                   \
+            if (to_image) {                                                                   \
+              if (inside) for (int64_t ci = 0; ci < CI; ci++) px[ci] += tap[ci];              \
+            } else {                                                                          \
+              for (int64_t ci = 0; ci < CI; ci++) tap[ci] = inside ? px[ci] : (T)0;           \
             }                                                                                 \
           }                                                                                   \
         }                                                                                     \
       }                                                                                       \
     }                                                                                         \
-  }                                                                                           \
-  static void conv_filter_grad_##S(const ConvGradWork* w, int64_t tap) {                      \
-    const XpuConvGeometry* g = &w->g;                                                         \
-    const int64_t CI = g->in_c, CO = w->out_c;                                                \
-    int64_t kh = tap / g->k_w, kw = tap % g->k_w;                                             \
-    T* restrict df = (T*)w->out + tap * CI * CO;                                              \
-    memset(df, 0, (size_t)(CI * CO) * sizeof(T));                                             \
-    for (int64_t n = 0; n < g->batch; n++) {                                                  \
-      for (int64_t oh = 0; oh < g->out_h; oh++) {                                             \
-        int64_t ih = oh * g->stride_h - g->pad_top + kh * g->dil_h;                           \
-        if (ih < 0 || ih >= g->in_h) continue;                                                \
-        for (int64_t ow = 0; ow < g->out_w; ow++) {                                           \
-          int64_t iw = ow * g->stride_w - g->pad_left + kw * g->dil_w;                        \
-          if (iw < 0 || iw >= g->in_w) continue;                                              \
-          const T* restrict x = (const T*)w->x + ((n * g->in_h + ih) * g->in_w + iw) * CI;    \
-          const T* restrict dy =                                                              \
-              (const T*)w->dy + ((n * g->out_h + oh) * g->out_w + ow) * CO;                   \
-          for (int64_t ci = 0; ci < CI; ci++) {                                               \
-            T xv = x[ci];                                                                     \
-            T* restrict row = df + ci * CO;                                                   \
-            for (int64_t co = 0; co < CO; co++) row[co] += xv * dy[co];                       \
-          }                                                                                   \
-        }                                                                                     \
-      }                                                                                       \
-    }                                                                                         \
   }
-CONV_GRADS(f32, float)
-CONV_GRADS(f64, double)
+CONV_COLS(f32, float)
+CONV_COLS(f64, double)
 
-static void conv_input_grad_task(void* ctx, int64_t n) {
+static void col2im_task(void* ctx, int64_t n) {
   ConvGradWork* w = ctx;
-  if (w->dtype == TF_FLOAT) conv_input_grad_f32(w, n);
-  else conv_input_grad_f64(w, n);
+  if (w->dtype == TF_FLOAT) conv_cols_f32(w, n, true);
+  else conv_cols_f64(w, n, true);
 }
 
-static void conv_filter_grad_task(void* ctx, int64_t tap) {
+static void im2col_task(void* ctx, int64_t n) {
   ConvGradWork* w = ctx;
-  if (w->dtype == TF_FLOAT) conv_filter_grad_f32(w, tap);
-  else conv_filter_grad_f64(w, tap);
+  if (w->dtype == TF_FLOAT) conv_cols_f32(w, n, false);
+  else conv_cols_f64(w, n, false);
 }
 
-static TF_Code conv_input_grad_work(void* arg, char* message, size_t size) {
-  (void)message;
-  (void)size;
+/* Stream work of both gradients. */
+static TF_Code conv_grad_work(void* arg, char* message, size_t size) {
   ConvGradWork* w = arg;
-  xpu_parallel_for(w->g.batch, conv_input_grad_task, w);
-  return TF_OK;
-}
-
-static TF_Code conv_filter_grad_work(void* arg, char* message, size_t size) {
-  (void)message;
-  (void)size;
-  ConvGradWork* w = arg;
-  xpu_parallel_for(w->g.k_h * w->g.k_w, conv_filter_grad_task, w);
-  return TF_OK;
+  const XpuConvGeometry* g = &w->g;
+  const bool for_input = w->for_input;
+  const int64_t CO = w->out_c, K = g->k_h * g->k_w * g->in_c, pixels = g->out_h * g->out_w;
+  const int64_t esize = w->dtype == TF_FLOAT ? 4 : 8;
+  int64_t per_chunk = pixels * K * esize > 0 ? XPU_CONV_COLS_BYTES / (pixels * K * esize) : 1;
+  if (per_chunk < 1) per_chunk = 1;
+  if (per_chunk > g->batch) per_chunk = g->batch;
+  void* partial = NULL; /* BackpropFilter: the product of a chunk after the first */
+  if (!for_input) {
+    memset(w->out, 0, (size_t)(K * CO * esize));
+    if (per_chunk < g->batch) partial = malloc((size_t)(K * CO * esize) + 1);
+  }
+  w->cols = malloc((size_t)(per_chunk * pixels * K * esize) + 1);
+  bool ok = w->cols != NULL && (for_input || per_chunk == g->batch || partial != NULL);
+  for (w->n0 = 0; ok && w->n0 < g->batch; w->n0 += per_chunk) {
+    w->images = g->batch - w->n0 < per_chunk ? g->batch - w->n0 : per_chunk;
+    const int64_t rows = w->images * pixels;
+    if (for_input) {
+      XpuGemm gm = {.dtype = w->dtype, .m = rows, .n = K, .k = CO, .batches = 1,
+                    .a = (const char*)w->dy + w->n0 * pixels * CO * esize, .a_rs = CO,
+                    .a_cs = 1, .b = w->f, .b_rs = 1, .b_cs = CO, .c = w->cols};
+      ok = xpu_gemm(&gm);
+      if (ok) xpu_parallel_for(w->images, col2im_task, w);
+    } else {
+      xpu_parallel_for(w->images, im2col_task, w);
+      void* target = w->n0 == 0 ? w->out : partial;
+      XpuGemm gm = {.dtype = w->dtype, .m = K, .n = CO, .k = rows, .batches = 1,
+                    .a = w->cols, .a_rs = 1, .a_cs = K,
+                    .b = (const char*)w->dy + w->n0 * pixels * CO * esize, .b_rs = CO,
+                    .b_cs = 1, .c = target};
+      ok = xpu_gemm(&gm);
+      for (int64_t i = 0; ok && target == partial && i < K * CO; i++) {
+        if (w->dtype == TF_FLOAT) ((float*)w->out)[i] += ((const float*)partial)[i];
+        else ((double*)w->out)[i] += ((const double*)partial)[i];
+      }
+    }
+  }
+  free(w->cols);
+  free(partial);
+  w->cols = NULL;
+  if (ok) return TF_OK;
+  snprintf(message, size, "%s: out of host memory for the im2col buffers", w->op);
+  return TF_RESOURCE_EXHAUSTED;
 }
 
 static void* create_Conv2DBackpropInput(TF_OpKernelConstruction* k) {
@@ -632,14 +652,14 @@ static void conv_grad_compute(void* kernel, TF_OpKernelContext* ctx) {
       xpu_alloc_output(&c, 0, k->base.dtype, &sizes)) {
     ConvGradWork* w = malloc(sizeof *w);
     if (w != NULL) {
-      *w = (ConvGradWork){.dtype = k->base.dtype, .g = g,
+      *w = (ConvGradWork){.op = k->base.op, .for_input = for_input, .dtype = k->base.dtype,
+                          .g = g,
                           .out_c = for_input ? c.in_shape[1].dims[3] : sizes.dims[3],
                           .x = for_input ? NULL : xpu_data(c.in[0]),
                           .f = for_input ? xpu_data(c.in[1]) : NULL,
                           .dy = xpu_data(c.in[2]), .out = xpu_data(c.out[0])};
     }
-    enqueue_or_skip(&c, sizes.count == 0, for_input ? conv_input_grad_work : conv_filter_grad_work,
-                    w);
+    enqueue_or_skip(&c, sizes.count == 0, conv_grad_work, w);
   }
   xpu_compute_end(&c);
 }
@@ -706,8 +726,10 @@ static void* create_MaxPoolGrad(TF_OpKernelConstruction* k) {
 
 /* The stream work of MaxPool / MaxPoolGrad. */
 typedef struct PoolWork {
+  const char* op;
   TF_DataType dtype;
   bool grad;
+  atomic_bool out_of_memory;
   XpuConvGeometry g; /* in_c = channels; k_h, k_w the window; dilation 1 */
   const void* x;     /* the (original) input */
   const void* dy;    /* MaxPoolGrad: grad, shaped like the pooled output */
@@ -716,9 +738,11 @@ typedef struct PoolWork {
 
 /* Defines the pooling of batch image n for float type T: the maximum of each window (NaN if
  * the window holds one) or, for the gradient, dy added at the first maximum of each window
- * (the first NaN if any), the same position MaxPool took. */
+ * (the first NaN if any), the same position MaxPool took. The window is scanned in row order
+ * with the channels innermost (contiguous, so the comparisons vectorize); `best` and `at`
+ * (C each) hold the running maximum and its position. */
 #define POOL(S, T)                                                                            \
-  static void pool_##S(const PoolWork* w, int64_t n) {                                        \
+  static void pool_##S(const PoolWork* w, int64_t n, T* restrict best, int64_t* restrict at) { \
     const XpuConvGeometry* g = &w->g;                                                         \
     const int64_t C = g->in_c;                                                                \
     const T* restrict x = (const T*)w->x + n * g->in_h * g->in_w * C;                         \
@@ -726,26 +750,39 @@ typedef struct PoolWork {
     if (w->grad) memset(dx, 0, (size_t)(g->in_h * g->in_w * C) * sizeof(T));                  \
     for (int64_t oh = 0; oh < g->out_h; oh++) {                                               \
       int64_t h0 = oh * g->stride_h - g->pad_top;                                             \
+      int64_t h1 = h0 + g->k_h < g->in_h ? h0 + g->k_h : g->in_h;                             \
+      if (h0 < 0) h0 = 0;                                                                     \
       for (int64_t ow = 0; ow < g->out_w; ow++) {                                             \
         int64_t w0 = ow * g->stride_w - g->pad_left;                                          \
+        int64_t w1 = w0 + g->k_w < g->in_w ? w0 + g->k_w : g->in_w;                           \
+        if (w0 < 0) w0 = 0;                                                                   \
         int64_t o = ((n * g->out_h + oh) * g->out_w + ow) * C;                                \
+        if (h0 >= h1 || w0 >= w1) { /* a window wholly in the padding */                     \
+          for (int64_t ch = 0; ch < C && !w->grad; ch++) ((T*)w->out)[o + ch] = (T)-INFINITY; \
+          continue;                                                                           \
+        }                                                                                     \
+        const T* restrict first = x + (h0 * g->in_w + w0) * C;                                \
         for (int64_t ch = 0; ch < C; ch++) {                                                  \
-          T best = (T)-INFINITY;                                                              \
-          int64_t at = -1;                                                                    \
-          for (int64_t i = h0 < 0 ? 0 : h0; i < h0 + g->k_h && i < g->in_h; i++) {            \
-            for (int64_t j = w0 < 0 ? 0 : w0; j < w0 + g->k_w && j < g->in_w; j++) {          \
-              T v = x[(i * g->in_w + j) * C + ch];                                            \
-              if (at < 0 || (best == best && (v > best || v != v))) {                         \
-                best = v;                                                                     \
-                at = i * g->in_w + j;                                                         \
-              }                                                                               \
+          best[ch] = first[ch];                                                               \
+          at[ch] = h0 * g->in_w + w0;                                                         \
+        }                                                                                     \
+        for (int64_t i = h0; i < h1; i++) {                                                   \
+          for (int64_t j = (i == h0 ? w0 + 1 : w0); j < w1; j++) {                            \
+            const T* restrict v = x + (i * g->in_w + j) * C;                                  \
+            const int64_t pos = i * g->in_w + j;                                              \
+            for (int64_t ch = 0; ch < C; ch++) {                                              \
+              bool take = best[ch] == best[ch] && (v[ch] > best[ch] || v[ch] != v[ch]);       \
+              best[ch] = take ? v[ch] : best[ch];                                             \
+              at[ch] = take ? pos : at[ch];                                                   \
             }                                                                                 \
           }                                                                                   \
-          if (!w->grad) {                                                                     \
-            ((T*)w->out)[o + ch] = best;                                                      \
-          } else if (at >= 0) {                                                               \
-            dx[at * C + ch] += ((const T*)w->dy)[o + ch];                                     \
-          }                                                                                   \
+        }                                                                                     \
+        if (!w->grad) {                                                                       \
+          T* restrict out = (T*)w->out + o;                                                   \
+          for (int64_t ch = 0; ch < C; ch++) out[ch] = best[ch];                              \
+        } else {                                                                              \
+          const T* restrict dy = (const T*)w->dy + o;                                         \
+          for (int64_t ch = 0; ch < C; ch++) dx[at[ch] * C + ch] += dy[ch];                   \
         }                                                                                     \
       }                                                                                       \
     }                                                                                         \
@@ -753,18 +790,29 @@ typedef struct PoolWork {
 POOL(f32, float)
 POOL(f64, double)
 
+/* One task of the pooling kernels: batch image n, with scratch rows for the running maxima. */
 static void pool_task(void* ctx, int64_t n) {
   PoolWork* w = ctx;
-  if (w->dtype == TF_FLOAT) pool_f32(w, n);
-  else pool_f64(w, n);
+  int64_t C = w->g.in_c;
+  void* scratch = malloc((size_t)C * (sizeof(double) + sizeof(int64_t)) + 1);
+  if (scratch == NULL) {
+    atomic_store(&w->out_of_memory, true);
+    return;
+  }
+  int64_t* at = scratch;
+  void* best = at + C;
+  if (w->dtype == TF_FLOAT) pool_f32(w, n, best, at);
+  else pool_f64(w, n, best, at);
+  free(scratch);
 }
 
 static TF_Code pool_work(void* arg, char* message, size_t size) {
-  (void)message;
-  (void)size;
   PoolWork* w = arg;
+  atomic_init(&w->out_of_memory, false);
   xpu_parallel_for(w->g.batch, pool_task, w);
-  return TF_OK;
+  if (!atomic_load(&w->out_of_memory)) return TF_OK;
+  snprintf(message, size, "%s: out of host memory for the pooling rows", w->op);
+  return TF_RESOURCE_EXHAUSTED;
 }
 
 static const char* const kPoolNames[] = {"input", NULL};
@@ -816,8 +864,9 @@ static void pool_compute(void* kernel, TF_OpKernelContext* ctx) {
   if (ok && xpu_alloc_output(&c, 0, k->base.dtype, grad ? in : &pooled)) {
     PoolWork* w = malloc(sizeof *w);
     if (w != NULL) {
-      *w = (PoolWork){.dtype = k->base.dtype, .grad = grad, .g = g, .x = xpu_data(c.in[0]),
-                      .dy = grad ? xpu_data(c.in[2]) : NULL, .out = xpu_data(c.out[0])};
+      *w = (PoolWork){.op = k->base.op, .dtype = k->base.dtype, .grad = grad, .g = g,
+                      .x = xpu_data(c.in[0]), .dy = grad ? xpu_data(c.in[2]) : NULL,
+                      .out = xpu_data(c.out[0])};
     }
     enqueue_or_skip(&c, (grad ? in->count : pooled.count) == 0, pool_work, w);
   }

@@ -281,3 +281,24 @@ def test_max_pool_with_explicit_padding():
     run_both("MaxPoolGrad", [x, pooled, values(pooled.shape, "float32", 9)], attrs)
     with pytest.raises(InvalidArgumentError, match="explicit_paddings"):
         xpu("MaxPool", [x], dict(attrs, explicit_paddings=[1, 0, 1, 0, 0, 1, 0, 0]))
+
+
+def test_max_pool_window_wholly_in_the_padding_is_minus_infinity():
+    x = values((1, 3, 3, 2), "float32", 10)
+    attrs = dict(ksize=[1, 2, 2, 1], strides=[1, 1, 1, 1], padding="EXPLICIT",
+                 explicit_paddings=[0, 0, 3, 0, 0, 0, 0, 0])
+    (pooled,) = run_both("MaxPool", [x], attrs)
+    assert np.isneginf(pooled[:, :2]).all() and np.isfinite(pooled[:, 3:]).all()
+    (dx,) = run_both("MaxPoolGrad", [x, pooled, np.ones(pooled.shape, np.float32)], attrs)
+    assert dx.sum() == pytest.approx(np.isfinite(pooled).sum())
+
+
+def test_conv2d_gradients_of_images_whose_im2col_is_cut_into_chunks():
+    """One image's im2col rows here take 37 MB: the XPU works image by image (64 MB chunks),
+    accumulating the filter gradient across them."""
+    attrs = dict(strides=[1, 1, 1, 1], padding="SAME")
+    x = values((2, 128, 128, 64), "float32", 1, low=-3, high=3)
+    f = values((3, 3, 64, 4), "float32", 2, low=-3, high=3)
+    dy = values((2, 128, 128, 4), "float32", 3, low=-3, high=3)
+    run_both("Conv2DBackpropInput", [np.array(x.shape, np.int32), f, dy], attrs, summing=True)
+    run_both("Conv2DBackpropFilter", [x, np.array(f.shape, np.int32), dy], attrs, summing=True)
