@@ -148,10 +148,15 @@ _TRUEDIV_FLOAT = {"int8": "float32", "uint8": "float32", "int16": "float32",
 
 
 def _operand_dtype(a: Any, b: Any):
-    for x in (a, b):
-        if isinstance(x, Tensor):
-            return x.dtype
-    return None
+    """The dtype an op on ``a`` and ``b`` takes: a tensor's, else NumPy data's, else that of
+    Python numbers (TensorFlow's inference)."""
+    for kinds in (Tensor, (np.ndarray, np.generic)):
+        for x in (a, b):
+            if isinstance(x, kinds):
+                return as_dtype(x.dtype)
+    from .tensors import tensor
+
+    return tensor(a, device=CPU_DEVICE).dtype
 
 
 def true_divide(a: Any, b: Any) -> Tensor:
