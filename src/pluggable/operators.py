@@ -15,7 +15,7 @@ from typing import Any, List, Tuple
 
 import numpy as np
 
-from .dispatch import execute
+from .dispatch import execute, execute_with_constants
 from .dtypes import as_dtype
 from .tensors import CPU_DEVICE, Tensor, device_scope
 
@@ -93,15 +93,78 @@ def strided_slice_args(key: Any) -> Tuple[List[int], List[int], List[int], dict]
     return begin, end, strides, masks
 
 
+def _hashable(key: Any) -> Any:
+    """``key`` as a dict key (slices are not hashable before Python 3.12), or None when it
+    holds something else than ints, slices, None and Ellipsis."""
+    parts = []
+    for k in key if isinstance(key, tuple) else (key,):
+        if type(k) is int or k is None or k is Ellipsis:
+            parts.append(k)
+        elif type(k) is slice and all(type(v) is int or v is None
+                                      for v in (k.start, k.stop, k.step)):
+            parts.append(("slice", k.start, k.stop, k.step))
+        else:
+            return None
+    return tuple(parts)
+
+
+class _Slicing:
+    """What one index does to tensors of one shape: StridedSlice's arguments, and the NumPy
+    index and result shape of the CPU kernel."""
+
+    __slots__ = ("inputs", "masks", "index", "shape")
+
+    def __init__(self, key: Any, shape: Tuple[int, ...]):
+        from .op_defs_array import strided_slice_index
+
+        begin, end, strides, self.masks = strided_slice_args(key)
+        wide = any(abs(v) >= 2**31 for v in begin + end + strides)
+        dtype = np.int64 if wide else np.int32
+        self.inputs = [np.array(v, dtype) for v in (begin, end, strides)]
+        for array in self.inputs:
+            array.flags.writeable = False
+        self.index, self.shape = strided_slice_index(shape, *self.inputs, self.masks)
+
+
+_slicings: dict = {}
+_MAX_SLICINGS = 4096
+
+
 def getitem(t: Tensor, key: Any) -> Tensor:
-    """``t[key]``: one StridedSlice op, or a boolean mask."""
+    """``t[key]``: one StridedSlice op, or a boolean mask. A repeated index on tensors of one
+    shape reuses its arguments; on the CPU it is NumPy's indexing, on a plugin device a
+    remembered kernel run (`dispatch.execute_with_constants`)."""
     if _is_mask(key):
         return boolean_mask(t, key)
-    begin, end, strides, masks = strided_slice_args(key)
-    wide = any(abs(v) >= 2**31 for v in begin + end + strides)
-    index = np.int64 if wide else np.int32
-    return execute("StridedSlice", [t, np.array(begin, index), np.array(end, index),
-                                    np.array(strides, index)], masks)[0]
+    hashable = _hashable(key)
+    if hashable is None:
+        begin, end, strides, masks = strided_slice_args(key)
+        wide = any(abs(v) >= 2**31 for v in begin + end + strides)
+        index = np.int64 if wide else np.int32
+        return execute("StridedSlice", [t, np.array(begin, index), np.array(end, index),
+                                        np.array(strides, index)], masks)[0]
+    scope = device_scope.get()
+    device = t._device
+    cache_key = (hashable, t._shape)
+    slicing = _slicings.get(cache_key)
+    if slicing is None:
+        slicing = _Slicing(key, t._shape)
+        if len(_slicings) >= _MAX_SLICINGS:
+            _slicings.clear()
+        _slicings[cache_key] = slicing
+    if device is CPU_DEVICE and scope in (None, CPU_DEVICE) and not _log_placement():
+        array = np.ascontiguousarray(t._array[slicing.index])
+        array.flags.writeable = False
+        return Tensor(slicing.shape, t._dtype, CPU_DEVICE, array=array)
+    plan_key = ("StridedSlice", scope, t._dtype.code, t._shape, device, hashable)
+    return execute_with_constants(plan_key, "StridedSlice", [t, *slicing.inputs],
+                                  slicing.masks)[0]
+
+
+def _log_placement() -> bool:
+    from .dispatch import get_log_device_placement
+
+    return get_log_device_placement()
 
 
 def _runs_on(device, *ops: str) -> bool:
