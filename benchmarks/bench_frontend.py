@@ -20,23 +20,20 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CHILD = r"""
-import json, statistics, sys, time, warnings
+import json, sys, warnings
 import numpy as np
 import pluggable
 from pluggable import ops
 
 ops_per_batch, batches, what = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+sys.path.insert(0, sys.argv[4])  # this benchmarks directory
+from bench_ops import per_op as batch_median
+
 device = pluggable.get_device("XPU:0")
 
 
 def per_op(run_batch):
-    run_batch()
-    samples = []
-    for _ in range(batches):
-        started = time.perf_counter()
-        run_batch()
-        samples.append((time.perf_counter() - started) / ops_per_batch)
-    return statistics.median(samples)
+    return batch_median(run_batch, ops_per_batch, batches)
 
 
 def on(where, size):
@@ -76,7 +73,8 @@ print(json.dumps(results))
 
 def run_child(src: str, what: str, args) -> dict:
     env = dict(os.environ, PYTHONPATH=src)
-    out = subprocess.run([sys.executable, "-c", CHILD, str(args.ops), str(args.batches), what],
+    out = subprocess.run([sys.executable, "-c", CHILD, str(args.ops), str(args.batches), what,
+                          HERE],
                          env=env, capture_output=True, text=True, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
