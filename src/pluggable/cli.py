@@ -2,6 +2,8 @@
 
     python -m pluggable devices   a table of devices with their details
     python -m pluggable plugins   every plugin file found, its status and why
+    python -m pluggable kernels [--device XPU]   the ops and the types each device runs
+    python -m pluggable --version
 """
 from __future__ import annotations
 
@@ -79,14 +81,41 @@ def _print_graph_optimizers(records) -> None:
         print(_table(("plugin", "graph optimizer (TF_InitGraph)"), rows))
 
 
+def cmd_kernels(args) -> int:
+    """The coverage matrix: one row per op, the element types of each device type."""
+    device_type = args.device.upper() if args.device else None
+    matrix = config.kernel_coverage(device_type)
+    columns = sorted({t for row in matrix.values() for t in row},
+                     key=lambda t: (t != "CPU", t))
+    if device_type and device_type not in columns:
+        columns.append(device_type)
+    rows = [(op,) + tuple(", ".join(row.get(c, ())) or "-" for c in columns)
+            for op, row in sorted(matrix.items())]
+    print(_table(("op",) + tuple(columns), rows))
+    total = len(matrix)
+    print()
+    for c in columns:
+        covered = sum(1 for row in matrix.values() if row.get(c))
+        print(f"{c}: kernels for {covered} of {total} ops")
+    return 0
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m pluggable",
                                      description="Inspect the device plugins pluggable finds.")
+    from . import __version__
+
+    parser.add_argument("--version", action="version", version=f"pluggable {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("devices", help="list devices with their details").set_defaults(
         run=cmd_devices)
     sub.add_parser("plugins", help="list plugin files, their status and why").set_defaults(
         run=cmd_plugins)
+    kernels = sub.add_parser("kernels", help="the ops and the element types each device runs "
+                                             "(the kernel coverage matrix)")
+    kernels.add_argument("--device", metavar="TYPE",
+                         help="one device type only (XPU, CPU, ...)")
+    kernels.set_defaults(run=cmd_kernels)
     args = parser.parse_args(argv)
     # The plugins table already states why a plugin was skipped.
     with warnings.catch_warnings():

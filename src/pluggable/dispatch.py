@@ -488,6 +488,75 @@ def _remember_plan(key, op: OpDef, target: PluggableDevice, registration,
     _plans[key] = _Plan(target, prepared, outputs, kernels.generation)
 
 
+class _ConstantPlan(_Plan):
+    """A plan whose host-memory inputs are constants, held here (indexing's begin, end and
+    strides): `run` takes the device inputs only."""
+
+    __slots__ = ("constants",)
+
+
+def execute_with_constants(key: Tuple, op_name: str, inputs: Sequence[Any],
+                           attrs: Mapping[str, Any]) -> List[Tensor]:
+    """`execute` for an op whose host inputs are NumPy arrays that do not change for a given
+    ``key`` (which must say everything else too: the scope, each tensor input's dtype, shape
+    and device, the attributes). On a plugin device, the run is remembered as a plan with
+    those arrays in it, so a repeated call costs what a repeated AddV2 does."""
+    if not _settings["log"]:
+        plan = _plans.get(key)
+        if plan is not None:
+            op = OPS[op_name]
+            outputs = plan.run([x for x, arg in zip(inputs, op.inputs) if not arg.host])
+            if outputs is not None:
+                return outputs
+    outputs = _execute(op_name, inputs, attrs, None)
+    target = outputs[0]._device if outputs else CPU_DEVICE
+    if target is not CPU_DEVICE and not _settings["log"]:
+        _remember_constant_plan(key, OPS[op_name], target, inputs, dict(attrs))
+    return outputs
+
+
+def _remember_constant_plan(key, op: OpDef, target: PluggableDevice, inputs: Sequence[Any],
+                            attrs: Dict[str, Any]) -> None:
+    from . import kernels
+    from .kernels import KernelInput
+
+    hosts = [arg.host for arg in op.inputs]
+    if any(arg.number_attr for arg in op.inputs) or hosts != sorted(hosts):
+        return  # the plan's device inputs are the first ones (kernel aliases index them)
+    device_inputs = [x for x, arg in zip(inputs, op.inputs) if not arg.host]
+    if any(type(x) is not Tensor or x._device is not target for x in device_inputs):
+        return
+    attrs = _complete_attrs(op, attrs)
+    tensors = _convert_inputs(op, inputs, attrs)
+    for spec in op.attrs:
+        if spec.name not in attrs:
+            attrs[spec.name] = _check_attr(op, spec.name, spec.default)
+    registration = _find_kernel(op, target, attrs)
+    if registration is None or any(arg.host and arg.name not in registration.host_memory
+                                   for arg in op.inputs):
+        return
+    host = _host_values(op, tensors, attrs)
+    shapes = op.infer([TensorMeta(t.shape, t.dtype) for t in tensors], attrs, host)
+    if any(shape is None for shape in shapes):
+        return
+    constants = [np.ascontiguousarray(v) if v is not None else None for v in host]
+    args = [KernelInput(c.__array_interface__["data"][0] if c.nbytes else 0, c.nbytes,
+                        int(t.dtype.tf_code), t.shape, True) if c is not None else
+            KernelInput(0, t.nbytes, int(t.dtype.tf_code), t.shape, False)
+            for c, t in zip(constants, tensors)]
+    out_dtypes = _output_dtypes(op, attrs)
+    kernel = _kernel_instance(registration, target, attrs)
+    prepared = kernel.prepare(target.executor, target.compute_stream, args,
+                              [int(d.tf_code) for d in out_dtypes], fixed_host_inputs=True)
+    plan = _ConstantPlan(target, prepared, [(tuple(shape), dtype, _count(shape) * dtype.itemsize)
+                                            for shape, dtype in zip(shapes, out_dtypes)],
+                         kernels.generation)
+    plan.constants = constants
+    if len(_plans) >= _MAX_PLANS:
+        _plans.clear()
+    _plans[key] = plan
+
+
 def _count(shape) -> int:
     n = 1
     for d in shape:

@@ -222,7 +222,7 @@ class Tensor:
 
     def __len__(self) -> int:
         if not self._shape:
-            raise TypeError("len() of a scalar (0-d) tensor")
+            raise TypeError("len() of a scalar (0-d) tensor: it has no first dimension")
         return self._shape[0]
 
     def __repr__(self) -> str:
@@ -304,9 +304,17 @@ class Tensor:
         return self._binary("Mul", other, reverse=True)
 
     def __truediv__(self, other):
+        if self._dtype.is_integer:  # TensorFlow divides integers in floating point
+            from .operators import true_divide
+
+            return true_divide(self, other)
         return self._binary("RealDiv", other)
 
     def __rtruediv__(self, other):
+        if self._dtype.is_integer:
+            from .operators import true_divide
+
+            return true_divide(other, self)
         return self._binary("RealDiv", other, reverse=True)
 
     def __matmul__(self, other):
@@ -330,7 +338,105 @@ class Tensor:
         return execute("Abs", [self])[0]
 
     def __eq__(self, other):
-        return self._binary("Equal", other)
+        from .operators import equality
+
+        return equality("Equal", self, other)
+
+    def __ne__(self, other):
+        from .operators import equality
+
+        return equality("NotEqual", self, other)
+
+    def __le__(self, other):
+        return self._binary("LessEqual", other)
+
+    def __ge__(self, other):
+        return self._binary("GreaterEqual", other)
+
+    def __floordiv__(self, other):
+        return self._binary("FloorDiv", other)
+
+    def __rfloordiv__(self, other):
+        return self._binary("FloorDiv", other, reverse=True)
+
+    def __mod__(self, other):
+        return self._binary("FloorMod", other)
+
+    def __rmod__(self, other):
+        return self._binary("FloorMod", other, reverse=True)
+
+    def __pow__(self, other):
+        return self._binary("Pow", other)
+
+    def __rpow__(self, other):
+        return self._binary("Pow", other, reverse=True)
+
+    def _logical_or_bitwise(self, name: str, other: Any, reverse: bool = False):
+        from .operators import logical_or_bitwise
+
+        a, b = (other, self) if reverse else (self, other)
+        return logical_or_bitwise(f"Logical{name}", f"Bitwise{name}", a, b)
+
+    def __and__(self, other):
+        return self._logical_or_bitwise("And", other)
+
+    def __rand__(self, other):
+        return self._logical_or_bitwise("And", other, reverse=True)
+
+    def __or__(self, other):
+        return self._logical_or_bitwise("Or", other)
+
+    def __ror__(self, other):
+        return self._logical_or_bitwise("Or", other, reverse=True)
+
+    def __xor__(self, other):
+        return self._binary("NotEqual" if self._dtype.is_bool else "BitwiseXor", other)
+
+    def __rxor__(self, other):
+        return self._binary("NotEqual" if self._dtype.is_bool else "BitwiseXor", other,
+                            reverse=True)
+
+    def __invert__(self):
+        from .operators import invert
+
+        return invert(self)
+
+    def __round__(self, ndigits=None):
+        if ndigits is not None:
+            raise TypeError("round(tensor, ndigits) is not supported; round(tensor) rounds "
+                            "half to even")
+        from .dispatch import execute
+
+        return execute("Round", [self])[0]
+
+    # -- indexing, iteration, NumPy ------------------------------------------------------------
+    __array_priority__ = 100  # NumPy operands defer to the tensor's operators
+
+    def __getitem__(self, key):
+        from .operators import getitem
+
+        return getitem(self, key)
+
+    def __iter__(self):
+        if not self._shape:
+            raise TypeError("cannot iterate over a scalar (0-d) tensor")
+        for i in range(self._shape[0]):
+            yield self[i]
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        from .operators import array_ufunc
+
+        return array_ufunc(ufunc, method, inputs, kwargs)
+
+    def __index__(self) -> int:
+        from .operators import scalar
+
+        return scalar(self, operator.index)
+
+    def __complex__(self) -> complex:
+        from .operators import scalar
+
+        return scalar(self, complex)
 
     def __lt__(self, other):
         return self._binary("Less", other)
@@ -345,10 +451,14 @@ class Tensor:
         return bool(self.numpy().reshape(()))
 
     def __float__(self) -> float:
-        return float(self.numpy().reshape(()))
+        from .operators import scalar
+
+        return scalar(self, float)
 
     def __int__(self) -> int:
-        return int(self.numpy().reshape(()))
+        from .operators import scalar
+
+        return scalar(self, int)
 
     def to(self, device: Any) -> "Tensor":
         """This tensor on ``device`` (itself if it is there already)."""

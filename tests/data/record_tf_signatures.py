@@ -1,6 +1,7 @@
 """Records TensorFlow's view of every op pluggable defines, for tests that must not import
-TensorFlow: the Python signature of ``tf.raw_ops.<Op>`` (parameter names and defaults) and
-the op's OpDef (input, output and attribute names, attribute kinds, defaults, minimums).
+TensorFlow: the Python signature of ``tf.raw_ops.<Op>`` (parameter names and defaults), the
+op's OpDef (input, output and attribute names, attribute kinds, defaults, minimums), and the
+signatures of the ``tf.*`` functions `pluggable.ops` and `pluggable.random` mirror.
 
 Run it with a TensorFlow 2.21 installation outside the project's environment, with the
 project's ``src`` on the path (the op list comes from ``pluggable.op_defs.OPS``)::
@@ -75,6 +76,34 @@ def _op_def(name):
     }
 
 
+def _function_signature(function):
+    return [{"name": p.name, **_default(p.default)}
+            for p in inspect.signature(function).parameters.values()]
+
+
+def _functions():
+    """The Python signatures of the ``tf.*`` functions `pluggable.ops` and
+    `pluggable.random` provide, by pluggable's name ("reduce_sum", "random.uniform")."""
+    import pluggable.ops
+    import pluggable.random
+
+    found = {}
+    for name in pluggable.ops.__all__:
+        for module in (tf, tf.math, tf.nn, tf.bitwise):
+            function = getattr(module, name, None)
+            if callable(function):
+                found[name] = {"tf": f"{module.__name__.split('._api.v2.')[-1]}.{name}"
+                                     .replace("tensorflow.", "tf."),
+                               "parameters": _function_signature(function)}
+                break
+        else:
+            found[name] = None
+    for name in pluggable.random.__all__:
+        found[f"random.{name}"] = {"tf": f"tf.random.{name}",
+                                   "parameters": _function_signature(getattr(tf.random, name))}
+    return found
+
+
 def main():
     ops = {}
     for name in sorted(OPS):
@@ -88,7 +117,8 @@ def main():
                            for p in signature.parameters.values()],
             "op_def": _op_def(name),
         }
-    json.dump({"tensorflow": tf.__version__, "ops": ops}, sys.stdout, indent=1,
+    json.dump({"tensorflow": tf.__version__, "ops": ops, "functions": _functions()},
+              sys.stdout, indent=1,
               sort_keys=True)
     sys.stdout.write("\n")
 

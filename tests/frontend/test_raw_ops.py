@@ -4,33 +4,22 @@ TensorFlow import), and calls written for ``tf.raw_ops`` run unchanged."""
 from __future__ import annotations
 
 import inspect
-import json
-import os
 
 import numpy as np
 import pytest
+from tf_record import TF as RECORD, parameters
 
 from pluggable import raw_ops
 from pluggable.errors import InvalidArgumentError
 from pluggable.op_defs import OPS
 
-RECORDED = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data",
-                        "tf_raw_ops_signatures.json")
-with open(RECORDED, encoding="utf-8") as f:
-    TF = json.load(f)["ops"]
+TF = RECORD["ops"]
 
 
 def _ours(op):
-    out = []
-    for p in inspect.signature(getattr(raw_ops, op)).parameters.values():
-        assert p.kind is p.KEYWORD_ONLY, (op, p)
-        if p.default is p.empty:
-            out.append({"name": p.name, "required": True})
-        elif hasattr(p.default, "numpy_dtype"):
-            out.append({"name": p.name, "dtype": p.default.name})
-        else:
-            out.append({"name": p.name, "value": p.default})
-    return out
+    function = getattr(raw_ops, op)
+    assert all(p.kind is p.KEYWORD_ONLY for p in inspect.signature(function).parameters.values())
+    return parameters(function)
 
 
 def _normalised(params):

@@ -146,11 +146,11 @@ def test_asynchronous_kernel_error_is_reported_and_the_device_recovers(faults):
     x = pluggable.tensor(np.array([4, 5], np.int32), device="xpu:0")
     y = pluggable.tensor(np.array([2, 1], np.int32), device="xpu:0")
     faults("stream:1")  # the kernel's work fails when the stream runs it
-    result = x / y
+    result = raw_ops.RealDiv(x=x, y=y)  # `x / y` divides integers in floating point
     with pytest.raises(InternalError, match="injected fault"):
         result.numpy()
     faults("")
-    ok = x / pluggable.tensor(np.array([2, 5], np.int32), device="xpu:0")
+    ok = raw_ops.RealDiv(x=x, y=pluggable.tensor(np.array([2, 5], np.int32), device="xpu:0"))
     assert ok.numpy().tolist() == [2, 1]
 
 
@@ -159,9 +159,10 @@ def test_integer_division_by_zero_on_the_xpu_gives_a_value_not_an_error():
     kernels), while the CPU reference raises, as TensorFlow's CPU kernels do."""
     x = pluggable.tensor(np.array([4, -5, 0], np.int32), device="xpu:0")
     y = pluggable.tensor(np.array([0, 0, 0], np.int32), device="xpu:0")
-    assert (x / y).numpy().tolist() == [-1, -1, -1]
+    assert raw_ops.RealDiv(x=x, y=y).numpy().tolist() == [-1, -1, -1]
     with pytest.raises(InvalidArgumentError, match="Integer division by zero"):
-        (pluggable.tensor(np.array([4], np.int32)) / pluggable.tensor(np.array([0], np.int32)))
+        raw_ops.RealDiv(x=pluggable.tensor(np.array([4], np.int32), device="CPU"),
+                        y=pluggable.tensor(np.array([0], np.int32), device="CPU"))
 
 
 @pytest.mark.parametrize("call, error, match", [
@@ -226,7 +227,7 @@ def test_repeated_ops_take_the_fast_path_and_stay_correct(faults):
     divisor = pluggable.tensor(np.array([1], np.int32), device="xpu:0")
     faults("stream:1")  # the division's work fails the stream
     with pytest.raises(InternalError, match="injected fault"):
-        (bad / divisor).numpy()
+        raw_ops.RealDiv(x=bad, y=divisor).numpy()
     faults("")
     assert device.compute_stream is not old  # replaced after the failure
     assert ops.add(x, x).numpy().tolist() == [0, 2, 4, 6, 8]

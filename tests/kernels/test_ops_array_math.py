@@ -28,8 +28,8 @@ CASES = [
     ("Pack", dict(values=[I, J], axis=1), np.stack([I, J], 1)),
     ("Pack", dict(values=[np.float32(1), np.float32(2)]), np.array([1, 2], np.float32)),
     ("Unpack", dict(value=A, num=3, axis=1), [A[:, 0], A[:, 1], A[:, 2]]),
-    ("Split", dict(split_dim=np.int32(2), value=A, num_split=2), np.split(A, 2, axis=2)),
-    ("SplitV", dict(value=A, size_splits=np.array([1, -1]), split_dim=np.int32(2), num_split=2),
+    ("Split", dict(axis=np.int32(2), value=A, num_split=2), np.split(A, 2, axis=2)),
+    ("SplitV", dict(value=A, size_splits=np.array([1, -1]), axis=np.int32(2), num_split=2),
      [A[..., :1], A[..., 1:]]),
     ("SelectV2", dict(condition=np.array([True, False, True]), t=np.float32(1),
                       e=np.zeros((2, 3), np.float32)),
@@ -95,9 +95,9 @@ CASES = [
     ("ClipByValue", dict(t=I, clip_value_min=np.int32(0), clip_value_max=np.int32(4)),
      np.clip(I, 0, 4)),
     ("All", dict(input=np.array([[True, False], [True, True]]),
-                 reduction_indices=np.int32(1)), np.array([False, True])),
+                 axis=np.int32(1)), np.array([False, True])),
     ("Any", dict(input=np.array([[True, False], [False, False]]),
-                 reduction_indices=np.int32([0, 1]), keep_dims=True), np.array([[True]])),
+                 axis=np.int32([0, 1]), keep_dims=True), np.array([[True]])),
     ("ArgMin", dict(input=I, dimension=np.int32(1)), np.array([1, 0], np.int64)),
     ("Tile", dict(input=I, multiples=np.int32([1, 2])), np.tile(I, (1, 2))),
     ("Tile", dict(input=I, multiples=np.int32([0, 2])), np.zeros((0, 4), np.int32)),
@@ -118,9 +118,9 @@ CASES = [
      np.stack([A[0, [2]], A[1, [0]]])),
     ("GatherNd", dict(params=A, indices=np.int64([[1, 2], [0, 0]])), A[[1, 0], [2, 0]]),
     ("GatherNd", dict(params=I, indices=np.int32([[1, 1, 0]]).reshape(3, 1)), I[[1, 1, 0]]),
-    ("Where", dict(input=np.array([[0, 3], [2, 0]], np.float32)),
+    ("Where", dict(condition=np.array([[0, 3], [2, 0]], np.float32)),
      np.array([[0, 1], [1, 0]], np.int64)),
-    ("Where", dict(input=np.zeros((2, 2), bool)), np.zeros((0, 2), np.int64)),
+    ("Where", dict(condition=np.zeros((2, 2), bool)), np.zeros((0, 2), np.int64)),
     ("BroadcastTo", dict(input=np.int32([1, 2]), shape=np.int32([3, 2])),
      np.broadcast_to(np.int32([1, 2]), (3, 2))),
     ("Range", dict(start=np.int32(5), limit=np.int32(-2), delta=np.int32(-3)),
@@ -131,9 +131,9 @@ CASES = [
     ("Shape", dict(input=A, out_type="int64"), np.int64([2, 3, 4])),
     ("Size", dict(input=A), np.int32(24)),
     ("Rank", dict(input=A), np.int32(3)),
-    ("ExpandDims", dict(input=I, dim=np.int32(-1)), I[..., None]),
+    ("ExpandDims", dict(input=I, axis=np.int32(-1)), I[..., None]),
     ("Squeeze", dict(input=np.zeros((1, 2, 1), np.int32)), np.zeros(2, np.int32)),
-    ("Squeeze", dict(input=np.zeros((1, 2, 1), np.int32), squeeze_dims=[-1]),
+    ("Squeeze", dict(input=np.zeros((1, 2, 1), np.int32), axis=[-1]),
      np.zeros((1, 2), np.int32)),
     ("Pad", dict(input=I, paddings=np.int32([[1, 0], [0, 2]])), np.pad(I, ((1, 0), (0, 2)))),
     ("PadV2", dict(input=I, paddings=np.int32([[0, 1], [1, 0]]),
@@ -218,7 +218,7 @@ def test_data_dependent_shapes_on_the_xpu_fall_back_and_stay_right():
 
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", pluggable.dispatch.PlacementWarning)
-            where = raw_ops.Where(input=x)
+            where = raw_ops.Where(condition=x)
     assert where.numpy().tolist() == [[0, 1], [1, 0], [1, 1]]
 
 
@@ -227,8 +227,8 @@ BAD = [
     ("ConcatV2", dict(values=[I, I], axis=np.int32(2)), "axis 2 is out of range"),
     ("Pack", dict(values=[I, I[:1]]), "packed tensors must have one shape"),
     ("Unpack", dict(value=I, num=3), "num=3 but dimension 0"),
-    ("Split", dict(split_dim=np.int32(0), value=A, num_split=3), "cannot be split evenly"),
-    ("SplitV", dict(value=A, size_splits=np.array([1, 2]), split_dim=np.int32(0), num_split=2),
+    ("Split", dict(axis=np.int32(0), value=A, num_split=3), "cannot be split evenly"),
+    ("SplitV", dict(value=A, size_splits=np.array([1, 2]), axis=np.int32(0), num_split=2),
      "sum to 3, not to the size 2"),
     ("FloorDiv", dict(x=I, y=np.int32(0)), "Integer division by zero"),
     ("FloorMod", dict(x=I, y=np.int32(0)), "Integer division by zero"),
@@ -255,8 +255,8 @@ BAD = [
     ("Range", dict(start=np.int32(0), limit=np.int32(5), delta=np.int32(0)),
      "delta must not be 0"),
     ("Range", dict(start=np.int32(5), limit=np.int32(0), delta=np.int32(1)), "wrong order"),
-    ("ExpandDims", dict(input=I, dim=np.int32(3)), "dim 3 is out of range"),
-    ("Squeeze", dict(input=I, squeeze_dims=[0]), "cannot squeeze dimension 0 of size 2"),
+    ("ExpandDims", dict(input=I, axis=np.int32(3)), "dim 3 is out of range"),
+    ("Squeeze", dict(input=I, axis=[0]), "cannot squeeze dimension 0 of size 2"),
     ("Pad", dict(input=I, paddings=np.int32([[1, 1]])), "paddings must have shape \\(2, 2\\)"),
     ("Pad", dict(input=I, paddings=np.int32([[1, -1], [0, 0]])), "must be non-negative"),
     ("OneHot", dict(indices=np.int32([1]), depth=np.int32(-1), on_value=1.0, off_value=0.0),
