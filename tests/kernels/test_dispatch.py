@@ -145,6 +145,7 @@ def test_kernel_failure_raises_the_kernels_message(faults):
 def test_asynchronous_kernel_error_is_reported_and_the_device_recovers(faults):
     x = pluggable.tensor(np.array([4, 5], np.int32), device="xpu:0")
     y = pluggable.tensor(np.array([2, 1], np.int32), device="xpu:0")
+    pluggable.get_device("xpu:0").synchronize()  # the uploads are not the operation that fails
     faults("stream:1")  # the kernel's work fails when the stream runs it
     result = raw_ops.RealDiv(x=x, y=y)  # `x / y` divides integers in floating point
     with pytest.raises(InternalError, match="injected fault"):
@@ -225,6 +226,7 @@ def test_repeated_ops_take_the_fast_path_and_stay_correct(faults):
     old = device.compute_stream
     bad = pluggable.tensor(np.array([1], np.int32), device="xpu:0")
     divisor = pluggable.tensor(np.array([1], np.int32), device="xpu:0")
+    device.synchronize()  # the uploads are not the operation that fails
     faults("stream:1")  # the division's work fails the stream
     with pytest.raises(InternalError, match="injected fault"):
         raw_ops.RealDiv(x=bad, y=divisor).numpy()
