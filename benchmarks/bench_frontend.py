@@ -1,7 +1,9 @@
 """The front end's costs: the per-op fast path (AddV2 on the XPU, 1 element) in this tree
 and, when ``--before`` names another source tree (e.g. an export of the previous commit), in
-that one, measured in alternating child processes of the same run; and indexing a tensor
-(one StridedSlice) against one AddV2 on the same device.
+that one, measured in alternating child processes of the same run; indexing a tensor (one
+StridedSlice) against one AddV2 on the same device; and a remembered run with constant host
+inputs (Sum over a fixed axis), the path indexing takes on a device with a StridedSlice
+kernel.
 
     python benchmarks/bench_frontend.py [--before /tmp/old/src] [--rounds 5] [--ops 2000]
 
@@ -64,6 +66,21 @@ if what == "all":
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the XPU may lack StridedSlice: soft placement
         results["t[1:, 3] of 32x32, XPU:0"] = per_op(index)
+    # The path indexing takes on a device with a StridedSlice kernel (the XPU may not have
+    # one yet): a remembered run with constant host inputs, here Sum over axis 1.
+    from pluggable.dispatch import execute_with_constants
+
+    x = pluggable.tensor(np.ones((32, 32), np.float32), device="XPU:0")
+    axis = np.array([1], np.int32)
+    key = ("bench-Sum", None, x.dtype.code, x.shape, x._device, (1,))
+
+    def planned_sum():
+        for _ in range(ops_per_batch):
+            y = execute_with_constants(key, "Sum", [x, axis], {"keep_dims": False})
+        device.synchronize()
+        return y
+
+    results["Sum, constant axis (planned), XPU:0"] = per_op(planned_sum)
     add, index = on("CPU", 1)
     results["AddV2, 1 element, CPU"] = per_op(add)
     results["t[1:, 3] of 32x32, CPU"] = per_op(index)
@@ -103,6 +120,8 @@ def main() -> None:
         print(f"AddV2 on the XPU, this tree / before: "
               f"{add / medians['AddV2, 1 element, XPU:0 (before)']:.2f}x")
     print(f"indexing / AddV2 on the XPU: {medians['t[1:, 3] of 32x32, XPU:0'] / add:.2f}x")
+    print(f"planned Sum with a constant axis / AddV2 on the XPU: "
+          f"{medians['Sum, constant axis (planned), XPU:0'] / add:.2f}x")
     print(f"indexing / AddV2 on the CPU: "
           f"{medians['t[1:, 3] of 32x32, CPU'] / medians['AddV2, 1 element, CPU']:.2f}x")
 

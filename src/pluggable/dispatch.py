@@ -35,7 +35,7 @@ from .dtypes import DType, as_dtype, resource, type_names
 from .errors import InternalError, InvalidArgumentError, NotFoundError, PluggableWarning
 from .op_defs import OPS, REQUIRED, OpDef, TensorMeta, bad, select_condition_shape
 from .tensors import (CPU_DEVICE, DeviceBuffer, Tensor, device_scope, resolve_device,
-                      tensor as make_tensor)
+                      scoped_device, tensor as make_tensor)
 
 __all__ = ["device", "execute", "set_soft_device_placement", "get_soft_device_placement",
            "set_log_device_placement", "get_log_device_placement", "PlacementWarning"]
@@ -226,11 +226,8 @@ def _output_dtypes(op: OpDef, attrs: Dict[str, Any]) -> List[DType]:
 
 # -- placement ----------------------------------------------------------------------------
 def _target_device(tensors: Sequence[Tensor]):
-    scoped = _scope.get()
-    if scoped is not None:
-        if isinstance(scoped, PluggableDevice) and scoped.is_closed:
-            scoped = resolve_device(scoped.name)
-        return scoped
+    if _scope.get() is not None:
+        return scoped_device()
     for t in tensors:
         if t._device is not CPU_DEVICE:
             return t._device

@@ -21,7 +21,6 @@ from .op_defs import (ALL, COMPLEX, OPS, FLOATS, INDEX, INTS, NUMBER, REAL, Arg,
                       fill_dims)
 
 _SIGNED = tuple(t for t in NUMBER if not t.name.startswith("uint"))
-_SIGNED_REAL = tuple(t for t in REAL if not t.name.startswith("uint"))
 _FLOAT_COMPLEX = FLOATS + COMPLEX
 
 

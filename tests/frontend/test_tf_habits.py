@@ -445,3 +445,12 @@ def test_unknown_devices_in_scopes_still_raise():
     with pytest.raises(NotFoundError):
         with pluggable.device("xpu:7"):
             pass
+
+
+@pytest.mark.parametrize("name", ["constant", "convert_to_tensor", "ones", "ones_like",
+                                  "zeros_like", "fill", "range", "concat", "stack", "split",
+                                  "pad", "squeeze", "expand_dims", "tile", "gather", "one_hot",
+                                  "clip_by_value", "where"])
+def test_tensorflows_top_level_functions_are_there(name):
+    assert getattr(pluggable, name) is getattr(ops, name)
+    assert name in pluggable.__all__ and name in dir(pluggable)
