@@ -14,8 +14,8 @@ shape check needs the variable's current shape), which is what the ratio shows.
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
+import os
+import sys
 
 import numpy as np
 
@@ -23,15 +23,9 @@ import pluggable
 from pluggable import ops, raw_ops
 from pluggable.kernels import registered_kernels
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_ops import per_op as per_call  # noqa: E402  (the same batch timing)
 
-def per_call(run_batch, calls: int, batches: int) -> float:
-    run_batch()  # warm-up: kernels instantiated, memory pooled
-    samples = []
-    for _ in range(batches):
-        started = time.perf_counter()
-        run_batch()
-        samples.append((time.perf_counter() - started) / calls)
-    return statistics.median(samples)
 
 
 def main() -> None:

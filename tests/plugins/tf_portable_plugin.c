@@ -496,20 +496,22 @@ static void assign_compute(void* kernel, TF_OpKernelContext* ctx) {
   TF_DeleteStatus(status);
 }
 
-static void assign_add_compute(void* kernel, TF_OpKernelContext* ctx) {
-  (void)kernel;
+/* AssignAddVariableOp (op 0) and AssignSubVariableOp (op 1). */
+static void update_compute(TF_OpKernelContext* ctx, int op) {
   TF_Status* status = TF_NewStatus();
-  TF_AssignUpdateVariable(ctx, 0, 1, 0, 0, copy_tensor, update_tensor, status);
+  TF_AssignUpdateVariable(ctx, 0, 1, op, 0, copy_tensor, update_tensor, status);
   if (TF_GetCode(status) != TF_OK) TF_OpKernelContext_Failure(ctx, status);
   TF_DeleteStatus(status);
 }
 
+static void assign_add_compute(void* kernel, TF_OpKernelContext* ctx) {
+  (void)kernel;
+  update_compute(ctx, 0);
+}
+
 static void assign_sub_compute(void* kernel, TF_OpKernelContext* ctx) {
   (void)kernel;
-  TF_Status* status = TF_NewStatus();
-  TF_AssignUpdateVariable(ctx, 0, 1, 1, 0, copy_tensor, update_tensor, status);
-  if (TF_GetCode(status) != TF_OK) TF_OpKernelContext_Failure(ctx, status);
-  TF_DeleteStatus(status);
+  update_compute(ctx, 1);
 }
 
 /* var -= alpha * delta, with the variable locked for the whole update. */

@@ -373,39 +373,47 @@ static void oom(TF_Status* status, const char* what) {
   TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, message);
 }
 
-void TF_ShapeInferenceContextGetInput(TF_ShapeInferenceContext* ctx, int i,
-                                      TF_ShapeHandle* handle, TF_Status* status) {
-  if (ctx == NULL || handle == NULL || i < 0 || i >= ctx->num_inputs) {
-    char message[200];
-    snprintf(message, sizeof message,
-             "TF_ShapeInferenceContextGetInput: input %d is out of range (the op has %d)", i,
-             ctx == NULL ? 0 : ctx->num_inputs);
-    TF_SetStatus(status, TF_INVALID_ARGUMENT, message);
-    return;
-  }
-  if (!shape_assign(handle, ctx->inputs[i].rank, ctx->inputs[i].dims)) {
-    oom(status, "TF_ShapeInferenceContextGetInput");
-    return;
+/* Checks that `i` indexes one of the `n` inputs or outputs (`kind`) and `handle` is set;
+ * false with a status naming `what` otherwise. */
+static bool check_index(TF_ShapeInferenceContext* ctx, const TF_ShapeHandle* handle, int i,
+                        int32_t n, const char* kind, const char* what, TF_Status* status) {
+  if (ctx != NULL && handle != NULL && i >= 0 && i < n) return true;
+  char message[200];
+  snprintf(message, sizeof message, "%s: %s %d is out of range (the op has %d)%s", what, kind,
+           i, ctx == NULL ? 0 : n, handle == NULL ? ", or the handle is NULL" : "");
+  TF_SetStatus(status, TF_INVALID_ARGUMENT, message);
+  return false;
+}
+
+/* `dst` becomes rank and dims, with an OK status, or out of memory naming `what`. */
+static bool assign_or_fail(TF_ShapeHandle* dst, int64_t rank, const int64_t* dims,
+                           const char* what, TF_Status* status) {
+  if (!shape_assign(dst, rank, dims)) {
+    oom(status, what);
+    return false;
   }
   TF_SetStatus(status, TF_OK, "");
+  return true;
+}
+
+void TF_ShapeInferenceContextGetInput(TF_ShapeInferenceContext* ctx, int i,
+                                      TF_ShapeHandle* handle, TF_Status* status) {
+  const char* what = "TF_ShapeInferenceContextGetInput";
+  if (!check_index(ctx, handle, i, ctx == NULL ? 0 : ctx->num_inputs, "input", what, status)) {
+    return;
+  }
+  assign_or_fail(handle, ctx->inputs[i].rank, ctx->inputs[i].dims, what, status);
 }
 
 void TF_ShapeInferenceContextSetOutput(TF_ShapeInferenceContext* ctx, int i,
                                        TF_ShapeHandle* handle, TF_Status* status) {
-  if (ctx == NULL || handle == NULL || i < 0 || i >= ctx->num_outputs) {
-    char message[200];
-    snprintf(message, sizeof message,
-             "TF_ShapeInferenceContextSetOutput: output %d is out of range (the op has %d)", i,
-             ctx == NULL ? 0 : ctx->num_outputs);
-    TF_SetStatus(status, TF_INVALID_ARGUMENT, message);
+  const char* what = "TF_ShapeInferenceContextSetOutput";
+  if (!check_index(ctx, handle, i, ctx == NULL ? 0 : ctx->num_outputs, "output", what, status)) {
     return;
   }
-  if (!shape_assign(&ctx->outputs[i], handle->rank, handle->dims)) {
-    oom(status, "TF_ShapeInferenceContextSetOutput");
-    return;
+  if (assign_or_fail(&ctx->outputs[i], handle->rank, handle->dims, what, status)) {
+    ctx->output_set[i] = true;
   }
-  ctx->output_set[i] = true;
-  TF_SetStatus(status, TF_OK, "");
 }
 
 TF_ShapeHandle* TF_ShapeInferenceContextScalar(TF_ShapeInferenceContext* ctx) {
