@@ -44,6 +44,7 @@ typedef struct TF_ShapeInferenceContext TF_ShapeInferenceContext;
 #pragma weak TF_ReleaseVariableInputLockHolder
 #pragma weak TF_TemporaryVariable
 #pragma weak TF_AddNVariant
+#pragma weak TF_IsRefInput
 
 #define EXPORT __attribute__((visibility("default")))
 #define DEVICE_TYPE "PORT"
@@ -586,6 +587,10 @@ static void misuse_compute(void* kernel, TF_OpKernelContext* ctx) {
       break;
     case 4:
       TF_AssignUpdateVariable(ctx, 7, 1, 0, 0, copy_tensor, update_tensor, status);
+      break;
+    case 5: /* no reference inputs here; a bad index is an error */
+      if (TF_IsRefInput(ctx, 0, status)) TF_SetStatus(status, TF_INTERNAL, "input 0 is a ref");
+      if (TF_GetCode(status) == TF_OK) TF_IsRefInput(ctx, 9, status);
       break;
     default:
       TF_SetStatus(status, TF_OK, "");

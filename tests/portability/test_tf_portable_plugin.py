@@ -112,6 +112,7 @@ print(json.dumps({"values": after_update, "reshaped": v.numpy().tolist(),
     (2, "UnimplementedError", "TF_TemporaryVariable is not implemented by pluggable"),
     (3, "UnimplementedError", "TF_AddNVariant (variant tensors) is not implemented"),
     (4, "OutOfRangeError", "input 7 is out of range"),
+    (5, "OutOfRangeError", "TF_IsRefInput: input index out of range"),
 ])
 def test_kernels_experimental_misuse_is_reported(run_python, portable, case, error, words):
     out = run(run_python, portable(PORT_MISUSE=True), f"""
