@@ -124,6 +124,20 @@ print(json.dumps({"z": z.numpy().tolist(), "device": z.device, "rows": rows.nump
     assert "PortableRowSum: x must be a matrix" in out["refused"]
 
 
+def test_tensorflow_runs_the_plugins_graph_optimizer(build_test_plugin):
+    """The optimizer pluggable only validates and lists is TensorFlow's to run."""
+    result = run_tf("""
+@tf.function
+def f(x):
+    return tf.identity(x) * 2.0 + 1.0
+with tf.device("/PORT:0"):
+    y = f(tf.constant([1.0, 2.0]))
+print(json.dumps(y.numpy().tolist()))
+""", build_test_plugin(PORTABLE_SOURCE), env={"PORT_TRACE_OPTIMIZER": "1"})
+    assert last_json(result) == [3.0, 5.0]
+    assert "PORT graph optimizer: a GraphDef of" in result.stderr
+
+
 def test_pluggable_and_tensorflow_agree_on_the_custom_op(build_test_plugin, run_python):
     library = build_test_plugin(PORTABLE_SOURCE)
     here = run_python(f"""
