@@ -228,8 +228,10 @@ def list_kernels(op: Optional[str] = None, device_type: Optional[str] = None) ->
     wanted_type = device_type.upper() if device_type else None
     out: List[KernelInfo] = []
     if wanted_type in (None, "CPU"):
+        from .plugin_ops import plugin_of  # ops of plugins have no CPU kernel
+
         for name, definition in sorted(OPS.items()):
-            if op is None or op == name:
+            if (op is None or op == name) and plugin_of(definition) is None:
                 constraints = {a.name: tuple(t.name for t in a.allowed)
                                for a in definition.attrs if a.kind == "type" and a.allowed}
                 out.append(KernelInfo(name, "CPU", f"{name}Op", constraints, (), 0, "",

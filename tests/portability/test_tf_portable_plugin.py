@@ -74,14 +74,19 @@ print(json.dumps(messages))
     assert "no CPU kernel" in out["cpu"] and "pluggable.device" in out["cpu"]
 
 
-def test_plugin_ops_have_tensorflow_style_signatures(run_python, portable):
+def test_plugin_ops_have_tensorflow_style_signatures_and_only_plugin_kernels(run_python,
+                                                                             portable):
     out = run(run_python, portable(), """
 import inspect
 sig = inspect.signature(raw_ops.PortableScaleAdd)
-print(json.dumps([[p.name, None if p.default is p.empty else p.default]
-                  for p in sig.parameters.values()]))
+kernels = pluggable.config.list_kernels("PortableScaleAdd")
+print(json.dumps({"sig": [[p.name, None if p.default is p.empty else p.default]
+                          for p in sig.parameters.values()],
+                  "kernels": sorted([k.device_type, k.type_constraints["T"][0]]
+                                    for k in kernels)}))
 """)
-    assert out == [["x", None], ["y", None], ["scale", 1.0], ["name", None]]
+    assert out["sig"] == [["x", None], ["y", None], ["scale", 1.0], ["name", None]]
+    assert out["kernels"] == [["PORT", "float32"], ["PORT", "float64"]]  # no CPU kernel
 
 
 def test_variables_use_the_plugins_variable_kernels(run_python, portable):
