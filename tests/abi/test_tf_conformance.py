@@ -120,3 +120,61 @@ def test_plugins_build_against_tensorflow_headers(tmp_path, sources):
     lib.run([*lib.compiler("c"), "-std=c11", "-Wall", "-Wextra", "-Werror", "-fPIC", "-shared",
              "-pthread", *[f"-I{d}" for d in TF_INCLUDE], f"-I{lib.INCLUDE}",
              "-o", str(tmp_path / "plugin.so"), *files])
+
+
+# Every TF_TString function, through each form (small, large, view, offset), printing what a
+# caller can observe: type, size, capacity and bytes.
+TSTRING_PROGRAM = r"""
+#include <stdio.h>
+#include "tensorflow/core/platform/ctstring.h"
+
+static void show(const char* what, const TF_TString* s) {
+  printf("%s %d %zu %zu [%.*s]\n", what, (int)TF_TString_GetType(s), TF_TString_GetSize(s),
+         TF_TString_GetCapacity(s), (int)TF_TString_GetSize(s), TF_TString_GetDataPointer(s));
+}
+
+int main(void) {
+  TF_TString a, b, c;
+  TF_TString_Init(&a); TF_TString_Init(&b); TF_TString_Init(&c);
+  show("init", &a);
+  TF_TString_Copy(&a, "small", 5); show("copy-small", &a);
+  TF_TString_AppendN(&a, "-and-now-rather-longer", 22); show("append-large", &a);
+  TF_TString_Reserve(&a, 100); show("reserve", &a);
+  TF_TString_ReserveAmortized(&a, 150); show("amortized", &a);
+  TF_TString_Resize(&a, 40, '*'); show("resize-grow", &a);
+  TF_TString_Resize(&a, 10, '?'); show("resize-shrink", &a);
+  TF_TString_ResizeUninitialized(&a, 3); show("to-small", &a);
+  static const char text[] = "a view of static text";
+  TF_TString_AssignView(&b, text, 6); show("view", &b);
+  TF_TString_GetMutableDataPointer(&b)[0] = 'A'; show("mutable-view", &b);
+  TF_TString_Assign(&c, &b); show("assign-small", &c);
+  TF_TString_Copy(&b, "0123456789012345678901234567890", 31);
+  TF_TString_Assign(&c, &b); show("assign-large", &c);
+  TF_TString_Move(&a, &c); show("moved", &a); show("moved-from", &c);
+  TF_TString_Append(&a, &b); show("append", &a);
+  struct { TF_TString s; char bytes[8]; } o;
+  TF_TString_Init(&o.s);
+  o.s.u.offset.size = (5u << 2) | TF_TSTR_OFFSET;
+  o.s.u.offset.offset = (uint32_t)sizeof(TF_TString);
+  o.s.u.offset.count = 0;
+  memcpy(o.bytes, "hello", 5);
+  show("offset", &o.s);
+  TF_TString_Assign(&c, &o.s); show("assign-offset", &c);
+  TF_TString_Dealloc(&a); TF_TString_Dealloc(&b); TF_TString_Dealloc(&c);
+  show("dealloc", &a);
+  return 0;
+}
+"""
+
+
+def test_tstring_behaviour_matches_tensorflow(tmp_path):
+    outputs = []
+    for tag, dirs in (("tf", TF_INCLUDE), ("ours", [lib.INCLUDE])):
+        source = tmp_path / f"tstring_{tag}.c"
+        source.write_text(TSTRING_PROGRAM)
+        exe = tmp_path / f"tstring_{tag}"
+        lib.run([*lib.compiler("c"), "-std=c11", "-Wall", "-Werror",
+                 *[f"-I{d}" for d in dirs], "-o", str(exe), str(source)])
+        outputs.append(lib.run([str(exe)]))
+    assert "append-large 1 27 47 [small-and-now-rather-longer]" in outputs[1]  # a real run
+    assert outputs[1] == outputs[0]
