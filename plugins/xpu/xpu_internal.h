@@ -239,10 +239,11 @@ typedef struct XpuDeviceRange {
  * (the op: "MatMul"). The stream takes ownership of `arg` whatever happens: it is released
  * with free_arg (free() when NULL) after fn ran, when fn is skipped because the stream has
  * already failed, or at once when enqueueing fails. With fn == NULL the stream and ranges are
- * only checked and nothing is enqueued. Never blocks on the stream. */
+ * only checked and nothing is enqueued. With `wait`, returns once the stream has run the work
+ * (false with the stream's error if it failed); otherwise never blocks on the stream. */
 bool xpu_stream_enqueue_fn(SP_Stream stream, const char* name, XpuStreamFn fn, void* arg,
                            void (*free_arg)(void*), const XpuDeviceRange* ranges,
-                           size_t range_count, TF_Status* status);
+                           size_t range_count, bool wait, TF_Status* status);
 
 /* ---- the kernels' helper-thread pool (xpu_kernels_pool.c) ------------------------------- */
 

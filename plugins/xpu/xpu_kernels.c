@@ -32,7 +32,16 @@
 
 /* ---- entry point ------------------------------------------------------------------------ */
 
+/* Whether compute() waits for its work to run ("launch blocking", as CUDA_LAUNCH_BLOCKING=1
+ * makes a GPU do). A host that exports the variable functions (pluggable) gets the XPU's
+ * variable kernels, which order every update on the stream, and asynchronous kernels. A host
+ * that does not (TensorFlow 2.21) runs its own variable kernels on the host thread with no
+ * regard for the stream: there, each kernel's results are complete when compute() returns, so
+ * those host-side updates read and write settled memory. Set once by TF_InitKernel. */
+static bool g_launch_blocking = false;
+
 __attribute__((visibility("default"))) void TF_InitKernel(void) {
+  g_launch_blocking = !xpu_host_has_variable_api();
   xpu_register_elementwise_kernels();
   xpu_register_shape_kernels();
   xpu_register_reduction_kernels();
@@ -550,7 +559,8 @@ bool xpu_compute_enqueue_extra(XpuCompute* c, XpuStreamFn fn, void* arg,
                                    kOutputRoles[i < 3 ? i : 3]};
   }
   for (size_t i = 0; i < extra_count; i++) ranges[n++] = extra[i];
-  bool ok = xpu_stream_enqueue_fn(stream, c->op, fn, arg, free_arg, ranges, n, c->status);
+  bool ok = xpu_stream_enqueue_fn(stream, c->op, fn, arg, free_arg, ranges, n,
+                                  g_launch_blocking, c->status);
   if (ranges != inline_ranges) free(ranges);
   if (!ok) {
     c->failed = true;
@@ -737,7 +747,8 @@ bool xpu_enqueue_on_context(TF_OpKernelContext* ctx, const char* op, XpuStreamFn
     TF_SetStatus(status, TF_INVALID_ARGUMENT, message);
     free(arg);
   } else {
-    ok = xpu_stream_enqueue_fn(stream, op, fn, arg, NULL, ranges, count, status);
+    ok = xpu_stream_enqueue_fn(stream, op, fn, arg, NULL, ranges, count, g_launch_blocking,
+                               status);
   }
   if (!ok) TF_OpKernelContext_Failure(ctx, status);
   return ok;

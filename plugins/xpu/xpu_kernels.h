@@ -8,8 +8,9 @@
  * validates shapes and host-memory arguments synchronously, allocates the outputs, packs
  * everything the device work needs (pointers, shapes, attribute values) into one heap
  * argument and hands it to xpu_compute_enqueue, which checks the stream and the device
- * buffers and queues the work on the stream; the worker runs it later. compute() never waits
- * for the stream. Hidden like everything else in xpu_internal.h.
+ * buffers and queues the work on the stream; the worker runs it later. compute() does not wait
+ * for the stream, except in a host without kernels_experimental.h's variable functions
+ * (launch blocking, xpu_kernels.c). Hidden like everything else in xpu_internal.h.
  */
 #ifndef XPU_KERNELS_H_
 #define XPU_KERNELS_H_

@@ -582,6 +582,22 @@ static void xpu_get_stream_status(const SP_Device* device, SP_Stream stream, TF_
   pthread_mutex_unlock(&dev->mu);
 }
 
+/* Waits (dev->mu held) for the work queued on `stream` so far; reports the stream's state. */
+static void wait_until_done_locked(XpuDevice* dev, SP_Stream stream, TF_Status* status) {
+  uint64_t target = stream->last_ticket;
+  stream->host_waiters++;
+  while (stream->head != NULL && stream->head->ticket <= target) {
+    pthread_cond_wait(&dev->state_cv, &dev->mu);
+  }
+  stream->host_waiters--;
+  if (stream->error_code != TF_OK) {
+    TF_SetStatus(status, stream->error_code, message_or_empty(stream->error_message));
+  } else {
+    TF_SetStatus(status, TF_OK, "");
+  }
+  pthread_cond_broadcast(&dev->state_cv);
+}
+
 /* SP_StreamExecutor.block_host_until_done: waits for the stream's queued work, reports its state. */
 static void xpu_block_host_until_done(const SP_Device* device, SP_Stream stream,
                                       TF_Status* status) {
@@ -595,18 +611,7 @@ static void xpu_block_host_until_done(const SP_Device* device, SP_Stream stream,
     pthread_mutex_unlock(&dev->mu);
     return;
   }
-  uint64_t target = stream->last_ticket;
-  stream->host_waiters++;
-  while (stream->head != NULL && stream->head->ticket <= target) {
-    pthread_cond_wait(&dev->state_cv, &dev->mu);
-  }
-  stream->host_waiters--;
-  if (stream->error_code != TF_OK) {
-    TF_SetStatus(status, stream->error_code, message_or_empty(stream->error_message));
-  } else {
-    TF_SetStatus(status, TF_OK, "");
-  }
-  pthread_cond_broadcast(&dev->state_cv);
+  wait_until_done_locked(dev, stream, status);
   pthread_mutex_unlock(&dev->mu);
 }
 
@@ -1043,7 +1048,7 @@ static void free_work_arg(void* arg, void (*free_arg)(void*)) {
 
 bool xpu_stream_enqueue_fn(SP_Stream stream, const char* name, XpuStreamFn fn, void* arg,
                            void (*free_arg)(void*), const XpuDeviceRange* ranges,
-                           size_t range_count, TF_Status* status) {
+                           size_t range_count, bool wait, TF_Status* status) {
   /* Find and lock the stream's device while the registry keeps both alive. */
   XpuDevice* dev = NULL;
   pthread_mutex_lock(&g_stream_registry_mu);
@@ -1072,9 +1077,14 @@ bool xpu_stream_enqueue_fn(SP_Stream stream, const char* name, XpuStreamFn fn, v
     op->u.work.free_arg = free_arg;
     enqueue(stream, op);
   }
+  bool queued = ok && (fn == NULL || op != NULL);
+  if (queued && fn != NULL && wait && tl_worker_stream != stream) {
+    wait_until_done_locked(dev, stream, status);
+    queued = TF_GetCode(status) == TF_OK;
+  }
   pthread_mutex_unlock(&dev->mu);
   if (op == NULL) free_work_arg(arg, free_arg);
-  return ok && (fn == NULL || op != NULL);
+  return queued;
 }
 
 /* ---- wiring and teardown ---------------------------------------------------------------- */

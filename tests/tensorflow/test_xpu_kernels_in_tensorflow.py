@@ -104,3 +104,25 @@ def test_values_that_fail_a_cpu_kernel_leave_tensorflow_running_on_the_xpu():
     assert out["gather"] == [[3.0, 4.0], [0.0, 0.0]]
     assert out["loss_nan"] == [False, True]
     assert out["after"] == 4.0
+
+
+CHAIN = """
+tf.config.set_soft_device_placement(False)
+wrong = 0
+with tf.device("/XPU:0"):
+    for trial in range(5):
+        v = tf.Variable(tf.zeros([1000]))
+        one = tf.ones([1000]) * 1.0  # made by an XPU kernel
+        for i in range(20):
+            v.assign_sub(one)
+        wrong += int(float(tf.reduce_sum(v.read_value())) != -20000.0)
+print(json.dumps({"wrong": wrong}))
+"""
+
+
+def test_tensorflows_own_variable_updates_see_settled_xpu_results():
+    """TensorFlow 2.21 exports no kernels_experimental.h, so its host-side AssignSubVariableOp
+    runs on the XPU's memory: the XPU's kernels then complete before compute() returns, and
+    a chain of updates stays right however slow the stream is."""
+    out = last_json(run_tf(CHAIN, xpu_library(), env={"XPU_STREAM_DELAY_US": "500"}))
+    assert out["wrong"] == 0
