@@ -45,8 +45,9 @@ class Variable:
             else initial_value
         wanted = None if dtype is None else dt.as_dtype(dtype)
         if not isinstance(value, Tensor):
-            array = np.asarray(value)
-            value = tensor(array.astype(wanted.numpy_dtype) if wanted else array)
+            # Python numbers take pluggable.tensor's types (float32, int32), as tf.Variable.
+            value = tensor(np.asarray(value).astype(wanted.numpy_dtype)) if wanted \
+                else tensor(value)
         elif wanted is not None and value.dtype != wanted:
             (value,) = execute("Cast", [value], {"DstT": wanted})
         self._device = _target_device([value])

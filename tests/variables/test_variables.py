@@ -33,6 +33,12 @@ def test_create_read_assign(where):
     assert np.asarray(v).tolist() == [[1, 2], [3, 4]]
 
 
+def test_python_numbers_take_tensorflows_default_types(where):
+    assert pluggable.Variable([1.0, 2.0]).dtype == pluggable.float32
+    assert pluggable.Variable(3).dtype == pluggable.int32
+    assert pluggable.Variable(np.float64(1.5)).dtype == pluggable.float64  # NumPy's own kept
+
+
 def test_dtype_converts_the_initial_value(where):
     v = pluggable.Variable([0.1, 0.2], dtype="float32", trainable=False)
     assert v.dtype == pluggable.float32 and not v.trainable
