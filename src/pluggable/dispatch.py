@@ -408,6 +408,10 @@ def _execute(op_name: str, inputs: Sequence[Any], attrs: Optional[Mapping[str, A
                 raise bad(op.name, f"attribute {spec.name} is required")
             attrs[spec.name] = _check_attr(op, spec.name, spec.default)
     target = _target_device(tensors)
+    for t in tensors:  # an op on a variable runs where the variable lives, as in TensorFlow
+        if t._dtype is resource:
+            target = t._device
+            break
     host = _host_values(op, tensors, attrs)
     shapes = op.infer([TensorMeta(t.shape, t.dtype) for t in tensors], attrs, host)
     out_dtypes = _output_dtypes(op, attrs)

@@ -208,8 +208,9 @@ def test_concurrent_updates_from_threads_all_count(where):
             with pluggable.device(where):
                 for _ in range(50):
                     v.assign_add(one)
+                    # use_locking: without it TensorFlow leaves concurrent updates undefined
                     raw_ops.ResourceApplyGradientDescent(var=v, alpha=np.float32(-1.0),
-                                                         delta=one)
+                                                         delta=one, use_locking=True)
         except Exception as exc:  # reported below: a thread cannot fail the test itself
             errors_seen.append(exc)
 
@@ -220,3 +221,19 @@ def test_concurrent_updates_from_threads_all_count(where):
         t.join()
     assert not errors_seen
     assert v.numpy().tolist() == [400.0] * 4
+
+
+def test_ops_on_a_variable_run_where_it_lives():
+    with pluggable.device("/xpu:1"):
+        v = pluggable.Variable(np.ones(3, np.float32))
+    with pluggable.device("/xpu:0"):  # another scope: the variable's device still wins
+        raw_ops.ResourceApplyGradientDescent(var=v, alpha=np.float32(0.5),
+                                             delta=np.ones(3, np.float32))
+        v.assign_add(np.ones(3, np.float32))
+        value = raw_ops.ReadVariableOp(resource=v, dtype=pluggable.float32)
+    with pluggable.device("/cpu:0"):
+        w = pluggable.Variable(np.zeros(2, np.float32))
+    with pluggable.device("/xpu:0"):
+        w.assign_add(np.ones(2, np.float32))
+    assert value.device == "/device:XPU:1" and value.numpy().tolist() == [1.5, 1.5, 1.5]
+    assert w.device == "/device:CPU:0" and w.numpy().tolist() == [1.0, 1.0]
