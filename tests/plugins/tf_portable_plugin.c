@@ -7,6 +7,8 @@
  * complete once recorded). Two ops of its own, registered through ops.h with shape functions:
  *   PortableScaleAdd(x: T, y: T; scale: float = 1) -> z = x * scale + y   (shapes equal)
  *   PortableRowSum(x: T) -> y[i] = sum_j x[i, j]                          (x a matrix)
+ *   PortableStringLengths(x: float) -> y: int64, the lengths of strings it builds in a
+ *     temporary string tensor, one per element of x (short, long and borrowed ones)
  * and their kernels; and variable kernels through kernels_experimental.h: AssignVariableOp,
  * AssignAddVariableOp, AssignSubVariableOp and ResourceApplyGradientDescent, for float and
  * double; and a graph optimizer (grappler.h) that leaves graphs as they are and turns
@@ -32,6 +34,7 @@ typedef struct TF_ShapeInferenceContext TF_ShapeInferenceContext;
 #include "tensorflow/c/kernels.h"
 #include "tensorflow/c/kernels_experimental.h"
 #include "tensorflow/c/ops.h"
+#include "tensorflow/c/tf_tstring.h"
 
 /* TensorFlow 2.20 and 2.21 declare kernels_experimental.h but no binary of theirs defines
  * it (tensorflow/tensorflow#126374), so a plugin referring to it strongly cannot load there.
@@ -465,6 +468,39 @@ static void row_sum_compute(void* kernel, TF_OpKernelContext* ctx) {
   TF_DeleteStatus(status);
 }
 
+/* A string temporary of as many elements as x: element i is a view of a static text when
+ * i % 3 == 0, else i * 7 copies of 'a' + i (inline or on the heap). y[i] is its length, once
+ * the content is checked. */
+static void string_lengths_compute(void* kernel, TF_OpKernelContext* ctx) {
+  (void)kernel;
+  static const char borrowed[] = "borrowed text";
+  TF_Status* status = TF_NewStatus();
+  TF_Tensor *x = NULL, *strings = NULL, *y = NULL;
+  TF_GetInput(ctx, 0, &x, status);
+  int64_t n = TF_GetCode(status) == TF_OK ? TF_TensorElementCount(x) : 0;
+  TF_AllocatorAttributes on_host = {TF_ALLOCATOR_ATTRIBUTES_STRUCT_SIZE, 1};
+  if (TF_GetCode(status) == TF_OK) strings = TF_AllocateTemp(ctx, TF_STRING, &n, 1, &on_host, status);
+  if (TF_GetCode(status) == TF_OK) y = TF_AllocateOutput(ctx, 0, TF_INT64, &n, 1, (size_t)n * 8, status);
+  for (int64_t i = 0; TF_GetCode(status) == TF_OK && i < n; i++) {
+    TF_TString* s = (TF_TString*)TF_TensorData(strings) + i;
+    char text[128];
+    size_t len = i % 3 == 0 ? sizeof borrowed - 1 : (size_t)(i * 7 % 100);
+    memset(text, 'a' + (int)(i % 26), len);
+    if (i % 3 == 0) TF_TString_AssignView(s, borrowed, len);
+    else TF_TString_Copy(s, text, len);
+    const char* back = TF_TString_GetDataPointer(s);
+    if (TF_TString_GetSize(s) != len || memcmp(back, i % 3 == 0 ? borrowed : text, len) != 0) {
+      TF_SetStatus(status, TF_INTERNAL, "PortableStringLengths: a string changed");
+    }
+    ((int64_t*)TF_TensorData(y))[i] = (int64_t)TF_TString_GetSize(s);
+  }
+  if (TF_GetCode(status) != TF_OK) TF_OpKernelContext_Failure(ctx, status);
+  TF_DeleteTensor(strings); /* frees the strings it owns */
+  TF_DeleteTensor(x);
+  TF_DeleteTensor(y);
+  TF_DeleteStatus(status);
+}
+
 /* ---- variable kernels -------------------------------------------------------------------- */
 
 /* The device is host memory and its streams synchronous: a copy is a memcpy. */
@@ -613,7 +649,7 @@ static void register_op(const char* name, const char* const* attrs, const char* 
   for (; *attrs != NULL; attrs++) TF_OpDefinitionBuilderAddAttr(b, *attrs);
   for (; *inputs != NULL; inputs++) TF_OpDefinitionBuilderAddInput(b, *inputs);
   TF_OpDefinitionBuilderAddOutput(b, output);
-  TF_OpDefinitionBuilderSetShapeInferenceFunction(b, shape_fn);
+  if (shape_fn != NULL) TF_OpDefinitionBuilderSetShapeInferenceFunction(b, shape_fn);
   TF_RegisterOpDefinition(b, status);
   if (TF_GetCode(status) != TF_OK) fprintf(stderr, "%s: %s\n", name, TF_Message(status));
   TF_DeleteStatus(status);
@@ -643,6 +679,16 @@ EXPORT void TF_InitKernel(void) {
   static const char* const row_sum_inputs[] = {"x: T", NULL};
   register_op("PortableScaleAdd", scale_add_attrs, scale_add_inputs, "z: T", scale_add_shape);
   register_op("PortableRowSum", row_sum_attrs, row_sum_inputs, "y: T", row_sum_shape);
+  static const char* const no_attrs[] = {NULL};
+  static const char* const float_input[] = {"x: float", NULL};
+  register_op("PortableStringLengths", no_attrs, float_input, "y: int64", NULL);
+  {
+    TF_Status* status = TF_NewStatus();
+    TF_KernelBuilder* b = TF_NewKernelBuilder("PortableStringLengths", DEVICE_TYPE, no_state,
+                                              string_lengths_compute, no_delete);
+    TF_RegisterKernelBuilder("PortStringLengths", b, status);
+    TF_DeleteStatus(status);
+  }
 
 #ifdef PORT_MISUSE
   {

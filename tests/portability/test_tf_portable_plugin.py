@@ -49,6 +49,17 @@ print(json.dumps({"z": z.numpy().tolist(), "z_device": z.device, "rows": rows.nu
                    "default": [[0, 2, 4], [6, 8, 10]]}
 
 
+def test_kernels_can_use_string_temporaries(run_python, portable):
+    """PortableStringLengths builds short, long and borrowed TF_TStrings in a TF_AllocateTemp
+    string tensor (no shape function: the kernel's output shape is taken)."""
+    out = run(run_python, portable(), """
+with pluggable.device("/port:0"):
+    y = raw_ops.PortableStringLengths(x=np.zeros(7, np.float32))
+print(json.dumps([y.dtype.name, y.numpy().tolist()]))
+""")
+    assert out == ["int64", [13, 7, 14, 13, 28, 35, 13]]
+
+
 def test_shape_functions_refuse_bad_inputs_at_dispatch(run_python, portable):
     out = run(run_python, portable(), """
 messages = {}
@@ -149,7 +160,7 @@ print(json.dumps({{"warnings": [str(w.message) for w in caught],
     assert "input spec 'x' must read 'name: type'" in result.stderr
     assert "op 'PortableRowSum' is already registered with other inputs" in result.stderr
     # PortableRef registered, but a reference input needs TensorFlow's graph runtime.
-    assert out["ops"] == ["PortableRowSum", "PortableScaleAdd"]
+    assert out["ops"] == ["PortableRowSum", "PortableScaleAdd", "PortableStringLengths"]
     assert any("'PortableRef'" in w and "Ref(float)" in w for w in out["warnings"])
 
 

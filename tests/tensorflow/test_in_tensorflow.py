@@ -114,12 +114,16 @@ try:
     refused = ""
 except tf.errors.InvalidArgumentError as exc:
     refused = str(exc)
+with tf.device("/PORT:0"):
+    (lengths,) = execute.execute(b"PortableStringLengths", 1, inputs=[tf.zeros(7)], attrs=(),
+                                 ctx=ctx)
 print(json.dumps({"z": z.numpy().tolist(), "device": z.device, "rows": rows.numpy().tolist(),
-                  "refused": refused}))
+                  "refused": refused, "lengths": lengths.numpy().tolist()}))
 """, library))
     # The same values pluggable gives (tests/portability/test_tf_portable_plugin.py).
     assert out["z"] == [[0, 3, 6], [9, 12, 15]] and out["device"].endswith("PORT:0")
     assert out["rows"] == [3, 12]
+    assert out["lengths"] == [13, 7, 14, 13, 28, 35, 13]  # string temporaries there too
     # Eager TensorFlow runs no shape functions: the kernel's own check refuses.
     assert "PortableRowSum: x must be a matrix" in out["refused"]
 

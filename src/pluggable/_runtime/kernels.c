@@ -36,6 +36,7 @@
 #include "runtime_internal.h"
 #include "tensor_internal.h"
 #include "tensorflow/c/kernels.h"
+#include "tensorflow/c/tf_tstring.h"
 
 /* ---- small helpers ---------------------------------------------------------------------- */
 
@@ -1155,6 +1156,19 @@ static PG_Buffer* allocate_buffer(TF_OpKernelContext* ctx, TF_DataType dtype,
     return NULL;
   }
   size_t size = TF_DataTypeSize(dtype);
+  bool strings = dtype == TF_STRING;
+  if (strings) {
+    /* TF_TString elements, in host memory as TensorFlow keeps them, initialised empty; for
+     * temporaries only: pluggable's tensors have no string dtype to hand an output over. */
+    if (strcmp(what, "TF_AllocateTemp") != 0) {
+      set_statusf(status, TF_UNIMPLEMENTED,
+                  "%s: string outputs are not implemented by pluggable (its tensors have no "
+                  "string type); string temporaries are (TF_AllocateTemp)", what);
+      return NULL;
+    }
+    size = sizeof(TF_TString);
+    host_memory = true;
+  }
   if (size == 0) {
     set_statusf(status, dtype_is_known(dtype) ? TF_UNIMPLEMENTED : TF_INVALID_ARGUMENT,
                 "%s: tensors of type %s (%d) are not implemented by pluggable", what,
@@ -1193,6 +1207,10 @@ static PG_Buffer* allocate_buffer(TF_OpKernelContext* ctx, TF_DataType dtype,
     return NULL;
   }
   buf->bfc = host_memory ? NULL : ctx->bfc;
+  if (strings && bytes > 0) {
+    memset(data, 0, bytes); /* TF_StringInit of every element */
+    buf->tstrings = elements;
+  }
   return buf;
 }
 
