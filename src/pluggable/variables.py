@@ -41,6 +41,8 @@ class Variable:
                  trainable: bool = True):
         from .dispatch import _target_device, device as scope, execute
 
+        if name is not None and not isinstance(name, str):
+            raise TypeError(f"Variable name must be a string, got {name!r}")
         value = initial_value.read_value() if isinstance(initial_value, Variable) \
             else initial_value
         wanted = None if dtype is None else dt.as_dtype(dtype)

@@ -167,6 +167,10 @@ def test_errors_say_what_is_wrong(where):
     with pytest.raises(errors.InvalidArgumentError, match="share one shape"):
         raw_ops.ResourceApplyGradientDescent(var=v, alpha=np.float32(1),
                                              delta=np.ones(4, np.float32))
+    with pytest.raises(TypeError, match="Variable name must be a string, got 3"):
+        pluggable.Variable(np.zeros(2), name=3)
+    with pytest.raises(errors.InvalidArgumentError, match="not supported"):
+        pluggable.Variable("text")
     counts = pluggable.Variable(np.zeros(2, np.int32))
     with pytest.raises(errors.InvalidArgumentError, match="cannot be converted to int32"):
         counts.assign_add([0.5, 1])
