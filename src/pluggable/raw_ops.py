@@ -96,7 +96,8 @@ __all__ = sorted(_OPS)
 
 
 def __dir__():
-    return __all__ + ["PYTHON_NAMES", "parameters"]
+    # sorted(_OPS), not __all__: ops registered by plugins since the import are listed too
+    return sorted(_OPS) + ["PYTHON_NAMES", "parameters"]
 
 
 def __getattr__(name: str) -> _Any:

@@ -91,12 +91,14 @@ def test_plugin_ops_have_tensorflow_style_signatures_and_only_plugin_kernels(run
 import inspect
 sig = inspect.signature(raw_ops.PortableScaleAdd)
 kernels = pluggable.config.list_kernels("PortableScaleAdd")
-print(json.dumps({"sig": [[p.name, None if p.default is p.empty else p.default]
+print(json.dumps({"listed": "PortableRowSum" in dir(raw_ops),
+                  "sig": [[p.name, None if p.default is p.empty else p.default]
                           for p in sig.parameters.values()],
                   "kernels": sorted([k.device_type, k.type_constraints["T"][0]]
                                     for k in kernels)}))
 """)
     assert out["sig"] == [["x", None], ["y", None], ["scale", 1.0], ["name", None]]
+    assert out["listed"]  # dir(raw_ops) shows the plugin's ops
     assert out["kernels"] == [["PORT", "float32"], ["PORT", "float64"]]  # no CPU kernel
 
 
