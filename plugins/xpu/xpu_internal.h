@@ -246,10 +246,13 @@ typedef struct XpuDeviceRange {
  * while a profiling session runs. The stream takes ownership of `arg` whatever happens: it is
  * released with free_arg (free() when NULL) after fn ran, when fn is skipped because the
  * stream has already failed, or at once when enqueueing fails. With fn == NULL the stream and
- * ranges are only checked and nothing is enqueued. Never blocks on the stream. */
+ * ranges are only checked and nothing is enqueued. With `wait`, returns once the stream has
+ * run the work (false with the stream's error if it failed); otherwise never blocks on the
+ * stream. */
 bool xpu_stream_enqueue_fn(SP_Stream stream, const char* name, const char* node,
                            size_t node_len, XpuStreamFn fn, void* arg, void (*free_arg)(void*),
-                           const XpuDeviceRange* ranges, size_t range_count, TF_Status* status);
+                           const XpuDeviceRange* ranges, size_t range_count, bool wait,
+                           TF_Status* status);
 /* Fills PLUGGABLE_StreamNamesExt.set_stream_name (see pluggable/plugin_ext.h). */
 void xpu_stream_set_name(const SP_Device* device, SP_Stream stream, const char* name);
 
@@ -310,7 +313,7 @@ void xpu_prof_record(XpuProfStream* b, XpuProfKind kind, uint64_t start_ns, uint
 bool xpu_stream_enqueue_work(SP_Stream stream, const char* name, const char* node,
                              size_t node_len, XpuStreamFn fn, const void* work,
                              size_t work_size, void (*cleanup)(void*),
-                             const XpuDeviceRange* ranges, size_t range_count,
+                             const XpuDeviceRange* ranges, size_t range_count, bool wait,
                              TF_Status* status);
 
 /* ---- the kernels' helper-thread pool (xpu_kernels_pool.c) ------------------------------- */

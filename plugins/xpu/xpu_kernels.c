@@ -12,6 +12,17 @@
 #include "xpu_kernels.h"
 
 #include "tensorflow/c/kernels.h"
+#include "tensorflow/c/kernels_experimental.h" /* resource variables; includes kernels.h */
+
+/* TensorFlow 2.21's packages do not export the functions of kernels_experimental.h from any
+ * of their libraries (only pluggable's runtime does), and TensorFlow loads plugins with every
+ * symbol bound at once: weak references let the plugin load there; the variable kernels are
+ * registered only when the host provides the functions (xpu_host_has_variable_api). */
+#pragma weak TF_AssignVariable
+#pragma weak TF_AssignUpdateVariable
+#pragma weak TF_MaybeLockVariableInputMutexesInOrder
+#pragma weak TF_GetInputTensorFromVariable
+#pragma weak TF_ReleaseVariableInputLockHolder
 
 #include <inttypes.h>
 #include <stdarg.h>
@@ -21,11 +32,23 @@
 
 /* ---- entry point ------------------------------------------------------------------------ */
 
+/* Whether compute() waits for its work to run ("launch blocking", as CUDA_LAUNCH_BLOCKING=1
+ * makes a GPU do). A host that exports the variable functions (pluggable) gets the XPU's
+ * variable kernels, which order every update on the stream, and asynchronous kernels. A host
+ * that does not (TensorFlow 2.21) runs its own variable kernels on the host thread with no
+ * regard for the stream: there, each kernel's results are complete when compute() returns, so
+ * those host-side updates read and write settled memory. Set once by TF_InitKernel. */
+static bool g_launch_blocking = false;
+
 __attribute__((visibility("default"))) void TF_InitKernel(void) {
+  g_launch_blocking = !xpu_host_has_variable_api();
   xpu_register_elementwise_kernels();
   xpu_register_shape_kernels();
   xpu_register_reduction_kernels();
   xpu_register_matmul_kernels();
+  xpu_register_array_kernels();
+  xpu_register_nn_kernels();
+  if (xpu_host_has_variable_api()) xpu_register_variable_kernels();
 }
 
 /* ---- dtypes and registration ------------------------------------------------------------ */
@@ -33,7 +56,8 @@ __attribute__((visibility("default"))) void TF_InitKernel(void) {
 const TF_DataType xpu_types_F[] = {TF_FLOAT, TF_DOUBLE, 0};
 const TF_DataType xpu_types_N[] = {TF_FLOAT, TF_DOUBLE, TF_INT32, TF_INT64, 0};
 const TF_DataType xpu_types_NB[] = {TF_FLOAT, TF_DOUBLE, TF_INT32, TF_INT64, TF_BOOL, 0};
-const TF_DataType xpu_types_CAST[] = {TF_BOOL, TF_INT32, TF_INT64, TF_FLOAT, TF_DOUBLE, 0};
+const TF_DataType xpu_types_CAST[] = {TF_BOOL,   TF_INT32, TF_INT64,    TF_FLOAT,
+                                      TF_DOUBLE, TF_HALF,  TF_BFLOAT16, 0};
 const TF_DataType xpu_types_MATMUL[] = {TF_FLOAT, TF_DOUBLE, TF_INT32, TF_INT64, 0};
 const TF_DataType xpu_types_FIXED[] = {
     TF_FLOAT,  TF_DOUBLE, TF_INT32,  TF_INT64,    TF_BOOL,   TF_HALF,   TF_BFLOAT16, TF_INT8,
@@ -94,7 +118,7 @@ static void register_one(const XpuKernelDef* def, TF_DataType t1, TF_DataType t2
     TF_DeleteKernelBuilder(b);
     return;
   }
-  for (int i = 0; i < 2 && def->host_memory[i] != NULL; i++) {
+  for (int i = 0; i < XPU_MAX_HOST_MEMORY_ARGS && def->host_memory[i] != NULL; i++) {
     TF_KernelBuilder_HostMemory(b, def->host_memory[i]);
   }
   /* TF_InitKernel cannot report anything: a refused registration leaves the op without an
@@ -178,6 +202,23 @@ bool xpu_attr_bool(TF_OpKernelConstruction* k, const char* op, const char* name,
     TF_OpKernelConstruction_GetAttrBool(k, name, &v, status);
     ok = TF_GetCode(status) == TF_OK;
     if (ok) *out = v != 0;
+    else xpu_construction_fail(k, "%s: attribute '%s': %s", op, name, TF_Message(status));
+  }
+  TF_DeleteStatus(status);
+  return ok;
+}
+
+bool xpu_attr_int(TF_OpKernelConstruction* k, const char* op, const char* name, int64_t dflt,
+                  int64_t* out) {
+  TF_Status* status = TF_NewStatus();
+  if (status == NULL) return xpu_construction_fail(k, "%s: out of host memory", op) != NULL;
+  bool ok = true;
+  *out = dflt;
+  if (has_attr(k, name, status)) {
+    int64_t v = 0;
+    TF_OpKernelConstruction_GetAttrInt64(k, name, &v, status);
+    ok = TF_GetCode(status) == TF_OK;
+    if (ok) *out = v;
     else xpu_construction_fail(k, "%s: attribute '%s': %s", op, name, TF_Message(status));
   }
   TF_DeleteStatus(status);
@@ -269,7 +310,9 @@ bool xpu_fail(XpuCompute* c, TF_Code code, const char* fmt, ...) {
 
 /* The name of input i for messages. */
 static const char* input_name(const XpuCompute* c, int i) {
-  return c->in_name != NULL && i < c->input_count ? c->in_name[i] : "input";
+  if (i < c->list_count) return c->list_name;
+  int j = i - c->list_count;
+  return c->in_name != NULL && i < c->input_count ? c->in_name[j] : "input";
 }
 
 /* Reads a tensor's shape into *s; false when its rank is beyond XPU_MAX_RANK. */
@@ -285,12 +328,17 @@ static bool read_shape(const TF_Tensor* t, XpuShape* s) {
   return true;
 }
 
-bool xpu_compute_begin(XpuCompute* c, TF_OpKernelContext* ctx, const char* op,
-                       const char* const* names, unsigned host_mask) {
+/* Clears *c and counts the `kernel` fault kind; false (after failing) when compute() must
+ * stop. */
+static bool compute_open(XpuCompute* c, TF_OpKernelContext* ctx, const char* op) {
   memset(c, 0, sizeof *c);
   c->ctx = ctx;
   c->op = op;
-  c->in_name = names;
+  c->in = c->in_inline;
+  c->in_shape = c->in_shape_inline;
+  c->in_host = c->in_host_inline;
+  c->out = c->out_inline;
+  c->output_capacity = XPU_INLINE_KERNEL_OUTPUTS;
   c->status = TF_NewStatus();
   if (c->status == NULL) {
     c->failed = true;
@@ -303,39 +351,108 @@ bool xpu_compute_begin(XpuCompute* c, TF_OpKernelContext* ctx, const char* op,
     c->failed = true;
     return false;
   }
-  int want = 0;
-  while (names != NULL && names[want] != NULL) want++;
-  int have = TF_NumInputs(ctx);
-  if (have != want || want > XPU_MAX_KERNEL_INPUTS) {
-    return xpu_fail(c, TF_INVALID_ARGUMENT, "expected %d inputs, got %d", want, have);
+  return true;
+}
+
+/* Fetches `count` inputs (host_mask: which are in host memory) and their shapes. */
+static bool fetch_inputs(XpuCompute* c, int count, const bool* host) {
+  if (count > XPU_INLINE_KERNEL_INPUTS) {
+    c->in = calloc((size_t)count, sizeof *c->in);
+    c->in_shape = calloc((size_t)count, sizeof *c->in_shape);
+    c->in_host = calloc((size_t)count, sizeof *c->in_host);
+    if (c->in == NULL || c->in_shape == NULL || c->in_host == NULL) {
+      return xpu_fail(c, TF_RESOURCE_EXHAUSTED, "out of host memory for %d inputs", count);
+    }
   }
-  for (int i = 0; i < want; i++) {
-    TF_GetInput(ctx, i, &c->in[i], c->status);
+  for (int i = 0; i < count; i++) {
+    TF_GetInput(c->ctx, i, &c->in[i], c->status);
     if (TF_GetCode(c->status) != TF_OK || c->in[i] == NULL) {
       c->in[i] = NULL;
       return xpu_fail(c, TF_GetCode(c->status) != TF_OK ? TF_GetCode(c->status) : TF_INTERNAL,
-                      "cannot read input %d ('%s'): %s", i, names[i], TF_Message(c->status));
+                      "cannot read input %d ('%s'): %s", i, input_name(c, i),
+                      TF_Message(c->status));
     }
     c->input_count = i + 1;
-    c->in_host[i] = (host_mask >> i) & 1u;
+    c->in_host[i] = host[i];
     if (!read_shape(c->in[i], &c->in_shape[i])) {
       return xpu_fail(c, TF_INVALID_ARGUMENT, "'%s' has rank %d; XPU kernels support up to %d",
-                      names[i], TF_NumDims(c->in[i]), XPU_MAX_RANK);
+                      input_name(c, i), TF_NumDims(c->in[i]), XPU_MAX_RANK);
     }
     if (c->in_shape[i].count > 0 && TF_TensorData(c->in[i]) == NULL) {
-      return xpu_fail(c, TF_INVALID_ARGUMENT, "'%s' has no data", names[i]);
+      return xpu_fail(c, TF_INVALID_ARGUMENT, "'%s' has no data", input_name(c, i));
     }
   }
   return true;
 }
 
+bool xpu_compute_begin(XpuCompute* c, TF_OpKernelContext* ctx, const char* op,
+                       const char* const* names, unsigned host_mask) {
+  if (!compute_open(c, ctx, op)) return false;
+  c->in_name = names;
+  int want = 0;
+  while (names != NULL && names[want] != NULL) want++;
+  int have = TF_NumInputs(ctx);
+  if (have != want || want > XPU_MAX_NAMED_INPUTS) {
+    return xpu_fail(c, TF_INVALID_ARGUMENT, "expected %d inputs, got %d", want, have);
+  }
+  bool host[XPU_MAX_NAMED_INPUTS];
+  for (int i = 0; i < want; i++) host[i] = (host_mask >> i) & 1u;
+  return fetch_inputs(c, want, host);
+}
+
+bool xpu_compute_begin_list(XpuCompute* c, TF_OpKernelContext* ctx, const char* op,
+                            const char* list_name, int min_list, const char* const* tail,
+                            unsigned tail_host_mask) {
+  if (!compute_open(c, ctx, op)) return false;
+  int tail_count = 0;
+  while (tail != NULL && tail[tail_count] != NULL) tail_count++;
+  int have = TF_NumInputs(ctx);
+  int n = have - tail_count;
+  c->in_name = tail;
+  c->list_name = list_name;
+  if (n < min_list) {
+    return xpu_fail(c, TF_INVALID_ARGUMENT, "expected at least %d '%s' tensors and %d more "
+                    "inputs, got %d inputs in all", min_list, list_name, tail_count, have);
+  }
+  if (have > XPU_MAX_KERNEL_ARGS) {
+    return xpu_fail(c, TF_INVALID_ARGUMENT, "%d inputs; the XPU kernels take at most %d",
+                    have, XPU_MAX_KERNEL_ARGS);
+  }
+  c->list_count = n;
+  bool* host = calloc((size_t)have, sizeof *host);
+  if (host == NULL) return xpu_fail(c, TF_RESOURCE_EXHAUSTED, "out of host memory");
+  for (int i = 0; i < tail_count; i++) host[n + i] = (tail_host_mask >> i) & 1u;
+  bool ok = fetch_inputs(c, have, host);
+  free(host);
+  return ok;
+}
+
+bool xpu_reserve_outputs(XpuCompute* c, int count) {
+  if (count <= c->output_capacity) return true;
+  if (count > XPU_MAX_KERNEL_ARGS) {
+    return xpu_fail(c, TF_INVALID_ARGUMENT, "%d outputs; the XPU kernels make at most %d",
+                    count, XPU_MAX_KERNEL_ARGS);
+  }
+  TF_Tensor** out = calloc((size_t)count, sizeof *out);
+  if (out == NULL) return xpu_fail(c, TF_RESOURCE_EXHAUSTED, "out of host memory");
+  memcpy(out, c->out, (size_t)c->output_capacity * sizeof *out);
+  if (c->out != c->out_inline) free(c->out);
+  c->out = out;
+  c->output_capacity = count;
+  return true;
+}
+
 void xpu_compute_end(XpuCompute* c) {
-  for (int i = 0; i < XPU_MAX_KERNEL_INPUTS; i++) {
+  for (int i = 0; c->in != NULL && i < c->input_count; i++) {
     if (c->in[i] != NULL) TF_DeleteTensor(c->in[i]);
   }
-  for (int i = 0; i < XPU_MAX_KERNEL_OUTPUTS; i++) {
+  for (int i = 0; c->out != NULL && i < c->output_count; i++) {
     if (c->out[i] != NULL) TF_DeleteTensor(c->out[i]);
   }
+  if (c->in != c->in_inline) free(c->in);
+  if (c->in_shape != c->in_shape_inline) free(c->in_shape);
+  if (c->in_host != c->in_host_inline) free(c->in_host);
+  if (c->out != c->out_inline) free(c->out);
   if (c->status != NULL) TF_DeleteStatus(c->status);
   memset(c, 0, sizeof *c);
 }
@@ -348,6 +465,7 @@ bool xpu_check_dtype(XpuCompute* c, int i, TF_DataType want) {
 }
 
 bool xpu_alloc_output(XpuCompute* c, int i, TF_DataType dt, const XpuShape* shape) {
+  if (!xpu_reserve_outputs(c, i + 1)) return false;
   size_t bytes = (size_t)shape->count * xpu_dtype_size(dt);
   TF_SetStatus(c->status, TF_OK, "");
   TF_Tensor* t = TF_AllocateOutput(c->ctx, i, dt, shape->dims, shape->rank, bytes, c->status);
@@ -397,9 +515,12 @@ bool xpu_host_ints(XpuCompute* c, int i, int64_t* vals, int max, int* n) {
   return true;
 }
 
-/* xpu_compute_enqueue (a heap `arg`) and xpu_compute_enqueue_work (a `work` struct copied). */
+/* xpu_compute_enqueue (a heap `arg`), xpu_compute_enqueue_extra (the same, with device ranges
+ * besides the kernel's inputs and outputs) and xpu_compute_enqueue_work (a `work` struct
+ * copied). */
 static bool compute_enqueue(XpuCompute* c, XpuStreamFn fn, void* arg, void (*free_arg)(void*),
-                            const void* work, size_t work_size) {
+                            const void* work, size_t work_size, const XpuDeviceRange* extra,
+                            size_t extra_count) {
   TF_SetStatus(c->status, TF_OK, "");
   SP_Stream stream = TF_GetStream(c->ctx, c->status);
   if (TF_GetCode(c->status) != TF_OK || stream == NULL) {
@@ -411,8 +532,20 @@ static bool compute_enqueue(XpuCompute* c, XpuStreamFn fn, void* arg, void (*fre
                     TF_GetCode(c->status) != TF_OK ? TF_Message(c->status)
                                                    : "TF_GetStream returned NULL");
   }
-  static const char* const kOutputRoles[XPU_MAX_KERNEL_OUTPUTS] = {"output 0", "output 1"};
-  XpuDeviceRange ranges[XPU_MAX_KERNEL_INPUTS + XPU_MAX_KERNEL_OUTPUTS];
+  static const char* const kOutputRoles[] = {"output 0", "output 1", "output 2", "output"};
+  XpuDeviceRange inline_ranges[XPU_INLINE_KERNEL_INPUTS + XPU_INLINE_KERNEL_OUTPUTS];
+  XpuDeviceRange* ranges = inline_ranges;
+  size_t capacity = (size_t)c->input_count + (size_t)c->output_count + extra_count;
+  if (capacity > sizeof inline_ranges / sizeof inline_ranges[0]) {
+    ranges = malloc(capacity * sizeof *ranges);
+    if (ranges == NULL) {
+      if (arg != NULL) {
+        if (free_arg != NULL) free_arg(arg);
+        else free(arg);
+      }
+      return xpu_fail(c, TF_RESOURCE_EXHAUSTED, "out of host memory");
+    }
+  }
   size_t n = 0;
   for (int i = 0; i < c->input_count; i++) {
     if (c->in_host[i]) continue;
@@ -422,16 +555,19 @@ static bool compute_enqueue(XpuCompute* c, XpuStreamFn fn, void* arg, void (*fre
   for (int i = 0; i < c->output_count; i++) {
     if (c->out[i] == NULL) continue;
     ranges[n++] = (XpuDeviceRange){TF_TensorData(c->out[i]), TF_TensorByteSize(c->out[i]),
-                                   kOutputRoles[i]};
+                                   kOutputRoles[i < 3 ? i : 3]};
   }
+  for (size_t i = 0; i < extra_count; i++) ranges[n++] = extra[i];
   /* The node name only matters to a running profiling session. */
   TF_StringView node = {NULL, 0};
   if (xpu_prof_active()) node = TF_GetOpKernelName(c->ctx);
   bool ok = work != NULL
                 ? xpu_stream_enqueue_work(stream, c->op, node.data, node.len, fn, work,
-                                          work_size, NULL, ranges, n, c->status)
+                                          work_size, NULL, ranges, n, g_launch_blocking,
+                                          c->status)
                 : xpu_stream_enqueue_fn(stream, c->op, node.data, node.len, fn, arg, free_arg,
-                                        ranges, n, c->status);
+                                        ranges, n, g_launch_blocking, c->status);
+  if (ranges != inline_ranges) free(ranges);
   if (!ok) {
     c->failed = true;
     TF_OpKernelContext_Failure(c->ctx, c->status);
@@ -441,11 +577,17 @@ static bool compute_enqueue(XpuCompute* c, XpuStreamFn fn, void* arg, void (*fre
 }
 
 bool xpu_compute_enqueue(XpuCompute* c, XpuStreamFn fn, void* arg, void (*free_arg)(void*)) {
-  return compute_enqueue(c, fn, arg, free_arg, NULL, 0);
+  return compute_enqueue(c, fn, arg, free_arg, NULL, 0, NULL, 0);
+}
+
+bool xpu_compute_enqueue_extra(XpuCompute* c, XpuStreamFn fn, void* arg,
+                               void (*free_arg)(void*), const XpuDeviceRange* extra,
+                               size_t extra_count) {
+  return compute_enqueue(c, fn, arg, free_arg, NULL, 0, extra, extra_count);
 }
 
 bool xpu_compute_enqueue_work(XpuCompute* c, XpuStreamFn fn, const void* work, size_t size) {
-  return compute_enqueue(c, fn, NULL, NULL, work, size);
+  return compute_enqueue(c, fn, NULL, NULL, work, size, NULL, 0);
 }
 
 /* ---- shapes, broadcasting, task splitting ----------------------------------------------- */
@@ -561,4 +703,73 @@ void xpu_task_range(int64_t count, int64_t tasks, int64_t t, int64_t* begin, int
   int64_t q = count / tasks, r = count % tasks;
   *begin = t * q + (t < r ? t : r);
   *end = *begin + q + (t < r ? 1 : 0);
+}
+
+/* ---- resource variables (tensorflow/c/kernels_experimental.h) --------------------------- */
+
+bool xpu_host_has_variable_api(void) {
+  return TF_AssignVariable != NULL && TF_AssignUpdateVariable != NULL &&
+         TF_MaybeLockVariableInputMutexesInOrder != NULL &&
+         TF_GetInputTensorFromVariable != NULL && TF_ReleaseVariableInputLockHolder != NULL;
+}
+
+bool xpu_var_assign(TF_OpKernelContext* ctx, int input, int value, bool validate_shape,
+                    XpuVarCopyFn copy, TF_Status* status) {
+  TF_SetStatus(status, TF_OK, "");
+  TF_AssignVariable(ctx, input, value, validate_shape, copy, status);
+  return TF_GetCode(status) == TF_OK;
+}
+
+bool xpu_var_update(TF_OpKernelContext* ctx, int input, int value, int op, XpuVarCopyFn copy,
+                    XpuVarUpdateFn update, TF_Status* status) {
+  TF_SetStatus(status, TF_OK, "");
+  TF_AssignUpdateVariable(ctx, input, value, op, 0, copy, update, status);
+  return TF_GetCode(status) == TF_OK;
+}
+
+bool xpu_var_lock(TF_OpKernelContext* ctx, bool do_lock, const int* inputs, size_t count,
+                  XpuVarCopyFn copy, TF_VariableInputLockHolder** holder, TF_Status* status) {
+  TF_SetStatus(status, TF_OK, "");
+  *holder = NULL;
+  TF_MaybeLockVariableInputMutexesInOrder(ctx, do_lock, false, inputs, count, copy, holder,
+                                          status);
+  return TF_GetCode(status) == TF_OK;
+}
+
+void xpu_var_unlock(TF_VariableInputLockHolder* holder) {
+  if (holder != NULL) TF_ReleaseVariableInputLockHolder(holder);
+}
+
+bool xpu_var_tensor(TF_OpKernelContext* ctx, int input, bool lock_held, XpuVarCopyFn copy,
+                    TF_Tensor** out, TF_Status* status) {
+  TF_SetStatus(status, TF_OK, "");
+  *out = NULL;
+  TF_GetInputTensorFromVariable(ctx, input, lock_held, false, false, copy, out, status);
+  if (TF_GetCode(status) == TF_OK && *out == NULL) {
+    TF_SetStatus(status, TF_INTERNAL, "TF_GetInputTensorFromVariable gave no tensor");
+  }
+  return TF_GetCode(status) == TF_OK;
+}
+
+void xpu_context_failure(TF_OpKernelContext* ctx, TF_Status* status) {
+  TF_OpKernelContext_Failure(ctx, status);
+}
+
+bool xpu_enqueue_on_context(TF_OpKernelContext* ctx, const char* op, XpuStreamFn fn, void* arg,
+                            const XpuDeviceRange* ranges, size_t count, TF_Status* status) {
+  TF_SetStatus(status, TF_OK, "");
+  SP_Stream stream = TF_GetStream(ctx, status);
+  bool ok = false;
+  if (TF_GetCode(status) != TF_OK || stream == NULL) {
+    char message[512];
+    snprintf(message, sizeof message, "%s: no XPU stream for the kernel: %s", op,
+             TF_GetCode(status) != TF_OK ? TF_Message(status) : "TF_GetStream returned NULL");
+    TF_SetStatus(status, TF_INVALID_ARGUMENT, message);
+    free(arg);
+  } else {
+    ok = xpu_stream_enqueue_fn(stream, op, NULL, 0, fn, arg, NULL, ranges, count, g_launch_blocking,
+                               status);
+  }
+  if (!ok) TF_OpKernelContext_Failure(ctx, status);
+  return ok;
 }

@@ -9,8 +9,10 @@
  * everything the device work needs (pointers, shapes, attribute values) into one struct on
  * its stack and hands it to xpu_compute_enqueue_work, which checks the stream and the device
  * buffers and copies the struct into a recycled record of the stream (work that owns heap
- * arrays goes as a heap argument through xpu_compute_enqueue); the worker runs it later. compute() never waits
- * for the stream. Hidden like everything else in xpu_internal.h.
+ * arrays goes as a heap argument through xpu_compute_enqueue); the worker runs it later.
+ * compute() does not wait for the stream, except in a host without kernels_experimental.h's
+ * variable functions (launch blocking, xpu_kernels.c). Hidden like everything else in
+ * xpu_internal.h.
  */
 #ifndef XPU_KERNELS_H_
 #define XPU_KERNELS_H_
@@ -83,8 +85,15 @@ const char* xpu_dtype_name(TF_DataType dt);
 
 /* ---- compute() helpers (xpu_kernels.c) -------------------------------------------------- */
 
-#define XPU_MAX_KERNEL_INPUTS 4
-#define XPU_MAX_KERNEL_OUTPUTS 2
+/* Inputs and outputs held inside XpuCompute; ops with more (ConcatV2, Pack, AddN, Split)
+ * get heap arrays for the call. */
+#define XPU_INLINE_KERNEL_INPUTS 4
+#define XPU_INLINE_KERNEL_OUTPUTS 2
+/* At most this many inputs or outputs per call (TensorFlow has no limit; more is
+ * INVALID_ARGUMENT before anything is allocated). */
+#define XPU_MAX_KERNEL_ARGS 4096
+/* At most this many inputs for ops whose inputs are all named (xpu_compute_begin). */
+#define XPU_MAX_NAMED_INPUTS 16
 
 /* One compute() call in progress. */
 typedef struct XpuCompute {
@@ -93,12 +102,19 @@ typedef struct XpuCompute {
   TF_Status* status;
   int input_count;
   const char* const* in_name; /* the op's input names, for messages */
-  TF_Tensor* in[XPU_MAX_KERNEL_INPUTS];
-  XpuShape in_shape[XPU_MAX_KERNEL_INPUTS];
-  bool in_host[XPU_MAX_KERNEL_INPUTS]; /* host-memory input: not a device buffer */
+  const char* list_name;      /* with xpu_compute_begin_list: the name of the list input */
+  int list_count;             /* ... and its length (inputs [0, list_count)) */
+  TF_Tensor** in;
+  XpuShape* in_shape;
+  bool* in_host; /* host-memory input: not a device buffer */
   int output_count;
-  TF_Tensor* out[XPU_MAX_KERNEL_OUTPUTS];
+  int output_capacity;
+  TF_Tensor** out;
   bool failed;
+  TF_Tensor* in_inline[XPU_INLINE_KERNEL_INPUTS];
+  XpuShape in_shape_inline[XPU_INLINE_KERNEL_INPUTS];
+  bool in_host_inline[XPU_INLINE_KERNEL_INPUTS];
+  TF_Tensor* out_inline[XPU_INLINE_KERNEL_OUTPUTS];
 } XpuCompute;
 
 /* Starts compute() of `op` with the inputs named in `names` (NULL-terminated; host_mask bit
@@ -107,6 +123,15 @@ typedef struct XpuCompute {
  * compute() must stop; call xpu_compute_end in every case. */
 bool xpu_compute_begin(XpuCompute* c, TF_OpKernelContext* ctx, const char* op,
                        const char* const* names, unsigned host_mask);
+/* As xpu_compute_begin for an op whose first inputs are one list (N tensors named
+ * `list_name`, N >= min_list) followed by the inputs named in `tail` (NULL-terminated; bit i
+ * of tail_host_mask: tail input i is in host memory). c->list_count = N. */
+bool xpu_compute_begin_list(XpuCompute* c, TF_OpKernelContext* ctx, const char* op,
+                            const char* list_name, int min_list, const char* const* tail,
+                            unsigned tail_host_mask);
+/* Makes room for `count` outputs (needed above XPU_INLINE_KERNEL_OUTPUTS); false after
+ * failing. */
+bool xpu_reserve_outputs(XpuCompute* c, int count);
 /* Releases the tensors and the status. */
 void xpu_compute_end(XpuCompute* c);
 /* Fails compute() with `code` and a message; always returns false. */
@@ -129,7 +154,44 @@ bool xpu_compute_enqueue(XpuCompute* c, XpuStreamFn fn, void* arg, void (*free_a
  * into a per-stream recycled buffer (xpu_stream_enqueue_work): no heap block per op. */
 bool xpu_compute_enqueue_work(XpuCompute* c, XpuStreamFn fn, const void* work, size_t size);
 
+/* As xpu_compute_enqueue, with `extra` device ranges checked too (variables' buffers). */
+bool xpu_compute_enqueue_extra(XpuCompute* c, XpuStreamFn fn, void* arg,
+                               void (*free_arg)(void*), const XpuDeviceRange* extra,
+                               size_t extra_count);
+
 static inline void* xpu_data(const TF_Tensor* t) { return TF_TensorData(t); }
+
+/* ---- resource variables (xpu_kernels.c, over tensorflow/c/kernels_experimental.h) ------- */
+
+typedef struct TF_VariableInputLockHolder TF_VariableInputLockHolder;
+/* True when the host exports the variable functions below (pluggable does; TensorFlow 2.21's
+ * packages do not): only then are the variable kernels registered. */
+bool xpu_host_has_variable_api(void);
+/* The callbacks TensorFlow's variable functions take: copy source into dest, and
+ * tensor op= value (op 0: add, 1: subtract); both enqueue their work on the kernel's stream. */
+typedef void (*XpuVarCopyFn)(TF_OpKernelContext* ctx, TF_Tensor* source, TF_Tensor* dest);
+typedef void (*XpuVarUpdateFn)(TF_OpKernelContext* ctx, TF_Tensor* tensor, TF_Tensor* value,
+                               int op);
+/* TF_AssignVariable / TF_AssignUpdateVariable (not a variant) / TF_MaybeLockVariable-
+ * InputMutexesInOrder (dense) / TF_GetInputTensorFromVariable (dense, not a variant): false
+ * with the host's status in `status` when they fail. */
+bool xpu_var_assign(TF_OpKernelContext* ctx, int input, int value, bool validate_shape,
+                    XpuVarCopyFn copy, TF_Status* status);
+bool xpu_var_update(TF_OpKernelContext* ctx, int input, int value, int op, XpuVarCopyFn copy,
+                    XpuVarUpdateFn update, TF_Status* status);
+bool xpu_var_lock(TF_OpKernelContext* ctx, bool do_lock, const int* inputs, size_t count,
+                  XpuVarCopyFn copy, TF_VariableInputLockHolder** holder, TF_Status* status);
+/* TF_ReleaseVariableInputLockHolder; NULL is a no-op. */
+void xpu_var_unlock(TF_VariableInputLockHolder* holder);
+bool xpu_var_tensor(TF_OpKernelContext* ctx, int input, bool lock_held, XpuVarCopyFn copy,
+                    TF_Tensor** out, TF_Status* status);
+/* Fails compute() of `ctx` with `status` (TF_OpKernelContext_Failure). */
+void xpu_context_failure(TF_OpKernelContext* ctx, TF_Status* status);
+/* Queues fn(arg) (freed with free()) on the stream of `ctx` after checking `ranges`; on
+ * failure reports `status` through TF_OpKernelContext_Failure. For the variable callbacks,
+ * which run inside compute() without an XpuCompute. */
+bool xpu_enqueue_on_context(TF_OpKernelContext* ctx, const char* op, XpuStreamFn fn, void* arg,
+                            const XpuDeviceRange* ranges, size_t count, TF_Status* status);
 
 /* ---- create() helpers (xpu_kernels.c) --------------------------------------------------- */
 
@@ -149,6 +211,9 @@ bool xpu_attr_type_or(TF_OpKernelConstruction* k, const char* op, const char* na
 /* Reads bool attribute `name`, or `dflt` when the node does not have it. */
 bool xpu_attr_bool(TF_OpKernelConstruction* k, const char* op, const char* name, bool dflt,
                    bool* out);
+/* Reads int attribute `name`, or `dflt` when the node does not have it. */
+bool xpu_attr_int(TF_OpKernelConstruction* k, const char* op, const char* name, int64_t dflt,
+                  int64_t* out);
 /* Reads string attribute `name` (NUL-terminated into buf), or `dflt` when absent. */
 bool xpu_attr_string(TF_OpKernelConstruction* k, const char* op, const char* name,
                      const char* dflt, char* buf, size_t size);
@@ -167,6 +232,8 @@ void xpu_kernel_delete(void* kernel);
 
 /* ---- registration (xpu_kernels.c) ------------------------------------------------------- */
 
+#define XPU_MAX_HOST_MEMORY_ARGS 3
+
 /* One kernel registration: `op` on "XPU" for every dtype in `types` (type attribute
  * `type_attr`; with `type_attr2`, for every pair of types x types2), and the host-memory
  * arguments listed. */
@@ -178,14 +245,14 @@ typedef struct XpuKernelDef {
   const TF_DataType* types;
   const char* type_attr2;
   const TF_DataType* types2;
-  const char* host_memory[2];
+  const char* host_memory[XPU_MAX_HOST_MEMORY_ARGS];
 } XpuKernelDef;
 
 /* Type lists, each terminated by 0 (not a valid TF_DataType). */
 extern const TF_DataType xpu_types_F[];     /* float, double */
 extern const TF_DataType xpu_types_N[];     /* float, double, int32, int64 */
 extern const TF_DataType xpu_types_NB[];    /* N + bool */
-extern const TF_DataType xpu_types_CAST[];  /* bool, int32, int64, float, double */
+extern const TF_DataType xpu_types_CAST[];  /* bool, int32, int64, float, double, half, bfloat16 */
 extern const TF_DataType xpu_types_FIXED[]; /* every fixed-size type (Identity) */
 extern const TF_DataType xpu_types_MATMUL[];/* float, double, int32, int64 */
 
@@ -196,6 +263,32 @@ void xpu_register_elementwise_kernels(void);
 void xpu_register_shape_kernels(void);
 void xpu_register_reduction_kernels(void);
 void xpu_register_matmul_kernels(void);
+void xpu_register_array_kernels(void);
+void xpu_register_nn_kernels(void);
+void xpu_register_variable_kernels(void);
+
+/* ---- convolution attributes (xpu_kernels_matmul.c) ------------------------------------- */
+
+enum { XPU_PAD_SAME, XPU_PAD_VALID, XPU_PAD_EXPLICIT };
+
+/* The state of Conv2D and its gradients: the attributes, checked at creation. */
+typedef struct XpuConvKernel {
+  XpuKernelBase base;
+  int padding;
+  int64_t stride_h, stride_w, dil_h, dil_w;
+  int64_t pad_top, pad_bottom, pad_left, pad_right; /* EXPLICIT */
+} XpuConvKernel;
+
+/* create() of a convolution op `op`: T, strides, padding, explicit_paddings, data_format
+ * (NHWC only), dilations; NULL after failing construction. */
+void* xpu_conv_create(TF_OpKernelConstruction* k, const char* op);
+/* The `padding` attribute (SAME, VALID, EXPLICIT) into *mode, checking `explicit_paddings`
+ * (np values; -1 when absent): NULL, or why they are refused. */
+const char* xpu_parse_padding(const char* padding, const int64_t* pads, int np, int* mode);
+/* Output size and leading padding of one spatial dim; false when the output would be empty
+ * because the (dilated) filter is larger than the padded input. */
+bool xpu_conv_dim(int padding, int64_t in, int64_t k, int64_t stride, int64_t dil,
+                  int64_t pad_before, int64_t pad_after, int64_t* out, int64_t* pad);
 
 /* ---- the GEMM engine (xpu_kernels_gemm.c) ----------------------------------------------- */
 

@@ -283,21 +283,8 @@ static void batch_matmul_compute(void* kernel, TF_OpKernelContext* ctx) {
 
 /* ---- Conv2D ----------------------------------------------------------------------------- */
 
-enum { PAD_SAME, PAD_VALID, PAD_EXPLICIT };
-
-/* The state of a Conv2D kernel: its attributes, checked at creation. */
-typedef struct ConvKernel {
-  XpuKernelBase base;
-  int padding;
-  int64_t stride_h, stride_w, dil_h, dil_w;
-  int64_t pad_top, pad_bottom, pad_left, pad_right; /* EXPLICIT */
-} ConvKernel;
-
-/* create() of Conv2D: T, strides, padding, explicit_paddings, data_format, dilations
- * (use_cudnn_on_gpu is ignored). */
-static void* create_Conv2D(TF_OpKernelConstruction* k) {
-  const char* op = "Conv2D";
-  ConvKernel* cv = xpu_kernel_new(k, sizeof *cv, op, 0, "T");
+void* xpu_conv_create(TF_OpKernelConstruction* k, const char* op) {
+  XpuConvKernel* cv = xpu_kernel_new(k, sizeof *cv, op, 0, "T");
   if (cv == NULL) return NULL;
   char padding[16], format[16];
   int64_t strides[4], dilations[4] = {1, 1, 1, 1}, pads[8] = {0};
@@ -325,29 +312,12 @@ static void* create_Conv2D(TF_OpKernelConstruction* k) {
     why = "dilations in the batch and depth dimensions must be 1";
   } else if (dilations[1] < 1 || dilations[2] < 1) {
     why = "dilations must be positive";
-  } else if (strcmp(padding, "SAME") == 0) {
-    cv->padding = PAD_SAME;
-  } else if (strcmp(padding, "VALID") == 0) {
-    cv->padding = PAD_VALID;
-  } else if (strcmp(padding, "EXPLICIT") == 0) {
-    cv->padding = PAD_EXPLICIT;
   } else {
-    why = "padding must be \"SAME\", \"VALID\" or \"EXPLICIT\"";
-  }
-  if (why == NULL && cv->padding == PAD_EXPLICIT) {
-    if (np != 8) {
-      why = "explicit_paddings must be a list of 8 ints with padding \"EXPLICIT\"";
-    } else if (pads[0] || pads[1] || pads[6] || pads[7]) {
-      why = "explicit_paddings of the batch and depth dimensions must be 0";
-    } else if (pads[2] < 0 || pads[3] < 0 || pads[4] < 0 || pads[5] < 0) {
-      why = "explicit_paddings must be non-negative";
-    }
-  } else if (why == NULL && np > 0) {
-    why = "explicit_paddings may only be given with padding \"EXPLICIT\"";
+    why = xpu_parse_padding(padding, pads, np, &cv->padding);
   }
   if (why != NULL) {
     free(cv);
-    return xpu_construction_fail(k, "Conv2D: %s (padding \"%s\", data_format \"%s\")", why,
+    return xpu_construction_fail(k, "%s: %s (padding \"%s\", data_format \"%s\")", op, why,
                                  padding, format);
   }
   cv->stride_h = strides[1];
@@ -361,18 +331,43 @@ static void* create_Conv2D(TF_OpKernelConstruction* k) {
   return cv;
 }
 
-/* Output size and leading padding of one spatial dim; false when the output would be empty
- * because the (dilated) filter is larger than the padded input. */
-static bool conv_dim(int padding, int64_t in, int64_t k, int64_t stride, int64_t dil,
+/* create() of Conv2D: T, strides, padding, explicit_paddings, data_format, dilations
+ * (use_cudnn_on_gpu is ignored). */
+static void* create_Conv2D(TF_OpKernelConstruction* k) { return xpu_conv_create(k, "Conv2D"); }
+
+const char* xpu_parse_padding(const char* padding, const int64_t* pads, int np, int* mode) {
+  if (strcmp(padding, "SAME") == 0) {
+    *mode = XPU_PAD_SAME;
+  } else if (strcmp(padding, "VALID") == 0) {
+    *mode = XPU_PAD_VALID;
+  } else if (strcmp(padding, "EXPLICIT") == 0) {
+    *mode = XPU_PAD_EXPLICIT;
+  } else {
+    return "padding must be \"SAME\", \"VALID\" or \"EXPLICIT\"";
+  }
+  if (*mode != XPU_PAD_EXPLICIT) {
+    return np > 0 ? "explicit_paddings may only be given with padding \"EXPLICIT\"" : NULL;
+  }
+  if (np != 8) return "explicit_paddings must be a list of 8 ints with padding \"EXPLICIT\"";
+  if (pads[0] || pads[1] || pads[6] || pads[7]) {
+    return "explicit_paddings of the batch and depth dimensions must be 0";
+  }
+  if (pads[2] < 0 || pads[3] < 0 || pads[4] < 0 || pads[5] < 0) {
+    return "explicit_paddings must be non-negative";
+  }
+  return NULL;
+}
+
+bool xpu_conv_dim(int padding, int64_t in, int64_t k, int64_t stride, int64_t dil,
                      int64_t pad_before, int64_t pad_after, int64_t* out, int64_t* pad) {
   int64_t eff = (k - 1) * dil + 1;
-  if (padding == PAD_SAME) {
+  if (padding == XPU_PAD_SAME) {
     *out = (in + stride - 1) / stride;
     int64_t total = (*out - 1) * stride + eff - in;
     *pad = total > 0 ? total / 2 : 0;
     return true;
   }
-  if (padding == PAD_VALID) pad_before = pad_after = 0;
+  if (padding == XPU_PAD_VALID) pad_before = pad_after = 0;
   int64_t span = in + pad_before + pad_after - eff;
   *pad = pad_before;
   if (span < 0) return false;
@@ -385,7 +380,7 @@ static const char* const kConvNames[] = {"input", "filter", NULL};
 /* compute() of Conv2D: output[n, oh, ow, o] = sum over (kh, kw, c) of the input pixel under
  * the tap times filter[kh, kw, c, o]. */
 static void conv_compute(void* kernel, TF_OpKernelContext* ctx) {
-  ConvKernel* k = kernel;
+  XpuConvKernel* k = kernel;
   XpuCompute c;
   if (!xpu_compute_begin(&c, ctx, "Conv2D", kConvNames, 0) ||
       !xpu_check_dtype(&c, 0, k->base.dtype) || !xpu_check_dtype(&c, 1, k->base.dtype)) {
@@ -411,9 +406,9 @@ static void conv_compute(void* kernel, TF_OpKernelContext* ctx) {
                           .in_c = in->dims[3], .k_h = f->dims[0], .k_w = f->dims[1],
                           .stride_h = k->stride_h, .stride_w = k->stride_w, .dil_h = k->dil_h,
                           .dil_w = k->dil_w};
-    if (!conv_dim(k->padding, g.in_h, g.k_h, g.stride_h, g.dil_h, k->pad_top, k->pad_bottom,
+    if (!xpu_conv_dim(k->padding, g.in_h, g.k_h, g.stride_h, g.dil_h, k->pad_top, k->pad_bottom,
                   &g.out_h, &g.pad_top) ||
-        !conv_dim(k->padding, g.in_w, g.k_w, g.stride_w, g.dil_w, k->pad_left, k->pad_right,
+        !xpu_conv_dim(k->padding, g.in_w, g.k_w, g.stride_w, g.dil_w, k->pad_left, k->pad_right,
                   &g.out_w, &g.pad_left)) {
       ok = xpu_fail(&c, TF_INVALID_ARGUMENT,
                     "the filter %s (dilations %" PRId64 ", %" PRId64 ") is larger than the "

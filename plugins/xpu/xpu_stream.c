@@ -786,19 +786,8 @@ static void xpu_get_stream_status(const SP_Device* device, SP_Stream stream, TF_
   pthread_mutex_unlock(&dev->mu);
 }
 
-/* SP_StreamExecutor.block_host_until_done: waits for the stream's queued work, reports its state. */
-static void xpu_block_host_until_done(const SP_Device* device, SP_Stream stream,
-                                      TF_Status* status) {
-  const char* fn = "block_host_until_done";
-  XpuDevice* dev = lock_stream(device, stream, fn, status);
-  if (dev == NULL) return;
-  if (tl_worker_stream == stream) {
-    xpu_status(status, TF_FAILED_PRECONDITION,
-               "%s: called from a host callback running on the same stream; it would wait for "
-               "itself", fn);
-    pthread_mutex_unlock(&dev->mu);
-    return;
-  }
+/* Waits (dev->mu held) for the work queued on `stream` so far; reports the stream's state. */
+static void wait_until_done_locked(XpuDevice* dev, SP_Stream stream, TF_Status* status) {
   uint64_t target = stream->last_ticket;
   host_waits_on(stream);
   stream->host_waiters++;
@@ -812,6 +801,22 @@ static void xpu_block_host_until_done(const SP_Device* device, SP_Stream stream,
     TF_SetStatus(status, TF_OK, "");
   }
   pthread_cond_broadcast(&dev->state_cv);
+}
+
+/* SP_StreamExecutor.block_host_until_done: waits for the stream's queued work, reports its state. */
+static void xpu_block_host_until_done(const SP_Device* device, SP_Stream stream,
+                                      TF_Status* status) {
+  const char* fn = "block_host_until_done";
+  XpuDevice* dev = lock_stream(device, stream, fn, status);
+  if (dev == NULL) return;
+  if (tl_worker_stream == stream) {
+    xpu_status(status, TF_FAILED_PRECONDITION,
+               "%s: called from a host callback running on the same stream; it would wait for "
+               "itself", fn);
+    pthread_mutex_unlock(&dev->mu);
+    return;
+  }
+  wait_until_done_locked(dev, stream, status);
   pthread_mutex_unlock(&dev->mu);
 }
 
@@ -1258,7 +1263,7 @@ static void free_work_arg(void* arg, bool copied, void (*free_arg)(void*)) {
 static bool enqueue_kernel_work(SP_Stream stream, const char* name, const char* node,
                                 size_t node_len, XpuStreamFn fn, void* arg, const void* work,
                                 size_t work_size, void (*free_arg)(void*),
-                                const XpuDeviceRange* ranges, size_t range_count,
+                                const XpuDeviceRange* ranges, size_t range_count, bool wait,
                                 TF_Status* status) {
   void* owned = work != NULL ? (void*)work : arg; /* what free_arg releases on failure */
   /* Copied before any lock is taken, only while a session runs, and only when it says more
@@ -1317,26 +1322,32 @@ static bool enqueue_kernel_work(SP_Stream stream, const char* name, const char* 
     prof_name = NULL;
     enqueue(stream, op);
   }
+  bool queued = ok && (fn == NULL || op != NULL);
+  if (queued && fn != NULL && wait && tl_worker_stream != stream) {
+    wait_until_done_locked(dev, stream, status);
+    queued = TF_GetCode(status) == TF_OK;
+  }
   pthread_mutex_unlock(&dev->mu);
   xpu_prof_free_name(prof_name); /* not enqueued */
   if (op == NULL) free_work_arg(owned, work != NULL, free_arg);
-  return ok && (fn == NULL || op != NULL);
+  return queued;
 }
 
 bool xpu_stream_enqueue_fn(SP_Stream stream, const char* name, const char* node,
                            size_t node_len, XpuStreamFn fn, void* arg, void (*free_arg)(void*),
-                           const XpuDeviceRange* ranges, size_t range_count, TF_Status* status) {
+                           const XpuDeviceRange* ranges, size_t range_count, bool wait,
+                           TF_Status* status) {
   return enqueue_kernel_work(stream, name, node, node_len, fn, arg, NULL, 0, free_arg, ranges,
-                             range_count, status);
+                             range_count, wait, status);
 }
 
 bool xpu_stream_enqueue_work(SP_Stream stream, const char* name, const char* node,
                              size_t node_len, XpuStreamFn fn, const void* work,
                              size_t work_size, void (*cleanup)(void*),
-                             const XpuDeviceRange* ranges, size_t range_count,
+                             const XpuDeviceRange* ranges, size_t range_count, bool wait,
                              TF_Status* status) {
   return enqueue_kernel_work(stream, name, node, node_len, fn, NULL, work, work_size, cleanup,
-                             ranges, range_count, status);
+                             ranges, range_count, wait, status);
 }
 
 /* PLUGGABLE_StreamNamesExt.set_stream_name: names the stream's timeline in profiles. The

@@ -25,7 +25,15 @@ __all__ = ["config", "errors", "get_include", "load_plugin", "get_platform", "ge
            "tensor", "zeros", "empty", "Tensor", "DType", "bool_", "int8", "int16", "int32",
            "int64", "uint8", "uint16", "uint32", "uint64", "float16", "bfloat16", "float32",
            "float64", "complex64", "complex128", "ops", "raw_ops", "device", "profiler",
-           "to_dlpack", "from_dlpack"]
+           "to_dlpack", "from_dlpack", "Variable"]
+# TensorFlow's top-level functions for making and arranging tensors (tf.constant, tf.concat,
+# ...), from pluggable.ops; and tf.random's.
+_TF_FUNCTIONS = ("constant", "convert_to_tensor", "ones", "zeros_like", "ones_like", "fill",
+                 "range", "concat", "stack", "unstack", "split", "pad", "squeeze",
+                 "expand_dims", "tile", "gather", "gather_nd", "boolean_mask", "one_hot",
+                 "clip_by_value", "where", "reshape", "transpose", "cast", "matmul",
+                 "broadcast_to", "identity")
+__all__ += [*_TF_FUNCTIONS, "random"]
 
 # Tensors need NumPy, which costs more to import than the rest of the package together:
 # they are imported on first use.
@@ -36,7 +44,9 @@ _LAZY = {"tensor": "tensors", "zeros": "tensors", "empty": "tensors", "Tensor": 
          "uint16": "dtypes", "uint32": "dtypes", "uint64": "dtypes", "float16": "dtypes",
          "bfloat16": "dtypes", "float32": "dtypes", "float64": "dtypes",
          "complex64": "dtypes", "complex128": "dtypes",
-         "to_dlpack": "dlpack", "from_dlpack": "dlpack"}
+         "to_dlpack": "dlpack", "from_dlpack": "dlpack", "Variable": "variables"}
+_LAZY.update({name: "ops" for name in _TF_FUNCTIONS})
+_LAZY["random"] = None
 
 
 def __getattr__(name):
@@ -48,6 +58,12 @@ def __getattr__(name):
     value = module if _LAZY[name] is None else getattr(module, name)
     globals()[name] = value
     return value
+
+
+def __dir__():
+    # The lazy names too, so that dir() and help() (pydoc) see them; listing them loads
+    # nothing, reading one through getattr does.
+    return sorted(set(globals()) | set(__all__))
 
 
 def get_include() -> str:

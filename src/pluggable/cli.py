@@ -7,6 +7,8 @@
                                   the conformance checks against one plugin library
     python -m pluggable profile-summary PATH   the summary table of a saved profile
     python -m pluggable doctor PATH.so [--json]   a plugin checked in a child process
+    python -m pluggable kernels [--device XPU]   the ops and the types each device runs
+    python -m pluggable --version
 """
 from __future__ import annotations
 
@@ -70,6 +72,37 @@ def cmd_plugins(_args) -> int:
                      r.path + (f" (found as {r.found_as})" if r.found_as else ""), reason))
     print(_table(("status", "type", "platform", "devices", "SE API", "priority", "kernels",
                   "profiler", "path", "reason"), rows))
+    _print_graph_optimizers(records)
+    return 0
+
+
+def _print_graph_optimizers(records) -> None:
+    """Graph optimizers (TF_InitGraph) the plugins registered, if any."""
+    from .graph_optimizers import describe
+
+    rows = [(r.path, describe(r.graph_optimizer, r.graph_optimizer_error)) for r in records
+            if r.graph_optimizer is not None or r.graph_optimizer_error]
+    if rows:
+        print()
+        print(_table(("plugin", "graph optimizer (TF_InitGraph)"), rows))
+
+
+def cmd_kernels(args) -> int:
+    """The coverage matrix: one row per op, the element types of each device type."""
+    device_type = args.device.upper() if args.device else None
+    matrix = config.kernel_coverage(device_type)
+    columns = sorted({t for row in matrix.values() for t in row},
+                     key=lambda t: (t != "CPU", t))
+    if device_type and device_type not in columns:
+        columns.append(device_type)
+    rows = [(op,) + tuple(", ".join(row.get(c, ())) or "-" for c in columns)
+            for op, row in sorted(matrix.items())]
+    print(_table(("op",) + tuple(columns), rows))
+    total = len(matrix)
+    print()
+    for c in columns:
+        covered = sum(1 for row in matrix.values() if row.get(c))
+        print(f"{c}: kernels for {covered} of {total} ops")
     return 0
 
 
@@ -122,6 +155,9 @@ def cmd_doctor(args) -> int:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m pluggable",
                                      description="Inspect the device plugins pluggable finds.")
+    from . import __version__
+
+    parser.add_argument("--version", action="version", version=f"pluggable {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("devices", help="list devices with their details").set_defaults(
         run=cmd_devices)
@@ -151,6 +187,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         help="seconds before the child is stopped (default: "
                              "PLUGGABLE_PROBE_TIMEOUT or 10)")
     doctor.set_defaults(run=cmd_doctor)
+    kernels = sub.add_parser("kernels", help="the ops and the element types each device runs "
+                                             "(the kernel coverage matrix)")
+    kernels.add_argument("--device", metavar="TYPE",
+                         help="one device type only (XPU, CPU, ...)")
+    kernels.set_defaults(run=cmd_kernels)
     args = parser.parse_args(argv)
     # The plugins table already states why a plugin was skipped.
     with warnings.catch_warnings():

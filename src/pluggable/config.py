@@ -17,6 +17,8 @@ __all__ = ["PhysicalDevice", "list_physical_devices", "get_device_details", "lis
            "set_soft_device_placement", "get_soft_device_placement",
            "set_log_device_placement", "get_log_device_placement", "KernelInfo",
            "list_kernels"]
+__all__ += ["LogicalDevice", "list_logical_devices", "set_visible_devices",
+            "get_visible_devices", "kernel_coverage", "experimental"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -104,6 +106,8 @@ def set_subdevice_mapping(device_type: str, subdevice_type: str) -> None:
 def _executor(device: Union[PhysicalDevice, str]):
     name = device.name if isinstance(device, PhysicalDevice) else device
     device_type, index = parse_device_name(name)
+    if device_type != "CPU":
+        _manager().devices.check_visible(device_type, index, name)
     if device_type == "CPU":
         raise InvalidArgumentError(
             f"{name!r} is the host CPU, whose memory pluggable does not pool; pass a plugin "
@@ -224,8 +228,10 @@ def list_kernels(op: Optional[str] = None, device_type: Optional[str] = None) ->
     wanted_type = device_type.upper() if device_type else None
     out: List[KernelInfo] = []
     if wanted_type in (None, "CPU"):
+        from .plugin_ops import plugin_of  # ops of plugins have no CPU kernel
+
         for name, definition in sorted(OPS.items()):
-            if op is None or op == name:
+            if (op is None or op == name) and plugin_of(definition) is None:
                 constraints = {a.name: tuple(t.name for t in a.allowed)
                                for a in definition.attrs if a.kind == "type" and a.allowed}
                 out.append(KernelInfo(name, "CPU", f"{name}Op", constraints, (), 0, "",
@@ -268,3 +274,124 @@ def get_deadline() -> float:
 
 
 __all__ += ["set_probe_timeout", "get_probe_timeout", "set_deadline", "get_deadline"]
+# -- logical and visible devices (tf.config's) ----------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class LogicalDevice:
+    """A device ops can run on, as ``tf.config.LogicalDevice``: one per visible physical
+    device."""
+
+    name: str
+    device_type: str
+
+
+def get_visible_devices(device_type: Optional[str] = None) -> List[PhysicalDevice]:
+    """The physical devices ops may use: all of them unless `set_visible_devices` hid some."""
+    registry = _manager().devices
+    return [d for d in list_physical_devices(device_type)
+            if d.device_type == "CPU"
+            or registry.is_visible(d.device_type, int(d.name.rsplit(":", 1)[1]))]
+
+
+def set_visible_devices(devices: Union[PhysicalDevice, List[PhysicalDevice], None],
+                        device_type: Optional[str] = None) -> None:
+    """Makes only ``devices`` visible (of ``device_type`` only, when given: devices of other
+    types stay as they are). A hidden device is never created: no streams, no memory, and
+    naming it in a device scope or a tensor is a `NotFoundError`. The CPU stays visible.
+    Before the devices concerned are first used; afterwards a `RuntimeError`."""
+    if devices is None:
+        devices = []
+    elif isinstance(devices, PhysicalDevice):
+        devices = [devices]
+    devices = list(devices)
+    for d in devices:
+        if not isinstance(d, PhysicalDevice):
+            raise TypeError(f"set_visible_devices takes PhysicalDevice objects (from "
+                            f"list_physical_devices), not {type(d).__name__} {d!r}")
+    wanted = device_type.upper() if device_type else None
+    physical = list_physical_devices(wanted)
+    known = {d.name for d in physical}
+    for d in devices:
+        if d.name not in known:
+            raise InvalidArgumentError(
+                f"{d.name} is not a physical device{' of type ' + wanted if wanted else ''}; "
+                f"list_physical_devices() shows them", call="set_visible_devices")
+    chosen = {d.name for d in devices}
+    if wanted in (None, "CPU") and "/physical_device:CPU:0" not in chosen:
+        raise InvalidArgumentError(
+            "the CPU cannot be hidden: it runs the ops other devices have no kernel for. "
+            "Include list_physical_devices('CPU')[0], or pass device_type='XPU' to configure "
+            "one device type only", call="set_visible_devices")
+    types = {d.device_type for d in physical if d.device_type != "CPU"}
+    hidden = {(d.device_type, int(d.name.rsplit(":", 1)[1])) for d in physical
+              if d.device_type != "CPU" and d.name not in chosen}
+    _manager().devices.set_hidden(hidden, types)
+
+
+def list_logical_devices(device_type: Optional[str] = None) -> List[LogicalDevice]:
+    """The devices ops can run on ("/device:CPU:0", "/device:XPU:0", ...): the visible
+    physical devices."""
+    return [LogicalDevice(d.name.replace("/physical_device:", "/device:"), d.device_type)
+            for d in get_visible_devices(device_type)]
+
+
+def kernel_coverage(device_type: Optional[str] = None):
+    """The coverage matrix: for every op, the element types each device type's kernels take
+    (``{op: {device_type: (dtype names)}}``), the CPU's NumPy kernels included; only
+    ``device_type`` (and nothing for ops it lacks) when given."""
+    from .dtypes import as_dtype, type_names
+    from .op_defs import OPS
+
+    def principal(op: str):
+        # The element type that names a kernel: the first type attribute of its inputs and
+        # outputs that is not an index type (shapes, axes, seeds), else a fixed type.
+        definition = OPS.get(op)
+        if definition is None:
+            return None
+        args = definition.inputs + definition.outputs
+        for a in args:
+            if a.type_attr:
+                allowed = definition.attr(a.type_attr).allowed or ()
+                if not allowed or not all(t.is_integer for t in allowed):
+                    return a
+        return next((a for a in args if a.dtype is not None or a.type_attr), None)
+
+    matrix: Dict[str, Dict[str, tuple]] = {name: {} for name in sorted(OPS)}
+    for k in list_kernels(device_type=device_type):
+        types = set(matrix.setdefault(k.op, {}).get(k.device_type, ()))
+        arg = principal(k.op)
+        if arg is not None and arg.dtype is not None:
+            types.add(arg.dtype.name)
+        elif arg is not None and arg.type_attr in k.type_constraints:
+            types.update(k.type_constraints[arg.type_attr])
+        else:
+            for values in k.type_constraints.values():
+                types.update(values)
+        matrix[k.op][k.device_type] = type_names(as_dtype(t).code for t in types)
+    return matrix
+
+
+class _Experimental:
+    """``pluggable.config.experimental``: the names ``tf.config.experimental`` gives the
+    same functions."""
+
+    def __init__(self):
+        self.set_memory_growth = set_memory_growth
+        self.get_memory_growth = get_memory_growth
+        self.get_memory_info = get_memory_info
+        self.reset_memory_stats = reset_memory_stats
+        self.get_device_details = get_device_details
+        self.list_physical_devices = list_physical_devices
+        self.list_logical_devices = list_logical_devices
+        self.set_visible_devices = set_visible_devices
+        self.get_visible_devices = get_visible_devices
+        self.set_memory_limit = set_memory_limit
+        self.get_memory_limit = get_memory_limit
+
+    def __dir__(self):
+        return sorted(self.__dict__)
+
+    def __repr__(self):
+        return "<pluggable.config.experimental: " + ", ".join(sorted(self.__dict__)) + ">"
+
+
+experimental = _Experimental()

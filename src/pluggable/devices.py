@@ -185,6 +185,7 @@ class DeviceRegistry:
         self._enabled: Dict[str, "Platform"] = {}
         self._devices: Dict[Tuple[str, int], PluggableDevice] = {}
         self._order = 0
+        self._hidden: set = set()  # (device type, index) hidden by set_visible_devices
 
     def add_platform(self, platform: "Platform", priority: int,
                      record: "PluginRecord") -> List[str]:
@@ -287,6 +288,7 @@ class DeviceRegistry:
                 raise NotFoundError(
                     f"{spec!r}: {platform.label} has {platform.device_count} {device_type} "
                     f"device(s), numbered from 0", call="get_device")
+            self.check_visible(device_type, index, spec)
             executor = platform.executor(index)
             if executor.is_closed:
                 raise FailedPreconditionError(f"{executor.name} was closed",
@@ -294,6 +296,32 @@ class DeviceRegistry:
             device = PluggableDevice(device_type, index, executor)
             self._devices[(device_type, index)] = device
             return device
+
+    def check_visible(self, device_type: str, index: int, spec: str) -> None:
+        if (device_type, index) in self._hidden:
+            raise NotFoundError(
+                f"{spec!r} ({device_type}:{index}) is hidden by "
+                f"pluggable.config.set_visible_devices; it has no streams or memory. "
+                f"pluggable.config.get_visible_devices() lists the visible devices",
+                call="get_device")
+
+    def is_visible(self, device_type: str, index: int) -> bool:
+        return (device_type, index) not in self._hidden
+
+    def set_hidden(self, hidden: set, device_types: set) -> None:
+        """Hides the (device type, index) pairs ``hidden`` and shows the other devices of
+        ``device_types``; only before a device whose visibility changes was created."""
+        with self._lock:
+            new = {key for key in self._hidden if key[0] not in device_types} | set(hidden)
+            changed = new ^ self._hidden
+            used = sorted(f"{t}:{i}" for t, i in changed
+                          if (t, i) in self._devices and not self._devices[(t, i)].is_closed)
+            if used:
+                raise RuntimeError(
+                    f"Visible devices cannot be modified after being initialized: "
+                    f"{', '.join(used)} already in use. Call set_visible_devices right after "
+                    f"import, before creating tensors or running ops")
+            self._hidden = new
 
     def close_all(self) -> None:
         with self._lock:

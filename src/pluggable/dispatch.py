@@ -22,7 +22,6 @@ the compute stream before they write to memory they were just given.
 from __future__ import annotations
 
 import contextlib
-import contextvars
 import itertools
 import logging
 import threading
@@ -32,10 +31,11 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 
 from .devices import PluggableDevice
-from .dtypes import DType, as_dtype, type_names
+from .dtypes import DType, as_dtype, resource, type_names
 from .errors import InternalError, InvalidArgumentError, NotFoundError, PluggableWarning
 from .op_defs import OPS, REQUIRED, OpDef, TensorMeta, bad, select_condition_shape
-from .tensors import CPU_DEVICE, DeviceBuffer, Tensor, resolve_device, tensor as make_tensor
+from .tensors import (CPU_DEVICE, DeviceBuffer, Tensor, device_scope, resolve_device,
+                      scoped_device, tensor as make_tensor)
 
 __all__ = ["device", "execute", "set_soft_device_placement", "get_soft_device_placement",
            "set_log_device_placement", "get_log_device_placement", "PlacementWarning"]
@@ -47,7 +47,7 @@ class PlacementWarning(PluggableWarning):
     """An op ran on the CPU because its device has no kernel for it (soft placement)."""
 
 
-_scope: contextvars.ContextVar = contextvars.ContextVar("pluggable_device_scope", default=None)
+_scope = device_scope  # tensors.py owns it: new tensors follow the scope too
 _settings = {"soft": True, "log": False}
 _warned: set = set()
 _warned_lock = threading.Lock()
@@ -119,6 +119,8 @@ def _check_attr(op: OpDef, name: str, value: Any) -> Any:
             value = tuple(int(v) for v in value)
     except (TypeError, ValueError):
         raise bad(op.name, f"attribute {name} must be a {kind}, got {value!r}") from None
+    if spec.minimum is not None and value < spec.minimum:
+        raise bad(op.name, f"attribute {name}={value} must be at least {spec.minimum}")
     if spec.allowed is not None and value not in spec.allowed:
         allowed = ", ".join(getattr(a, "name", repr(a)) for a in spec.allowed)
         what = value.name if kind == "type" else repr(value)
@@ -141,20 +143,28 @@ def _convert_inputs(op: OpDef, inputs: Sequence[Any], attrs: Dict[str, Any]) -> 
     if len(inputs) != len(op.inputs):
         raise bad(op.name, f"takes {len(op.inputs)} inputs "
                            f"({', '.join(a.name for a in op.inputs)}), got {len(inputs)}")
-    # Type attributes from tensors first, so Python numbers take the tensors' dtype.
-    for arg, value in zip(op.inputs, inputs):
-        if arg.type_attr and arg.type_attr not in attrs and isinstance(value, Tensor):
-            attrs[arg.type_attr] = _check_attr(op, arg.type_attr, value.dtype)
+    if any(arg.number_attr for arg in op.inputs):
+        inputs = _flatten_lists(op, inputs, attrs)
+    args = op.flat_inputs(attrs)
+    # Objects that stand for a tensor (pluggable.Variable): its handle for a resource input,
+    # else its value.
+    inputs = [v.__pluggable_tensor__(arg.dtype is resource)
+              if hasattr(type(v), "__pluggable_tensor__") else v for arg, v in zip(args, inputs)]
+    # Type attributes from tensors first, then from NumPy data, so Python numbers take their
+    # dtype.
+    for kinds in (Tensor, (np.ndarray, np.generic)):
+        for arg, value in zip(args, inputs):
+            if arg.type_attr and arg.type_attr not in attrs and isinstance(value, kinds):
+                attrs[arg.type_attr] = _check_attr(op, arg.type_attr, as_dtype(value.dtype))
     converted = []
-    for arg, value in zip(op.inputs, inputs):
+    for arg, value in zip(args, inputs):
         wanted = arg.dtype or (attrs.get(arg.type_attr) if arg.type_attr else None)
         if not isinstance(value, Tensor):
             if wanted is None:
-                default = op.attr(arg.type_attr).default if arg.type_attr else REQUIRED
-                value = make_tensor(value, dtype=None if default is REQUIRED else default)
+                value = _natural_tensor(op, arg, value)
             else:
                 try:
-                    value = make_tensor(value, dtype=wanted)
+                    value = make_tensor(value, dtype=wanted, device=CPU_DEVICE)
                 except InvalidArgumentError as exc:
                     raise bad(op.name, f"input {arg.name}: {exc}") from None
         if arg.type_attr:
@@ -172,21 +182,55 @@ def _convert_inputs(op: OpDef, inputs: Sequence[Any], attrs: Dict[str, Any]) -> 
     return converted
 
 
-def _host_values(op: OpDef, tensors: List[Tensor]) -> List[Optional[np.ndarray]]:
-    return [t.numpy() if arg.host else None for arg, t in zip(op.inputs, tensors)]
+def _natural_tensor(op: OpDef, arg, value: Any) -> Tensor:
+    """A host tensor of ``value`` when nothing fixes its type: TensorFlow's inference
+    (Python float -> float32, int -> int32), then the type attribute's default where it is
+    of the same kind, as TensorFlow's op helper prefers it (Python ints as int64 for an int64
+    attribute)."""
+    natural = make_tensor(value, device=CPU_DEVICE)
+    default = op.attr(arg.type_attr).default if arg.type_attr else REQUIRED
+    if (default is REQUIRED or natural.dtype == default
+            or isinstance(value, (np.ndarray, np.generic))
+            or natural.dtype.numpy_dtype.kind != default.numpy_dtype.kind):
+        return natural
+    try:
+        return make_tensor(value, dtype=default, device=CPU_DEVICE)
+    except InvalidArgumentError:
+        return natural
+
+
+def _flatten_lists(op: OpDef, inputs: Sequence[Any], attrs: Dict[str, Any]) -> List[Any]:
+    """The inputs with each list input ("N * T") spread out, its length in ``attrs``."""
+    flat: List[Any] = []
+    for arg, value in zip(op.inputs, inputs):
+        if not arg.number_attr:
+            flat.append(value)
+            continue
+        if isinstance(value, Tensor) or not isinstance(value, (list, tuple)):
+            raise bad(op.name, f"input {arg.name} must be a list or tuple of tensors, got "
+                               f"{type(value).__name__}")
+        given = attrs.get(arg.number_attr)
+        if given is not None and given != len(value):
+            raise bad(op.name, f"{arg.number_attr}={given} but input {arg.name} holds "
+                               f"{len(value)} tensors")
+        attrs[arg.number_attr] = _check_attr(op, arg.number_attr, len(value))
+        flat.extend(value)
+    return flat
+
+
+def _host_values(op: OpDef, tensors: List[Tensor], attrs: Dict[str, Any]
+                 ) -> List[Optional[np.ndarray]]:
+    return [t.numpy() if arg.host else None for arg, t in zip(op.flat_inputs(attrs), tensors)]
 
 
 def _output_dtypes(op: OpDef, attrs: Dict[str, Any]) -> List[DType]:
-    return [arg.dtype or attrs[arg.type_attr] for arg in op.outputs]
+    return [arg.dtype or attrs[arg.type_attr] for arg in op.flat_outputs(attrs)]
 
 
 # -- placement ----------------------------------------------------------------------------
 def _target_device(tensors: Sequence[Tensor]):
-    scoped = _scope.get()
-    if scoped is not None:
-        if isinstance(scoped, PluggableDevice) and scoped.is_closed:
-            scoped = resolve_device(scoped.name)
-        return scoped
+    if _scope.get() is not None:
+        return scoped_device()
     for t in tensors:
         if t._device is not CPU_DEVICE:
             return t._device
@@ -374,10 +418,14 @@ def _execute(op_name: str, inputs: Sequence[Any], attrs: Optional[Mapping[str, A
                 raise bad(op.name, f"attribute {spec.name} is required")
             attrs[spec.name] = _check_attr(op, spec.name, spec.default)
     target = _target_device(tensors)
-    host = _host_values(op, tensors)
+    for t in tensors:  # an op on a variable runs where the variable lives, as in TensorFlow
+        if t._dtype is resource:
+            target = t._device
+            break
+    host = _host_values(op, tensors, attrs)
     shapes = op.infer([TensorMeta(t.shape, t.dtype) for t in tensors], attrs, host)
     out_dtypes = _output_dtypes(op, attrs)
-    if target is not CPU_DEVICE:
+    if target is not CPU_DEVICE and not op.host_only:
         registration = _find_kernel(op, target, attrs)
         if registration is not None:
             _log(op, target)
@@ -389,7 +437,11 @@ def _execute(op_name: str, inputs: Sequence[Any], attrs: Optional[Mapping[str, A
                 _remember_plan(key, op, target, registration, tensors, attrs, shapes,
                                out_dtypes)
             return outputs
-        _no_kernel(op, target, attrs)
+        if op.host_kernel is None:
+            _no_kernel(op, target, attrs)
+    if op.host_kernel is not None:  # the host's own kernel, for any device
+        _log(op, target)
+        return op.host_kernel(target, tensors, attrs)
     _log(op, CPU_DEVICE)
     if record is not None:
         record.append(_choice(None, None, target is not CPU_DEVICE, tensors))
@@ -397,7 +449,10 @@ def _execute(op_name: str, inputs: Sequence[Any], attrs: Optional[Mapping[str, A
     outputs = op.cpu(arrays, attrs)
     result = []
     for array, shape, dtype in zip(outputs, shapes, out_dtypes):
-        array = np.ascontiguousarray(array, dtype=dtype.numpy_dtype).reshape(shape)
+        array = np.ascontiguousarray(array, dtype=dtype.numpy_dtype)
+        if shape is None:  # known from the values only: the kernel's word
+            shape = array.shape
+        array = array.reshape(shape)
         array.flags.writeable = False
         result.append(Tensor(shape, dtype, CPU_DEVICE, array=array))
     return result
@@ -436,7 +491,9 @@ def _remember_plan(key, op: OpDef, target: PluggableDevice, registration,
     """Stores the plan of a run that can take the fast path next time."""
     from .kernels import KernelInput
 
-    if (any(arg.host for arg in op.inputs) or op.name == "Select"
+    if (any(arg.host or arg.number_attr for arg in op.inputs) or op.name == "Select"
+            or op.host_kernel is not None
+            or any(shape is None for shape in shapes)
             or any(t._device is not target for t in tensors)):
         return
     from . import kernels
@@ -451,6 +508,75 @@ def _remember_plan(key, op: OpDef, target: PluggableDevice, registration,
         _plans.clear()
     plan = _Plan(target, prepared, outputs, kernels.generation)
     plan.key, plan.kernel_name = key, registration.kernel_name
+    _plans[key] = plan
+
+
+class _ConstantPlan(_Plan):
+    """A plan whose host-memory inputs are constants, held here (indexing's begin, end and
+    strides): `run` takes the device inputs only."""
+
+    __slots__ = ("constants",)
+
+
+def execute_with_constants(key: Tuple, op_name: str, inputs: Sequence[Any],
+                           attrs: Mapping[str, Any]) -> List[Tensor]:
+    """`execute` for an op whose host inputs are NumPy arrays that do not change for a given
+    ``key`` (which must say everything else too: the scope, each tensor input's dtype, shape
+    and device, the attributes). On a plugin device, the run is remembered as a plan with
+    those arrays in it, so a repeated call costs what a repeated AddV2 does."""
+    if not _settings["log"]:
+        plan = _plans.get(key)
+        if plan is not None:
+            op = OPS[op_name]
+            outputs = plan.run([x for x, arg in zip(inputs, op.inputs) if not arg.host])
+            if outputs is not None:
+                return outputs
+    outputs = _execute(op_name, inputs, attrs, None)
+    target = outputs[0]._device if outputs else CPU_DEVICE
+    if target is not CPU_DEVICE and not _settings["log"]:
+        _remember_constant_plan(key, OPS[op_name], target, inputs, dict(attrs))
+    return outputs
+
+
+def _remember_constant_plan(key, op: OpDef, target: PluggableDevice, inputs: Sequence[Any],
+                            attrs: Dict[str, Any]) -> None:
+    from . import kernels
+    from .kernels import KernelInput
+
+    hosts = [arg.host for arg in op.inputs]
+    if any(arg.number_attr for arg in op.inputs) or hosts != sorted(hosts):
+        return  # the plan's device inputs are the first ones (kernel aliases index them)
+    device_inputs = [x for x, arg in zip(inputs, op.inputs) if not arg.host]
+    if any(type(x) is not Tensor or x._device is not target for x in device_inputs):
+        return
+    attrs = _complete_attrs(op, attrs)
+    tensors = _convert_inputs(op, inputs, attrs)
+    for spec in op.attrs:
+        if spec.name not in attrs:
+            attrs[spec.name] = _check_attr(op, spec.name, spec.default)
+    registration = _find_kernel(op, target, attrs)
+    if registration is None or any(arg.host and arg.name not in registration.host_memory
+                                   for arg in op.inputs):
+        return
+    host = _host_values(op, tensors, attrs)
+    shapes = op.infer([TensorMeta(t.shape, t.dtype) for t in tensors], attrs, host)
+    if any(shape is None for shape in shapes):
+        return
+    constants = [np.ascontiguousarray(v) if v is not None else None for v in host]
+    args = [KernelInput(c.__array_interface__["data"][0] if c.nbytes else 0, c.nbytes,
+                        int(t.dtype.tf_code), t.shape, True) if c is not None else
+            KernelInput(0, t.nbytes, int(t.dtype.tf_code), t.shape, False)
+            for c, t in zip(constants, tensors)]
+    out_dtypes = _output_dtypes(op, attrs)
+    kernel = _kernel_instance(registration, target, attrs)
+    prepared = kernel.prepare(target.executor, target.compute_stream, args,
+                              [int(d.tf_code) for d in out_dtypes], fixed_host_inputs=True)
+    plan = _ConstantPlan(target, prepared, [(tuple(shape), dtype, _count(shape) * dtype.itemsize)
+                                            for shape, dtype in zip(shapes, out_dtypes)],
+                         kernels.generation)
+    plan.constants = constants
+    if len(_plans) >= _MAX_PLANS:
+        _plans.clear()
     _plans[key] = plan
 
 
@@ -469,8 +595,8 @@ def _run_on_device(op: OpDef, target: PluggableDevice, registration, tensors: Li
     executor = target.executor
     compute = target.compute_stream
     args, keep = [], []  # `keep`: host arrays and device tensors the kernel reads
-    for arg, t, values in zip(op.inputs, tensors, host):
-        if arg.name in registration.host_memory:
+    for arg, t, values in zip(op.flat_inputs(attrs), tensors, host):
+        if arg.name in registration.host_memory or t._dtype is resource:
             array = np.asarray(values if values is not None else t.numpy(), order="C")
             keep.append(array)
             args.append(KernelInput(array.__array_interface__["data"][0] if array.nbytes else 0,
@@ -491,6 +617,8 @@ def _run_on_device(op: OpDef, target: PluggableDevice, registration, tensors: Li
                          next(_step_ids))
     result = []
     for i, (out, shape, dtype) in enumerate(zip(outputs, shapes, out_dtypes)):
+        if shape is None:  # known from the values only: the kernel's word
+            shape = tuple(out.shape)
         if tuple(out.shape) != tuple(shape) or out.dtype != int(dtype.tf_code):
             for other in outputs[i:]:
                 if other.owned and other.nbytes:

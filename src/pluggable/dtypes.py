@@ -135,3 +135,11 @@ def type_names(codes) -> Tuple[str, ...]:
 
 def _supported() -> str:
     return ", ".join(d.name for d in ALL_DTYPES)
+
+
+# DT_RESOURCE: a handle to a resource variable (resource_ops.py). Its one element is the
+# runtime's variable handle, in host memory; it is not a numeric type, so it is not among
+# ALL_DTYPES (tensor() never makes one) but it has a name and a code.
+resource = DType("resource", np.int64, TF_DataType.TF_RESOURCE)
+_BY_NAME["resource"] = resource
+_BY_CODE[int(resource.tf_code)] = resource

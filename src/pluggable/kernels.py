@@ -483,11 +483,15 @@ def load_kernels(platform: "Platform",
         if init in _loaded:
             return list(_loaded[init])
         start = _Count()
+        from . import plugin_ops  # ops the plugin registers with ops.h, from TF_InitKernel
+
+        ops_start = plugin_ops.count()
         _Begin(platform.path.encode("utf-8", "surrogateescape"))
         try:
             TF_InitKernel_fn(init)()
         finally:
             _End()
+        messages += plugin_ops.adopt(platform.path, ops_start)
         _refresh()
         mine = [r for r in _registrations[start:] if r.plugin == platform.path]
         accepted = []
@@ -702,11 +706,14 @@ class Kernel:
         return results
 
     def prepare(self, executor: "StreamExecutor", stream: "Stream",
-                inputs: Sequence[KernelInput], output_dtypes: Sequence[int]) -> "PreparedRun":
+                inputs: Sequence[KernelInput], output_dtypes: Sequence[int],
+                fixed_host_inputs: bool = False) -> "PreparedRun":
         """A run of this kernel with everything but the input addresses fixed: the op
         library's fast path for an op it has run before with the same shapes and types.
         Inputs and outputs are device memory; ``inputs`` give the shapes (their addresses
-        are ignored)."""
+        are ignored). With ``fixed_host_inputs``, host-memory inputs are constants: their
+        addresses are part of the run (the caller keeps that memory unchanged and alive as
+        long as the run), and only device inputs take addresses at each run."""
         if self._handle is None:
             raise FailedPreconditionError(
                 f"kernel {self.registration.kernel_name} for node {self.node_name!r} is "
@@ -715,7 +722,10 @@ class Kernel:
                  stream._handle or 0, executor.allocator._handle, executor.ordinal, 0,
                  len(inputs), len(output_dtypes), 0, 0, 0, *map(int, output_dtypes)]
         slots = []
-        for _address, nbytes, dtype, shape, host in inputs:
+        for address, nbytes, dtype, shape, host in inputs:
+            if host and fixed_host_inputs:
+                words += (address, nbytes, dtype, 1, len(shape), *shape)
+                continue
             if host:
                 raise InvalidArgumentError("Kernel.prepare: host-memory inputs change between "
                                            "runs; use Kernel.run", call="Kernel.prepare")

@@ -92,6 +92,9 @@ class PluginRecord:
     profiler_reason: str = ""  # why the library's profiler was skipped
     found_as: Optional[str] = None  # the path or link it was found through, when not `path`
     probe: Optional[str] = None  # "passed", "passed (cached)", or None when not probed
+    # TF_InitGraph (grappler.h): what it registered, or why it was refused
+    graph_optimizer: Optional[object] = None
+    graph_optimizer_error: str = ""
 
 
 class PluginLibrary:
@@ -118,6 +121,7 @@ class PluginLibrary:
             raise PluginCallError(
                 "symbol lookup", f"the library exports neither {INIT_SYMBOLS[0]} nor "
                                  f"{INIT_SYMBOLS[1]} (nor TF_InitProfiler)")
+        self.graph_init = self._symbol("TF_InitGraph")
 
     def _symbol(self, name: str) -> Optional[int]:
         try:
@@ -367,6 +371,8 @@ class PluginManager:
 
             load_kernels(platform, {p.device_type for p in self.platforms.all()})
         self._load_profiler(library, record)
+        if library.graph_init is not None:
+            self._init_graph(library, record, platform.device_type)
         return platform
 
     def _load_profiler(self, library: PluginLibrary, record: PluginRecord) -> None:
@@ -388,6 +394,21 @@ class PluginManager:
         if profiler is not None:
             record.profiler_type = profiler.device_type
             self.profilers.append(profiler)
+
+    def _init_graph(self, library: PluginLibrary, record: PluginRecord,
+                    device_type: str) -> None:
+        """Calls and validates TF_InitGraph; a refusal is a warning, not a failed load."""
+        from .graph_optimizers import init_graph
+        from .validation import ValidationError
+
+        try:
+            record.graph_optimizer = init_graph(library.graph_init, library.path, device_type)
+        except ValidationError as exc:
+            record.graph_optimizer_error = str(exc)
+            warnings.warn(f"pluggable: plugin {record.path}: its graph optimizer is refused: "
+                          f"{exc}. The plugin's devices and kernels are usable; pluggable runs "
+                          f"no graphs, so the optimizer would not run here anyway",
+                          PluginLoadWarning, stacklevel=5)
 
     def _fail(self, record: PluginRecord, key, step: str, reason: str,
               explicit: bool) -> None:

@@ -41,6 +41,9 @@ class Arg:
     type_attr: Optional[str] = None
     dtype: Optional[DType] = None
     host: bool = False
+    # A list of tensors ("N * T" in TensorFlow's OpDefs): its length is the int attribute
+    # named here. Kernels see the list flattened, one input or output per element.
+    number_attr: Optional[str] = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,6 +52,7 @@ class Attr:
     kind: str  # "type", "int", "float", "bool", "string", "list(int)"
     default: Any = REQUIRED
     allowed: Optional[Tuple[Any, ...]] = None
+    minimum: Optional[int] = None  # for "int" attributes (list lengths, counts)
 
 
 @dataclasses.dataclass
@@ -62,12 +66,33 @@ class OpDef:
     # cpu(arrays, attrs) -> [array of each output]
     cpu: Callable[..., List[np.ndarray]]
     doc: str = ""
+    # host_kernel(device, tensors, attrs) -> [Tensor]: the host's own kernel for any device,
+    # used where the device has no plugin kernel (TensorFlow's DEVICE_DEFAULT kernels: the
+    # resource-variable ops); `host_only` ops never look for a plugin kernel.
+    host_kernel: Optional[Callable[..., List[Any]]] = None
+    host_only: bool = False
 
     def attr(self, name: str) -> Attr:
         for a in self.attrs:
             if a.name == name:
                 return a
         raise KeyError(name)
+
+    def flat_inputs(self, attrs: Dict[str, Any]) -> Tuple[Arg, ...]:
+        """One `Arg` per tensor the kernel sees: list inputs repeated their length times."""
+        return _flatten(self.inputs, attrs)
+
+    def flat_outputs(self, attrs: Dict[str, Any]) -> Tuple[Arg, ...]:
+        return _flatten(self.outputs, attrs)
+
+
+def _flatten(args: Tuple[Arg, ...], attrs: Dict[str, Any]) -> Tuple[Arg, ...]:
+    if not any(a.number_attr for a in args):
+        return args
+    flat: List[Arg] = []
+    for a in args:
+        flat += [a] * (attrs[a.number_attr] if a.number_attr else 1)
+    return tuple(flat)
 
 
 class TensorMeta:
@@ -283,7 +308,8 @@ def _matmul_cpu(arrays, attrs):
 _MATMUL_TYPES = (dt.float16, dt.bfloat16, dt.float32, dt.float64, dt.int32, dt.int64) + COMPLEX
 _define("MatMul", [Arg("a", "T"), Arg("b", "T")], [Arg("product", "T")],
         [Attr("transpose_a", "bool", False), Attr("transpose_b", "bool", False),
-         Attr("T", "type", allowed=_MATMUL_TYPES)], _matmul_infer, _matmul_cpu)
+         Attr("T", "type", allowed=_MATMUL_TYPES), Attr("grad_a", "bool", False),
+         Attr("grad_b", "bool", False)], _matmul_infer, _matmul_cpu)
 
 
 def _bmm_infer(meta, attrs, host):
@@ -310,7 +336,8 @@ def _bmm_cpu(arrays, attrs):
 
 _define("BatchMatMulV2", [Arg("x", "T"), Arg("y", "T")], [Arg("output", "T")],
         [Attr("adj_x", "bool", False), Attr("adj_y", "bool", False),
-         Attr("T", "type", allowed=_MATMUL_TYPES)], _bmm_infer, _bmm_cpu)
+         Attr("T", "type", allowed=_MATMUL_TYPES), Attr("grad_x", "bool", False),
+         Attr("grad_y", "bool", False)], _bmm_infer, _bmm_cpu)
 
 
 def _channel_axis(op: str, rank: int, data_format: str) -> int:
@@ -595,3 +622,11 @@ _define("Fill", [Arg("dims", "index_type", host=True), Arg("value", "T")],
         _fill_infer,
         lambda arrays, attrs: [np.full(fill_dims("Fill", arrays[0]), arrays[1],
                                        dtype=arrays[1].dtype)])
+
+
+# New ops live in modules of their own, registered into OPS when this module is imported.
+from . import op_defs_array, op_defs_math  # noqa: E402,F401  (registers their ops)
+# The training ops live in their own module, which registers into OPS.
+from . import op_defs_nn  # noqa: E402,F401  (imported last: it uses the helpers above)
+# Resource variables and their ops (VarHandleOp, ReadVariableOp, Assign*, ResourceApply*).
+from . import op_defs_resource  # noqa: E402,F401  (registers its ops)

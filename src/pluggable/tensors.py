@@ -15,6 +15,7 @@ host.
 from __future__ import annotations
 
 import collections
+import contextvars
 import ctypes
 import operator
 import threading
@@ -55,6 +56,26 @@ class CPUDevice:
 
 CPU_DEVICE = CPUDevice()
 AnyDevice = Union[CPUDevice, PluggableDevice]
+
+# The device of the innermost ``with pluggable.device(...)`` block, per thread and asyncio
+# task (set by `pluggable.dispatch.device`): ops run there and new tensors are made there.
+device_scope: contextvars.ContextVar = contextvars.ContextVar("pluggable_device_scope",
+                                                              default=None)
+
+
+def scoped_device() -> AnyDevice:
+    """The device of the innermost device scope, else the CPU."""
+    scoped = device_scope.get()
+    if scoped is None:
+        return CPU_DEVICE
+    if isinstance(scoped, PluggableDevice) and scoped.is_closed:
+        return resolve_device(scoped.name)
+    return scoped
+
+
+def _placement(device: Any) -> AnyDevice:
+    """Where a new tensor goes: ``device`` when given, else the scope's device."""
+    return scoped_device() if device is None else resolve_device(device)
 
 
 def resolve_device(spec: Any) -> AnyDevice:
@@ -207,7 +228,7 @@ class Tensor:
 
     def __len__(self) -> int:
         if not self._shape:
-            raise TypeError("len() of a scalar (0-d) tensor")
+            raise TypeError("len() of a scalar (0-d) tensor: it has no first dimension")
         return self._shape[0]
 
     def __repr__(self) -> str:
@@ -299,9 +320,17 @@ class Tensor:
         return self._binary("Mul", other, reverse=True)
 
     def __truediv__(self, other):
+        if self._dtype.is_integer:  # TensorFlow divides integers in floating point
+            from .operators import true_divide
+
+            return true_divide(self, other)
         return self._binary("RealDiv", other)
 
     def __rtruediv__(self, other):
+        if self._dtype.is_integer:
+            from .operators import true_divide
+
+            return true_divide(other, self)
         return self._binary("RealDiv", other, reverse=True)
 
     def __matmul__(self, other):
@@ -325,7 +354,105 @@ class Tensor:
         return execute("Abs", [self])[0]
 
     def __eq__(self, other):
-        return self._binary("Equal", other)
+        from .operators import equality
+
+        return equality("Equal", self, other)
+
+    def __ne__(self, other):
+        from .operators import equality
+
+        return equality("NotEqual", self, other)
+
+    def __le__(self, other):
+        return self._binary("LessEqual", other)
+
+    def __ge__(self, other):
+        return self._binary("GreaterEqual", other)
+
+    def __floordiv__(self, other):
+        return self._binary("FloorDiv", other)
+
+    def __rfloordiv__(self, other):
+        return self._binary("FloorDiv", other, reverse=True)
+
+    def __mod__(self, other):
+        return self._binary("FloorMod", other)
+
+    def __rmod__(self, other):
+        return self._binary("FloorMod", other, reverse=True)
+
+    def __pow__(self, other):
+        return self._binary("Pow", other)
+
+    def __rpow__(self, other):
+        return self._binary("Pow", other, reverse=True)
+
+    def _logical_or_bitwise(self, name: str, other: Any, reverse: bool = False):
+        from .operators import logical_or_bitwise
+
+        a, b = (other, self) if reverse else (self, other)
+        return logical_or_bitwise(f"Logical{name}", f"Bitwise{name}", a, b)
+
+    def __and__(self, other):
+        return self._logical_or_bitwise("And", other)
+
+    def __rand__(self, other):
+        return self._logical_or_bitwise("And", other, reverse=True)
+
+    def __or__(self, other):
+        return self._logical_or_bitwise("Or", other)
+
+    def __ror__(self, other):
+        return self._logical_or_bitwise("Or", other, reverse=True)
+
+    def __xor__(self, other):
+        return self._binary("NotEqual" if self._dtype.is_bool else "BitwiseXor", other)
+
+    def __rxor__(self, other):
+        return self._binary("NotEqual" if self._dtype.is_bool else "BitwiseXor", other,
+                            reverse=True)
+
+    def __invert__(self):
+        from .operators import invert
+
+        return invert(self)
+
+    def __round__(self, ndigits=None):
+        if ndigits is not None:
+            raise TypeError("round(tensor, ndigits) is not supported; round(tensor) rounds "
+                            "half to even")
+        from .dispatch import execute
+
+        return execute("Round", [self])[0]
+
+    # -- indexing, iteration, NumPy ------------------------------------------------------------
+    __array_priority__ = 100  # NumPy operands defer to the tensor's operators
+
+    def __getitem__(self, key):
+        from .operators import getitem
+
+        return getitem(self, key)
+
+    def __iter__(self):
+        if not self._shape:
+            raise TypeError("cannot iterate over a scalar (0-d) tensor")
+        for i in range(self._shape[0]):
+            yield self[i]
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        from .operators import array_ufunc
+
+        return array_ufunc(ufunc, method, inputs, kwargs)
+
+    def __index__(self) -> int:
+        from .operators import scalar
+
+        return scalar(self, operator.index)
+
+    def __complex__(self) -> complex:
+        from .operators import scalar
+
+        return scalar(self, complex)
 
     def __lt__(self, other):
         return self._binary("Less", other)
@@ -340,10 +467,14 @@ class Tensor:
         return bool(self.numpy().reshape(()))
 
     def __float__(self) -> float:
-        return float(self.numpy().reshape(()))
+        from .operators import scalar
+
+        return scalar(self, float)
 
     def __int__(self) -> int:
-        return int(self.numpy().reshape(()))
+        from .operators import scalar
+
+        return scalar(self, int)
 
     def to(self, device: Any) -> "Tensor":
         """This tensor on ``device`` (itself if it is there already)."""
@@ -485,6 +616,8 @@ def _host_array(data: Any, dtype: Optional[Any]) -> Tuple[np.ndarray, DType, boo
     except (TypeError, ValueError) as exc:
         raise InvalidArgumentError(f"cannot make a tensor from {type(data).__name__}: {exc}",
                                    call="tensor") from None
+    if wanted is None and array.dtype.kind in "if" and _is_python_data(data):
+        wanted = _python_dtype(array)
     if array.dtype == object:
         raise InvalidArgumentError(
             "cannot make a tensor of Python objects (NumPy dtype object); pass numbers, "
@@ -496,6 +629,26 @@ def _host_array(data: Any, dtype: Optional[Any]) -> Tuple[np.ndarray, DType, boo
     if not array.flags.c_contiguous:
         array, shared = np.ascontiguousarray(array), False
     return array, dtype_, shared
+
+
+def _is_python_data(data: Any) -> bool:
+    """Whether ``data`` is Python numbers (possibly nested in lists or tuples), whose
+    element type TensorFlow infers, rather than NumPy data, which keeps its own."""
+    while isinstance(data, (list, tuple)):
+        if not data:
+            return True
+        data = data[0]
+    return isinstance(data, (int, float, bool)) and not isinstance(data, np.generic)
+
+
+def _python_dtype(array: np.ndarray) -> DType:
+    """TensorFlow's element type for Python numbers: float32 for floats; int32 for integers
+    that fit it, else int64."""
+    if array.dtype.kind == "f":
+        return as_dtype("float32")
+    if array.size and (array.min() < -2**31 or array.max() >= 2**31):
+        return as_dtype("int64")
+    return as_dtype("int32")
 
 
 def _convert_exactly(array: np.ndarray, dtype: DType) -> np.ndarray:
@@ -597,8 +750,10 @@ def _check_shape(shape: Any) -> Tuple[int, ...]:
 
 def tensor(data: Any, dtype: Any = None, device: Any = None) -> Tensor:
     """A tensor holding ``data`` (a NumPy array, nested lists, a scalar, another tensor) on
-    ``device`` (default: the CPU). ``dtype`` converts the data first."""
-    target = resolve_device(device)
+    ``device`` (default: the device of the ``pluggable.device`` scope, else the CPU).
+    ``dtype`` converts the data first; without it Python numbers get TensorFlow's types
+    (float -> float32, int -> int32, bool -> bool) and NumPy data keeps its own."""
+    target = _placement(device)
     array, dtype_, shared = _host_array(data, dtype)
     if target is CPU_DEVICE:
         array = array.copy() if shared else array
@@ -615,7 +770,7 @@ def empty(shape: Any, dtype: Any = "float32", device: Any = None) -> Tensor:
     if nbytes > _MAX_BYTES:
         raise InvalidArgumentError(f"shape {dims} of {dtype_.name} needs {nbytes} bytes, "
                                    f"more than any device has", call="empty")
-    target = resolve_device(device)
+    target = _placement(device)
     if target is CPU_DEVICE:
         array = np.empty(dims, dtype_.numpy_dtype)
         array.flags.writeable = False

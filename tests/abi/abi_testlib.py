@@ -38,7 +38,15 @@ PROBE_HEADERS = [
     "tensorflow/c/tf_tensor.h",
     "tensorflow/c/experimental/stream_executor/stream_executor.h",
     "tensorflow/c/experimental/pluggable_profiler/pluggable_profiler.h",
+    "tensorflow/c/tf_attrtype.h",
+    "tensorflow/core/platform/ctstring_internal.h",
+    "tensorflow/core/platform/ctstring.h",
+    "tensorflow/c/tf_tstring.h",
+    "tensorflow/c/c_api.h",
     "tensorflow/c/kernels.h",
+    "tensorflow/c/kernels_experimental.h",
+    "tensorflow/c/ops.h",
+    "tensorflow/c/experimental/grappler/grappler.h",
     "pluggable/plugin_ext.h",
     "dlpack/dlpack.h",
 ]
@@ -143,6 +151,8 @@ template <class T> std::string kind() {
   else if constexpr (std::is_pointer_v<U> && std::is_function_v<std::remove_pointer_t<U>>)
     return FnKind<std::remove_pointer_t<U>>::get();
   else if constexpr (std::is_pointer_v<U>) return "p";
+  else if constexpr (std::is_array_v<U>)
+    return kind<std::remove_extent_t<U>>() + "[" + std::to_string(std::extent_v<U>) + "]";
   else if constexpr (std::is_class_v<U>) {
     int err = 0;
     char* name = abi::__cxa_demangle(typeid(U).name(), nullptr, nullptr, &err);
@@ -193,6 +203,8 @@ def py_kind(t) -> str:
         return "fn(" + ",".join([py_kind(t._restype_), *map(py_kind, t._argtypes_)]) + ")"
     if issubclass(t, ctypes._Pointer):
         return "p"
+    if issubclass(t, ctypes.Array):
+        return f"{py_kind(t._type_)}[{t._length_}]"
     if issubclass(t, ctypes.Structure):
         return "struct:" + t.__name__
     code = t._type_
@@ -239,7 +251,8 @@ def parse_header_structs(text: str) -> dict[str, list[tuple[str, bool]]]:
                     comments.append(token)
             elif token == ";":
                 fn = re.search(r"\(\s*\*\s*(\w+)\s*\)", declaration)
-                name = fn.group(1) if fn else re.findall(r"\w+", declaration)[-1]
+                name = fn.group(1) if fn else re.findall(
+                    r"\w+", re.sub(r"\[.*?\]", "", declaration))[-1]
                 fields.append((name, any("[Optional]" in c for c in comments)))
                 declaration, comments = "", []
                 previous_end_on_line = True
@@ -270,12 +283,15 @@ def all_header_text() -> str:
 def mirrored_constants() -> dict[str, int]:
     values = {}
     for enum in (abi.TF_Code, abi.TF_DataType, abi.SE_EventStatus, abi.PLUGGABLE_ExtType,
-                 abi.dlpack.DLDeviceType, abi.dlpack.DLDataTypeCode):
+                 abi.dlpack.DLDeviceType, abi.dlpack.DLDataTypeCode, abi.grappler.TF_TriState,
+                 abi.tf_tstring.TF_AttrType, abi.tf_tstring.TF_TString_Type):
         values.update({name: int(member) for name, member in enum.__members__.items()})
     se, tp, ext, dl = abi.stream_executor, abi.pluggable_profiler, abi.plugin_ext, abi.dlpack
     for module, names in (
         (se, ("SE_MAJOR", "SE_MINOR", "SE_PATCH")),
         (tp, ("TP_MAJOR", "TP_MINOR", "TP_PATCH")),
+        (abi.grappler, ("GO_MAJOR", "GO_MINOR", "GO_PATCH")),
+        (abi.tf_tstring, ("TF_TString_SmallCapacity",)),
         (ext, ("PLUGGABLE_EXT_MAJOR", "PLUGGABLE_EXT_MINOR", "PLUGGABLE_EXT_PATCH",
                "PLUGGABLE_EXT_TAG_MASK", "PLUGGABLE_EXT_TAG_BASE",
                "PLUGGABLE_PLATFORM_PAGEABLE_ASYNC_COPY", "PLUGGABLE_PLATFORM_PEER_DTOD",
@@ -317,6 +333,7 @@ def standalone_function_types() -> dict[str, tuple[object, str]]:
             k.TF_NewKernelBuilder_delete_fn,
             "ArgOf<4, decltype(TF_NewAsyncKernelBuilder)>::type"),
         "TF_InitKernel_fn": (k.TF_InitKernel_fn, "decltype(&TF_InitKernel)"),
+        "TF_InitGraph_fn": (abi.grappler.TF_InitGraph_fn, "decltype(&TF_InitGraph)"),
         "TF_RendezvousSend_Function": (k.TF_RendezvousSend_Function, "TF_RendezvousSend_Function"),
         "TF_RendezvousDoneCallback_Function": (
             k.TF_RendezvousDoneCallback_Function, "TF_RendezvousDoneCallback_Function"),

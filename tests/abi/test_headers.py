@@ -39,9 +39,11 @@ def declared_functions(tmp_path) -> dict[str, str]:
              str(tmp_path / "all.o"), f"-aux-info={aux}", str(source)])
     functions = {}
     for line in aux.read_text().splitlines():
-        m = re.match(r"/\* (\S+):\d+:\w+ \*/ (.*)$", line)
-        if m and m.group(1).startswith(str(lib.INCLUDE)):
-            functions[re.search(r"(\w+) \(", m.group(2)).group(1)] = m.group(2)
+        m = re.match(r"/\* (\S+):\d+:(\w+) \*/ (.*)$", line)
+        # The inline TF_TString functions the headers define (and declare) are not symbols.
+        if (m and m.group(1).startswith(str(lib.INCLUDE)) and "F" not in m.group(2)
+                and not re.search(r"\bTF_TString_\w+ \(", m.group(3))):
+            functions[re.search(r"(\w+) \(", m.group(3)).group(1)] = m.group(3)
     return functions
 
 

@@ -5,6 +5,7 @@ mirrors on which fields exist and which callbacks are [Optional]."""
 from __future__ import annotations
 
 import ctypes
+import json
 import inspect
 import re
 
@@ -23,10 +24,30 @@ def test_every_header_struct_is_mirrored():
 def test_every_mirror_is_in_all_structs():
     defined = set()
     for module in (abi.tf_buffer, abi.tf_tensor, abi.stream_executor, abi.pluggable_profiler,
-                   abi.kernels, abi.plugin_ext, abi.dlpack):
+                   abi.kernels, abi.plugin_ext, abi.dlpack, abi.grappler, abi.tf_tstring):
         defined |= {obj for _, obj in inspect.getmembers(module, inspect.isclass)
                     if issubclass(obj, abi.ABIStruct) and obj is not abi.ABIStruct}
-    assert defined == set(abi.ALL_STRUCTS)
+    # TF_TString (a struct around an anonymous union) is checked by the test below.
+    assert defined == set(abi.ALL_STRUCTS) | {abi.tf_tstring.TF_TString}
+
+
+def test_tstring_layout(tmp_path):
+    """TF_TString's size and its union members at offset 0, as the compiler lays them out."""
+    source = ("#include <stddef.h>\n#include <stdio.h>\n"
+              '#include "tensorflow/c/tf_tstring.h"\n'
+              "int main(void) { TF_TString s; printf(\"[%zu, %zu, %zu, %zu]\", sizeof s,"
+              " _Alignof(TF_TString), sizeof s.u.smll.str, (size_t)((char*)&s.u.view.owner_ref"
+              " - (char*)&s)); return 0; }\n")
+    src = tmp_path / "tstring.c"
+    src.write_text(source)
+    lib.run([*lib.compiler("c"), "-std=c11", f"-I{lib.INCLUDE}", "-o", str(tmp_path / "t"),
+             str(src)])
+    t = abi.tf_tstring.TF_TString
+    expected = [ctypes.sizeof(t), ctypes.alignment(t),
+                ctypes.sizeof(abi.tf_tstring.TF_TString_Small.str.size and
+                              abi.tf_tstring.TF_TString_Small._fields_[1][1]),
+                abi.tf_tstring.TF_TString_View.owner_ref.offset]
+    assert json.loads(lib.run([str(tmp_path / "t")])) == expected == [24, 8, 23, 16]
 
 
 def test_fields_match_header_text(struct):

@@ -142,14 +142,28 @@ def test_kernel_failure_raises_the_kernels_message(faults):
     assert ops.exp(x).numpy().tolist() == pytest.approx([np.e] * 4)
 
 
-def test_asynchronous_kernel_error_is_reported_and_the_device_recovers():
+def test_asynchronous_kernel_error_is_reported_and_the_device_recovers(faults):
     x = pluggable.tensor(np.array([4, 5], np.int32), device="xpu:0")
-    y = pluggable.tensor(np.array([2, 0], np.int32), device="xpu:0")
-    result = x / y
-    with pytest.raises(InvalidArgumentError, match="Integer division by zero"):
+    y = pluggable.tensor(np.array([2, 1], np.int32), device="xpu:0")
+    pluggable.get_device("xpu:0").synchronize()  # the uploads are not the operation that fails
+    faults("stream:1")  # the kernel's work fails when the stream runs it
+    result = raw_ops.RealDiv(x=x, y=y)  # `x / y` divides integers in floating point
+    with pytest.raises(InternalError, match="injected fault"):
         result.numpy()
-    ok = x / pluggable.tensor(np.array([2, 5], np.int32), device="xpu:0")
+    faults("")
+    ok = raw_ops.RealDiv(x=x, y=pluggable.tensor(np.array([2, 5], np.int32), device="xpu:0"))
     assert ok.numpy().tolist() == [2, 1]
+
+
+def test_integer_division_by_zero_on_the_xpu_gives_a_value_not_an_error():
+    """Like a GPU: no value fails the stream; x / 0 has all bits set (TensorFlow's GPU
+    kernels), while the CPU reference raises, as TensorFlow's CPU kernels do."""
+    x = pluggable.tensor(np.array([4, -5, 0], np.int32), device="xpu:0")
+    y = pluggable.tensor(np.array([0, 0, 0], np.int32), device="xpu:0")
+    assert raw_ops.RealDiv(x=x, y=y).numpy().tolist() == [-1, -1, -1]
+    with pytest.raises(InvalidArgumentError, match="Integer division by zero"):
+        raw_ops.RealDiv(x=pluggable.tensor(np.array([4], np.int32), device="CPU"),
+                        y=pluggable.tensor(np.array([0], np.int32), device="CPU"))
 
 
 @pytest.mark.parametrize("call, error, match", [
@@ -164,7 +178,7 @@ def test_asynchronous_kernel_error_is_reported_and_the_device_recovers():
     (lambda: ops.reduce_sum(np.ones((2, 3)), axis=2), InvalidArgumentError,
      r"Sum: reduction axis 2 is out of range for a tensor of rank 2"),
     (lambda: ops.add(pluggable.tensor([1.0]), pluggable.tensor([1], dtype="int32")),
-     InvalidArgumentError, "AddV2: input y is int32 but T is float64"),
+     InvalidArgumentError, "AddV2: input y is int32 but T is float32"),
     (lambda: raw_ops.MatMul(a=np.ones((2, 2))), InvalidArgumentError,
      "MatMul: missing input"),
     (lambda: raw_ops.Relu(features=np.ones(2), alpha=1), InvalidArgumentError,
@@ -195,7 +209,7 @@ def test_unknown_device_names():
             pass
 
 
-def test_repeated_ops_take_the_fast_path_and_stay_correct():
+def test_repeated_ops_take_the_fast_path_and_stay_correct(faults):
     from pluggable import dispatch, kernels
 
     x = pluggable.tensor(np.arange(5, dtype=np.float32), device="xpu:0")
@@ -211,8 +225,12 @@ def test_repeated_ops_take_the_fast_path_and_stay_correct():
     device = pluggable.get_device("xpu:0")
     old = device.compute_stream
     bad = pluggable.tensor(np.array([1], np.int32), device="xpu:0")
-    with pytest.raises(InvalidArgumentError):
-        (bad / pluggable.tensor(np.array([0], np.int32), device="xpu:0")).numpy()
+    divisor = pluggable.tensor(np.array([1], np.int32), device="xpu:0")
+    device.synchronize()  # the uploads are not the operation that fails
+    faults("stream:1")  # the division's work fails the stream
+    with pytest.raises(InternalError, match="injected fault"):
+        raw_ops.RealDiv(x=bad, y=divisor).numpy()
+    faults("")
     assert device.compute_stream is not old  # replaced after the failure
     assert ops.add(x, x).numpy().tolist() == [0, 2, 4, 6, 8]
     # Other shapes or dtypes are other plans.

@@ -14,7 +14,7 @@
  * function here returns belongs to the caller (TF_DeleteTensor / TF_DeleteBuffer).
  * TF_StringView results point into host memory that lives as long as the kernel.
  *
- * TensorFlow's kernels.h gets some of its types from headers not shipped here (c_api.h, the
+ * TensorFlow's kernels.h gets some of its types from headers not shipped here (the
  * TSL platform header, the rendezvous C API); the types its declarations need are defined
  * below with TensorFlow's layouts.
  */
@@ -25,6 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "tensorflow/c/c_api.h"
 #include "tensorflow/c/c_api_macros.h"
 #include "tensorflow/c/experimental/stream_executor/stream_executor.h"
 #include "tensorflow/c/tf_buffer.h"
@@ -37,12 +38,6 @@ extern "C" {
 #endif
 
 /* --- types from headers not shipped here --- */
-
-/* From c_api.h: a borrowed string; `data` is not NUL-terminated, the caller does not free it. */
-typedef struct TF_StringView {
-  const char* data;
-  size_t len;
-} TF_StringView;
 
 /* From the rendezvous C API (tf_rendezvous_c_api.h), which TensorFlow leaves out of mobile
  * and slim builds. Guarded by that header's own include guard, so including TensorFlow's

@@ -36,6 +36,7 @@
 #include "runtime_internal.h"
 #include "tensor_internal.h"
 #include "tensorflow/c/kernels.h"
+#include "tensorflow/c/tf_tstring.h"
 
 /* ---- small helpers ---------------------------------------------------------------------- */
 
@@ -996,6 +997,19 @@ SP_Stream TF_GetStream(TF_OpKernelContext* ctx, TF_Status* status) {
   return ctx->stream;
 }
 
+bool pg_context_input(TF_OpKernelContext* ctx, int i, const void** data, TF_DataType* dtype,
+                      bool* host_memory) {
+  if (ctx == NULL || i < 0 || i >= ctx->num_inputs) return false;
+  *data = ctx->inputs[i].data;
+  *dtype = ctx->inputs[i].dtype;
+  *host_memory = ctx->inputs[i].host_memory;
+  return true;
+}
+
+PG_BFC* pg_context_allocator(TF_OpKernelContext* ctx) { return ctx == NULL ? NULL : ctx->bfc; }
+
+int pg_context_device_id(TF_OpKernelContext* ctx) { return ctx == NULL ? -1 : ctx->device_id; }
+
 int TF_NumInputs(TF_OpKernelContext* ctx) { return ctx == NULL ? 0 : ctx->num_inputs; }
 
 int TF_NumOutputs(TF_OpKernelContext* ctx) { return ctx == NULL ? 0 : ctx->num_outputs; }
@@ -1142,6 +1156,19 @@ static PG_Buffer* allocate_buffer(TF_OpKernelContext* ctx, TF_DataType dtype,
     return NULL;
   }
   size_t size = TF_DataTypeSize(dtype);
+  bool strings = dtype == TF_STRING;
+  if (strings) {
+    /* TF_TString elements, in host memory as TensorFlow keeps them, initialised empty; for
+     * temporaries only: pluggable's tensors have no string dtype to hand an output over. */
+    if (strcmp(what, "TF_AllocateTemp") != 0) {
+      set_statusf(status, TF_UNIMPLEMENTED,
+                  "%s: string outputs are not implemented by pluggable (its tensors have no "
+                  "string type); string temporaries are (TF_AllocateTemp)", what);
+      return NULL;
+    }
+    size = sizeof(TF_TString);
+    host_memory = true;
+  }
   if (size == 0) {
     set_statusf(status, dtype_is_known(dtype) ? TF_UNIMPLEMENTED : TF_INVALID_ARGUMENT,
                 "%s: tensors of type %s (%d) are not implemented by pluggable", what,
@@ -1180,6 +1207,10 @@ static PG_Buffer* allocate_buffer(TF_OpKernelContext* ctx, TF_DataType dtype,
     return NULL;
   }
   buf->bfc = host_memory ? NULL : ctx->bfc;
+  if (strings && bytes > 0) {
+    memset(data, 0, bytes); /* TF_StringInit of every element */
+    buf->tstrings = elements;
+  }
   return buf;
 }
 

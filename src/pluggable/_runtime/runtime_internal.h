@@ -231,6 +231,74 @@ TF_CAPI_EXPORT int pluggable_DLPackInit(void (*release)(void* managed));
 TF_CAPI_EXPORT void pluggable_DLPackDeleter(void* managed);
 /* The PyCapsule destructor of exported capsules: deletes a tensor no consumer took. */
 TF_CAPI_EXPORT void pluggable_DLPackCapsuleDestructor(void* capsule);
+/* ---- Ops registered by plugins (ops.c) -----------------------------------------------------
+ * Plugins register ops with tensorflow/c/ops.h (usually from TF_InitKernel). Registrations
+ * are numbered 0, 1, ... and never removed; the specs are kept as the plugin wrote them. */
+enum { PG_OP_COMMUTATIVE = 1, PG_OP_AGGREGATE = 2, PG_OP_STATEFUL = 4,
+       PG_OP_ALLOWS_UNINITIALIZED_INPUT = 8 };
+
+typedef struct PG_OpInfo {
+  const char* name;
+  int32_t num_attrs;
+  const char* const* attrs;   /* "name: kind [= default]" */
+  int32_t num_inputs;
+  const char* const* inputs;  /* "name: type" */
+  int32_t num_outputs;
+  const char* const* outputs;
+  int32_t flags;              /* PG_OP_* */
+  int32_t has_shape_fn;
+  int32_t deprecated_version; /* 0: not deprecated */
+  const char* deprecation;
+} PG_OpInfo;
+
+TF_CAPI_EXPORT int64_t pluggable_OpRegistrationCount(void);
+/* Fills `info` (pointers stay valid for the life of the process); 0, or -1 for a bad id. */
+TF_CAPI_EXPORT int pluggable_OpRegistrationInfo(int64_t id, PG_OpInfo* info);
+
+/* out_ranks[i] when the shape function did not set output i. */
+#define PG_SHAPE_NOT_SET (-2)
+/* Runs op `id`'s shape function. Inputs: ranks[num_inputs] (-1: unknown) and their dims
+ * one after the other in `dims` (-1: unknown size); the type attributes by name. Outputs:
+ * out_ranks[num_outputs] (-1 unknown, PG_SHAPE_NOT_SET) and the dims of the outputs with a
+ * known rank, one after the other, in out_dims. Returns the TF_Code, the shape function's
+ * error in `status`. Without a shape function every output is PG_SHAPE_NOT_SET. */
+TF_CAPI_EXPORT int pluggable_OpInferShapes(int64_t id, int32_t num_inputs, const int64_t* ranks,
+                                           const int64_t* dims, int32_t num_type_attrs,
+                                           const char* const* type_attr_names,
+                                           const int32_t* type_attr_values, int32_t num_outputs,
+                                           int64_t* out_ranks, int64_t* out_dims,
+                                           int64_t out_dims_capacity, TF_Status* status);
+
+/* ---- Resource variables (kernels_experimental.c) ------------------------------------------
+ * A variable is a dtype, a lock and a value: a TF_Tensor over memory of one device's BFC
+ * allocator (or host memory for the CPU), absent until the first assignment. A kernel sees
+ * it as a DT_RESOURCE input in host memory whose 8 bytes hold the PG_Variable*, and works on
+ * it through kernels_experimental.h; the host makes, reads and writes it with the functions
+ * below. All of them are thread-safe except Delete, which must be the last call. */
+typedef struct PG_Variable PG_Variable;
+
+/* A new, uninitialized variable of `dtype` whose memory comes from `bfc` (NULL: aligned host
+ * memory). `name` (copied) appears in messages. NULL when out of host memory. */
+TF_CAPI_EXPORT PG_Variable* pluggable_VariableNew(const char* name, TF_DataType dtype,
+                                                  PG_BFC* bfc, int device_id);
+/* Frees the variable. With `release_memory` 0 (the device is gone and took its memory
+ * back), the value's bytes are forgotten instead of returned to the allocator. */
+TF_CAPI_EXPORT void pluggable_VariableDelete(PG_Variable* var, int release_memory);
+/* Holds the variable's lock across several host calls (the Info/Allocate calls below do not
+ * lock; kernels wait meanwhile). */
+TF_CAPI_EXPORT void pluggable_VariableLock(PG_Variable* var);
+TF_CAPI_EXPORT void pluggable_VariableUnlock(PG_Variable* var);
+/* The value: returns its rank (dims written up to `capacity`), its bytes and their size;
+ * -1 when uninitialized. Call with the lock held. */
+TF_CAPI_EXPORT int pluggable_VariableInfo(PG_Variable* var, int64_t* dims, int capacity,
+                                          void** data, uint64_t* nbytes);
+/* Replaces the value with fresh, unset memory of the variable's dtype and shape `dims`;
+ * returns its address (NULL for an empty shape, with OK), NULL with an error in `status`
+ * when out of memory. The old memory goes back to the allocator: the host must order its
+ * writes to the new memory after earlier work, as kernels do (compute-stream order). Call
+ * with the lock held. */
+TF_CAPI_EXPORT void* pluggable_VariableAllocate(PG_Variable* var, const int64_t* dims,
+                                                int num_dims, TF_Status* status);
 
 #ifdef __cplusplus
 }

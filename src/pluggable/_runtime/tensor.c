@@ -29,6 +29,7 @@
 #include <string.h>
 
 #include "runtime_internal.h"
+#include "tensorflow/c/tf_tstring.h"
 #include "tensor_internal.h"
 #include "tensorflow/c/tf_buffer.h"
 #include "tensorflow/c/tf_datatype.h"
@@ -97,6 +98,8 @@ void pg_buffer_unref(PG_Buffer* buf) {
   if (atomic_fetch_sub_explicit(&buf->refs, 1, memory_order_acq_rel) != 1) return;
   switch (buf->kind) {
     case PG_MEM_HOST:
+      /* A string tensor owns what its elements point to. */
+      for (int64_t i = 0; i < buf->tstrings; i++) TF_StringDealloc((TF_TString*)buf->data + i);
       free(buf->data);
       break;
     case PG_MEM_BFC:

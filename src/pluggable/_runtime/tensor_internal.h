@@ -41,6 +41,8 @@ typedef struct PG_Buffer {
   void* deallocator_arg;
   uint64_t run_serial; /* PG_MEM_BORROWED: the kernel run whose input this is */
   int input_index;     /* PG_MEM_BORROWED: which input */
+  /* PG_MEM_HOST holding TF_STRING elements: how many TF_TStrings to free with the bytes */
+  int64_t tstrings;
 } PG_Buffer;
 
 struct TF_Tensor {

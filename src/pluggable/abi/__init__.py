@@ -13,6 +13,8 @@ One module per header, keeping the C names (``SP_StreamExecutor``, ``host_callba
 ``kernels``              tensorflow/c/kernels.h
 ``plugin_ext``           pluggable/plugin_ext.h (the project's extension chain)
 ``dlpack``               dlpack/dlpack.h (DLPack 1.1, for tensor exchange)
+``grappler``             tensorflow/c/experimental/grappler/grappler.h: graph optimizers
+``tf_tstring``           tensorflow/c/tf_tstring.h, the TF_TString layout, TF_AttrType
 =======================  ==============================================================
 
 Struct sizes and field presence are computed in one place, :class:`ABIStruct`. Opaque
@@ -20,7 +22,8 @@ handles are ``c_void_p``. This package depends on nothing but ctypes, so it impo
 own. tests/abi checks every mirror against the C compiler.
 """
 
-from . import dlpack, kernels, pluggable_profiler, plugin_ext, stream_executor, tf_buffer, tf_tensor
+from . import (dlpack, grappler, kernels, pluggable_profiler, plugin_ext, stream_executor, tf_buffer,
+               tf_tensor, tf_tstring)
 from ._struct import ABIStruct, TF_Bool
 from .kernels import (
     TF_InputRange_Args,
@@ -34,6 +37,7 @@ from .kernels import (
     TF_StringView,
     TFDevice_AllocatorAttributes,
 )
+from .grappler import TP_Optimizer, TP_OptimizerConfigs, TP_OptimizerRegistrationParams
 from .pluggable_profiler import TF_ProfilerRegistrationParams, TP_Profiler, TP_ProfilerFns
 from .plugin_ext import (
     PLUGGABLE_ExtHeader,
@@ -66,6 +70,15 @@ from .tf_buffer import TF_Buffer
 from .tf_datatype import TF_DataType
 from .tf_status import TF_Code
 from .tf_tensor import TF_AllocatorAttributes
+from .tf_tstring import (
+    TF_TString,
+    TF_TString_Large,
+    TF_TString_Offset,
+    TF_TString_Raw,
+    TF_TString_Small,
+    TF_TString_View,
+    TStringOwnerCApi,
+)
 
 # Every mirrored struct; tests/abi compares each with the C compiler's layout.
 ALL_STRUCTS: tuple[type[ABIStruct], ...] = (
@@ -76,6 +89,8 @@ ALL_STRUCTS: tuple[type[ABIStruct], ...] = (
     *kernels.STRUCTS,
     *plugin_ext.STRUCTS,
     *dlpack.STRUCTS,
+    *grappler.STRUCTS,
+    *tf_tstring.STRUCTS,
 )
 
 __all__ = [
@@ -90,6 +105,9 @@ __all__ = [
     "TF_RendezvousSend_Params", "TF_RendezvousDoneCallback_Params",
     "TF_RendezvousDoneCallbackImpl", "TF_RendezvousAsyncRecv_Params", "TF_RendezvousThunk",
     "PLUGGABLE_ExtHeader", "PLUGGABLE_PlatformInfoExt", "PLUGGABLE_LiveHandles",
-    "PLUGGABLE_LiveHandlesExt", "PLUGGABLE_StreamNamesExt", "PLUGGABLE_DLPackDeviceExt", "DLPackVersion", "DLDevice",
-    "DLDataType", "DLTensor", "DLManagedTensor", "DLManagedTensorVersioned",
+    "PLUGGABLE_LiveHandlesExt", "PLUGGABLE_StreamNamesExt", "PLUGGABLE_DLPackDeviceExt",
+    "DLPackVersion", "DLDevice", "DLDataType", "DLTensor", "DLManagedTensor",
+    "DLManagedTensorVersioned", "TP_OptimizerConfigs", "TP_Optimizer",
+    "TP_OptimizerRegistrationParams", "TStringOwnerCApi", "TF_TString_Large",
+    "TF_TString_Offset", "TF_TString_View", "TF_TString_Raw", "TF_TString_Small", "TF_TString",
 ]

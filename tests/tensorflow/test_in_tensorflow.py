@@ -1,0 +1,156 @@
+"""The plugins of this project inside TensorFlow 2.21 itself, loaded with
+``load_pluggable_device_library``: the reference XPU trains a Keras model like the CPU and
+survives an integer division by zero; the plugin written against TensorFlow's headers
+(tests/plugins/tf_portable_plugin.c) runs its ops.h custom ops there as it does here.
+
+TensorFlow is optional: without it these tests skip. Each runs in a fresh interpreter, so
+TensorFlow's libraries (which export TF_* functions too) never meet pluggable's runtime in
+the test process, and a crash of TensorFlow fails one test instead of the run."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+if importlib.util.find_spec("tensorflow") is None:
+    pytest.skip("TensorFlow is not installed (pip install 'pluggable[tensorflow]')",
+                allow_module_level=True)
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PORTABLE_SOURCE = os.path.join(os.path.dirname(HERE), "plugins", "tf_portable_plugin.c")
+PRELUDE = """
+import json, os, sys
+os.environ["TF_CPP_MIN_LOG_LEVEL"] = "2"
+import numpy as np
+import tensorflow as tf
+from tensorflow.python.framework import load_library
+load_library.load_pluggable_device_library(sys.argv[1])
+"""
+
+
+def xpu_library() -> str:
+    from pluggable import get_platform  # the installed reference plugin
+
+    return get_platform("REF_XPU").path
+
+
+def run_tf(code: str, library: str, env=None) -> subprocess.CompletedProcess:
+    full_env = {**os.environ, **(env or {})}
+    return subprocess.run([sys.executable, "-c", PRELUDE + code, library], capture_output=True,
+                          text=True, env=full_env, timeout=600)
+
+
+def last_json(result: subprocess.CompletedProcess):
+    assert result.returncode == 0, f"TensorFlow failed ({result.returncode}):\n" \
+                                   f"{result.stdout}\n{result.stderr[-4000:]}"
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+KERAS = """
+tf.config.set_soft_device_placement(False)
+
+def losses(device):
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((64, 8)).astype(np.float32)
+    y = rng.integers(0, 3, 64)
+    w1 = (rng.standard_normal((8, 16)) * 0.3).astype(np.float32)
+    w2 = (rng.standard_normal((16, 3)) * 0.3).astype(np.float32)
+    out = []
+    with tf.device(device):
+        const = tf.keras.initializers.Constant
+        model = tf.keras.Sequential([
+            tf.keras.Input((8,)),
+            tf.keras.layers.Dense(16, activation="relu", kernel_initializer=const(w1)),
+            tf.keras.layers.Dense(3, activation="softmax", kernel_initializer=const(w2))])
+        model.compile(optimizer=tf.keras.optimizers.SGD(0.1),
+                      loss="sparse_categorical_crossentropy", jit_compile=False)
+        for epoch in range(2):
+            for i in range(0, 64, 16):  # batches as tensors: no tf.data, which is CPU-only
+                out.append(float(model.train_on_batch(x[i:i + 16], y[i:i + 16])))
+    return out
+
+print(json.dumps({"cpu": losses("/CPU:0"), "xpu": losses("/XPU:0")}))
+"""
+
+
+def test_keras_model_trains_on_the_xpu_like_on_the_cpu():
+    """Dense-ReLU-Dense-softmax with SGD on /XPU:0, soft placement off, against the CPU;
+    XPU_STREAM_DELAY_US makes an update that is not ordered with the stream visible."""
+    out = last_json(run_tf(KERAS, xpu_library(), env={"XPU_STREAM_DELAY_US": "500"}))
+    assert len(out["cpu"]) == len(out["xpu"]) == 8
+    assert out["xpu"] == pytest.approx(out["cpu"], rel=1e-5, abs=1e-5)
+
+
+def test_integer_division_by_zero_does_not_kill_tensorflow():
+    out = last_json(run_tf("""
+with tf.device("/XPU:0"):
+    q = tf.raw_ops.RealDiv(x=tf.constant([7, -7, 8], tf.int32), y=tf.constant([0, 0, 2], tf.int32))
+    after = tf.constant([1.0, 2.0]) * 2.0  # the device still works
+print(json.dumps({"q2": int(q.numpy()[2]), "device": q.device, "after": after.numpy().tolist()}))
+""", xpu_library()))
+    assert out["q2"] == 4 and out["device"].endswith("XPU:0")
+    assert out["after"] == [2.0, 4.0]
+
+
+def test_custom_op_of_a_tensorflow_headers_plugin_runs_in_tensorflow(build_test_plugin):
+    library = build_test_plugin(PORTABLE_SOURCE)
+    out = last_json(run_tf("""
+from tensorflow.python.eager import context, execute
+x = tf.constant(np.arange(6, dtype=np.float32).reshape(2, 3))
+ctx = context.context()
+with tf.device("/PORT:0"):
+    (z,) = execute.execute(b"PortableScaleAdd", 1, inputs=[x, x],
+                           attrs=("T", tf.float32.as_datatype_enum, "scale", 2.0), ctx=ctx)
+    (rows,) = execute.execute(b"PortableRowSum", 1, inputs=[x],
+                              attrs=("T", tf.float32.as_datatype_enum), ctx=ctx)
+try:
+    with tf.device("/PORT:0"):
+        execute.execute(b"PortableRowSum", 1, inputs=[tf.constant([1.0])],
+                        attrs=("T", tf.float32.as_datatype_enum), ctx=ctx)
+    refused = ""
+except tf.errors.InvalidArgumentError as exc:
+    refused = str(exc)
+with tf.device("/PORT:0"):
+    (lengths,) = execute.execute(b"PortableStringLengths", 1, inputs=[tf.zeros(7)], attrs=(),
+                                 ctx=ctx)
+print(json.dumps({"z": z.numpy().tolist(), "device": z.device, "rows": rows.numpy().tolist(),
+                  "refused": refused, "lengths": lengths.numpy().tolist()}))
+""", library))
+    # The same values pluggable gives (tests/portability/test_tf_portable_plugin.py).
+    assert out["z"] == [[0, 3, 6], [9, 12, 15]] and out["device"].endswith("PORT:0")
+    assert out["rows"] == [3, 12]
+    assert out["lengths"] == [13, 7, 14, 13, 28, 35, 13]  # string temporaries there too
+    # Eager TensorFlow runs no shape functions: the kernel's own check refuses.
+    assert "PortableRowSum: x must be a matrix" in out["refused"]
+
+
+def test_tensorflow_runs_the_plugins_graph_optimizer(build_test_plugin):
+    """The optimizer pluggable only validates and lists is TensorFlow's to run."""
+    result = run_tf("""
+@tf.function
+def f(x):
+    return tf.identity(x) * 2.0 + 1.0
+with tf.device("/PORT:0"):
+    y = f(tf.constant([1.0, 2.0]))
+print(json.dumps(y.numpy().tolist()))
+""", build_test_plugin(PORTABLE_SOURCE), env={"PORT_TRACE_OPTIMIZER": "1"})
+    assert last_json(result) == [3.0, 5.0]
+    assert "PORT graph optimizer: a GraphDef of" in result.stderr
+
+
+def test_pluggable_and_tensorflow_agree_on_the_custom_op(build_test_plugin, run_python):
+    library = build_test_plugin(PORTABLE_SOURCE)
+    here = run_python(f"""
+import json, numpy as np, pluggable
+pluggable.load_plugin({library!r})
+x = np.arange(6, dtype=np.float32).reshape(2, 3)
+with pluggable.device("/port:0"):
+    z = pluggable.raw_ops.PortableScaleAdd(x=x, y=x, scale=2.0)
+print(json.dumps(z.numpy().tolist()))
+""", env={"PLUGGABLE_DISABLE_AUTOLOAD": "1"})
+    assert json.loads(here.stdout.strip().splitlines()[-1]) == [[0, 3, 6], [9, 12, 15]]
+
