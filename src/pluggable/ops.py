@@ -51,6 +51,23 @@ def _one(op: str, inputs, attrs=None) -> Tensor:
     return execute(op, inputs, attrs)[0]
 
 
+def _int32_indices(values, op: str, what: str) -> np.ndarray:
+    """Dimension indices (an axis, a permutation) as the int32 tensor TensorFlow's ops take;
+    values that are not integers or that no dimension can have are an InvalidArgumentError."""
+    if isinstance(values, Tensor):
+        values = values.numpy()
+    try:
+        array = np.asarray(values)
+        if array.dtype.kind not in "iu" and array.size:
+            raise TypeError
+        if array.size and not (-2**31 <= int(array.min()) and int(array.max()) < 2**31):
+            raise OverflowError
+        return array.astype(np.int32)
+    except (TypeError, ValueError, OverflowError):
+        raise InvalidArgumentError(f"{op}: {what} must be integer dimension indices of the "
+                                   f"input, not {values!r}", call=op) from None
+
+
 def _rank(x) -> int:
     return x.ndim if isinstance(x, Tensor) else np.ndim(x)
 
@@ -286,8 +303,8 @@ def clip_by_value(t, clip_value_min, clip_value_max, name=None) -> Tensor:
 
 
 def _cumulative(op: str, x, axis, exclusive: bool, reverse: bool) -> Tensor:
-    return _one(op, [x, np.asarray(axis, np.int32)], {"exclusive": exclusive,
-                                                      "reverse": reverse})
+    return _one(op, [x, _int32_indices(axis, op, "axis")], {"exclusive": exclusive,
+                                                            "reverse": reverse})
 
 
 def cumsum(x, axis=0, exclusive=False, reverse=False, name=None) -> Tensor:
@@ -477,7 +494,7 @@ def _is_complex(x) -> bool:
 def _reduce(op: str, x, axis, keepdims: bool) -> Tensor:
     if axis is None:
         axis = list(builtins.range(_rank(x)))
-    return _one(op, [x, np.asarray(axis, dtype=np.int32)], {"keep_dims": bool(keepdims)})
+    return _one(op, [x, _int32_indices(axis, op, "axis")], {"keep_dims": bool(keepdims)})
 
 
 def reduce_sum(input_tensor, axis=None, keepdims=False, name=None) -> Tensor:
@@ -509,12 +526,12 @@ def reduce_any(input_tensor, axis=None, keepdims=False, name=None) -> Tensor:
 
 
 def argmax(input, axis=None, output_type=_dt.int64, name=None) -> Tensor:  # noqa: A002
-    return _one("ArgMax", [input, np.asarray(0 if axis is None else axis, dtype=np.int32)],
+    return _one("ArgMax", [input, _int32_indices(0 if axis is None else axis, "ArgMax", "axis")],
                 {"output_type": as_dtype(output_type)})
 
 
 def argmin(input, axis=None, output_type=_dt.int64, name=None) -> Tensor:  # noqa: A002
-    return _one("ArgMin", [input, np.asarray(0 if axis is None else axis, dtype=np.int32)],
+    return _one("ArgMin", [input, _int32_indices(0 if axis is None else axis, "ArgMin", "axis")],
                 {"output_type": as_dtype(output_type)})
 
 
