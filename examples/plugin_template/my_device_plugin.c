@@ -9,7 +9,7 @@
  *
  *   SE_InitPlugin    the StreamExecutor C API: platform, devices, memory, streams, events,
  *                    copies (tensorflow/c/experimental/stream_executor/stream_executor.h)
- *   TF_InitKernel    one kernel, AddV2 for float, through the kernel C API
+ *   TF_InitKernel    one kernel, AddV2 for float with broadcasting, through the kernel C API
  *                    (tensorflow/c/kernels.h)
  *   TF_InitProfiler  a profiler that records every kernel run and hands the records over as
  *                    a serialized XSpace protobuf
@@ -710,10 +710,35 @@ void TF_InitProfiler(TF_ProfilerRegistrationParams* params, TF_Status* status) {
 }
 
 /* ---- a kernel ------------------------------------------------------------------------------
- * AddV2 for float: z = x + y, where x and y have the same shape or one is a scalar. A real
- * kernel enqueues its work on the device stream (TF_GetStream); this device runs it here.
- * Everything that can be checked without reading the data (shapes, dtypes) is checked before
- * any work, and reported through TF_OpKernelContext_Failure. */
+ * AddV2 for float: z = x + y with NumPy's broadcasting (shapes are aligned at their last
+ * dimension; a dimension of 1 stretches). A real kernel enqueues its work on the device
+ * stream (TF_GetStream); this device runs it here. Everything that can be checked without
+ * reading the data (shapes, dtypes) is checked before any work, and reported through
+ * TF_OpKernelContext_Failure. */
+
+#define MAX_DIMS 8
+
+/* Broadcasts the shapes of x and y into `dims` (rank `*rank`) and gives, per output
+ * dimension, each input's element stride (0 where it is stretched). 0 when they do not
+ * broadcast. */
+static int broadcast(const TF_Tensor* x, const TF_Tensor* y, int64_t dims[MAX_DIMS], int* rank,
+                     int64_t x_stride[MAX_DIMS], int64_t y_stride[MAX_DIMS]) {
+  int rx = TF_NumDims(x), ry = TF_NumDims(y);
+  *rank = rx > ry ? rx : ry;
+  if (*rank > MAX_DIMS) return 0;
+  int64_t sx = 1, sy = 1;
+  for (int d = *rank - 1; d >= 0; d--) {
+    int dx = d - (*rank - rx), dy = d - (*rank - ry); /* the inputs' own dimension, or < 0 */
+    int64_t nx = dx >= 0 ? TF_Dim(x, dx) : 1, ny = dy >= 0 ? TF_Dim(y, dy) : 1;
+    if (nx != ny && nx != 1 && ny != 1) return 0;
+    dims[d] = nx == 1 ? ny : nx;
+    x_stride[d] = nx == 1 ? 0 : sx;
+    y_stride[d] = ny == 1 ? 0 : sy;
+    sx *= nx;
+    sy *= ny;
+  }
+  return 1;
+}
 
 static void add_compute(void* kernel, TF_OpKernelContext* ctx) {
   (void)kernel;
@@ -722,40 +747,43 @@ static void add_compute(void* kernel, TF_OpKernelContext* ctx) {
   TF_Tensor* x = NULL;
   TF_Tensor* y = NULL;
   TF_Tensor* z = NULL;
+  int64_t dims[MAX_DIMS], x_stride[MAX_DIMS], y_stride[MAX_DIMS];
+  int rank = 0;
   TF_GetInput(ctx, 0, &x, status);
   if (TF_GetCode(status) == TF_OK) TF_GetInput(ctx, 1, &y, status);
-  if (TF_GetCode(status) != TF_OK) goto done;
-
-  int64_t nx = TF_TensorElementCount(x), ny = TF_TensorElementCount(y);
-  TF_Tensor* shaped = nx >= ny ? x : y; /* the output has the shape of the larger input */
-  int same_shape = TF_NumDims(x) == TF_NumDims(y);
-  for (int d = 0; same_shape && d < TF_NumDims(x); d++) same_shape = TF_Dim(x, d) == TF_Dim(y, d);
-  if (!same_shape && nx != 1 && ny != 1) {
+  if (TF_GetCode(status) != TF_OK) goto fail;
+  if (!broadcast(x, y, dims, &rank, x_stride, y_stride)) {
     TF_SetStatus(status, TF_INVALID_ARGUMENT,
-                 "my_device AddV2: the inputs need the same shape, or one must be a scalar");
-    TF_OpKernelContext_Failure(ctx, status);
-    goto done;
+                 "my_device AddV2: the input shapes do not broadcast (or have more than 8 "
+                 "dimensions)");
+    goto fail;
   }
-  int num_dims = TF_NumDims(shaped);
-  int64_t dims[16];
-  if (num_dims > 16) {
-    TF_SetStatus(status, TF_INVALID_ARGUMENT, "my_device AddV2: at most 16 dimensions");
-    TF_OpKernelContext_Failure(ctx, status);
-    goto done;
-  }
-  for (int d = 0; d < num_dims; d++) dims[d] = TF_Dim(shaped, d);
-  int64_t n = nx >= ny ? nx : ny;
-  z = TF_AllocateOutput(ctx, 0, TF_FLOAT, dims, num_dims, (size_t)n * sizeof(float), status);
-  if (TF_GetCode(status) != TF_OK) {
-    TF_OpKernelContext_Failure(ctx, status);
-    goto done;
-  }
+  int64_t n = 1;
+  for (int d = 0; d < rank; d++) n *= dims[d];
+  z = TF_AllocateOutput(ctx, 0, TF_FLOAT, dims, rank, (size_t)n * sizeof(float), status);
+  if (TF_GetCode(status) != TF_OK) goto fail;
+
   const float* a = (const float*)TF_TensorData(x);
   const float* b = (const float*)TF_TensorData(y);
   float* out = (float*)TF_TensorData(z);
-  for (int64_t i = 0; i < n; i++) out[i] = a[nx == 1 ? 0 : i] + b[ny == 1 ? 0 : i];
+  int64_t index[MAX_DIMS] = {0}; /* the output element's coordinates */
+  int64_t ia = 0, ib = 0;        /* and the inputs' element offsets */
+  for (int64_t i = 0; i < n; i++) {
+    out[i] = a[ia] + b[ib];
+    for (int d = rank - 1; d >= 0; d--) { /* next coordinate, like an odometer */
+      ia += x_stride[d];
+      ib += y_stride[d];
+      if (++index[d] < dims[d]) break;
+      ia -= x_stride[d] * dims[d];
+      ib -= y_stride[d] * dims[d];
+      index[d] = 0;
+    }
+  }
   record_kernel("AddV2", start_ns, now_ns());
+  goto done;
 
+fail:
+  TF_OpKernelContext_Failure(ctx, status);
 done:
   TF_DeleteTensor(x);
   TF_DeleteTensor(y);

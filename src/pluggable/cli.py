@@ -106,10 +106,10 @@ def cmd_kernels(args) -> int:
     return 0
 
 
-def cmd_demo(_args) -> int:
+def cmd_demo(args) -> int:
     from .tools import demo
 
-    return demo.main()
+    return demo.main(args.profile_dir or "")
 
 
 def cmd_conformance(args) -> int:
@@ -163,8 +163,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         run=cmd_devices)
     sub.add_parser("plugins", help="list plugin files, their status and why").set_defaults(
         run=cmd_plugins)
-    sub.add_parser("demo", help="run one network on every device and compare").set_defaults(
-        run=cmd_demo)
+    demo = sub.add_parser("demo", help="run one network on every device and compare")
+    demo.add_argument("--profile-dir", metavar="DIR",
+                      help="where to save the profile (default: a new temporary directory)")
+    demo.set_defaults(run=cmd_demo)
     check = sub.add_parser(
         "conformance", help="run the conformance checks against a plugin library",
         description="Tiered checks (loading, devices, memory, copies, streams, kernels, "

@@ -129,3 +129,26 @@ def test_the_xpu_readme_build_command_works_in_a_fresh_checkout(tmp_path):
                             text=True, timeout=600)
     assert result.returncode == 0, result.stderr
     assert (tmp_path / "build" / "libxpu_plugin.so").stat().st_size > 0
+
+
+def test_profile_model_writes_a_profile_for_every_viewer(tmp_path):
+    result = subprocess.run([sys.executable, os.path.join(EXAMPLES, "profile_model.py"),
+                             str(tmp_path)], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    out = result.stdout
+    assert "planes: /device:XPU:0, /device:XPU:1, /host:CPU" in out
+    saved = [p for p in tmp_path.glob("plugins/profile/*/*.xplane.pb")]
+    assert len(saved) == 1 and f"saved: {saved[0]}" in out
+    assert (saved[0].parent / "trace.json.gz").stat().st_size > 0
+    rows = [line.split() for line in out.splitlines() if line.startswith("/device:XPU:")]
+    assert {(r[0], r[1]) for r in rows} >= {("/device:XPU:0", "MatMul"),
+                                            ("/device:XPU:1", "MatMul")}
+    assert all(r[2] == "6" for r in rows if r[1] == "MatMul")
+
+
+def test_dlpack_interop_shares_memory_and_copies_device_tensors():
+    out = run_example("dlpack_interop.py")
+    assert "at the tensor's own address: True" in out
+    assert "a strided NumPy view as a tensor: [[0.0, 2.0], [4.0, 6.0], [8.0, 10.0]]" in out
+    assert "summed on the XPU: 30.0" in out
+    assert "copied to the host: [3.0, 3.0, 3.0, 3.0]" in out

@@ -36,7 +36,19 @@ def test_the_xpu_passes_every_check(xpu_platform, tmp_path):
     # Every tier ran.
     tiers = {name.split("::")[0] for name in report["results"]}
     assert {"TestLoading", "TestDevices", "TestMemory", "TestCopies", "TestStreams",
-            "TestKernels"} <= tiers
+            "TestKernels", "TestProfiler"} <= tiers
+    profiler = [r["outcome"] for n, r in report["results"].items() if n.startswith("TestProfiler")]
+    assert profiler and set(profiler) == {"passed"}
+
+
+def test_the_plugin_template_passes_every_check(build_test_plugin, tmp_path):
+    template = os.path.join(os.path.dirname(os.path.dirname(HERE)), "examples",
+                            "plugin_template", "my_device_plugin.c")
+    result, report = conformance(build_test_plugin(template), tmp_path=tmp_path)
+    assert result.returncode == 0, result.stdout[-3000:]
+    outcomes = {n: r["outcome"] for n, r in report["results"].items()}
+    assert outcomes["TestKernels::test_kernel_matches_reference[AddV2-float32]"] == "passed"
+    assert outcomes["TestProfiler::test_a_session_with_work_gives_the_device_plane"] == "passed"
 
 
 def test_a_correct_test_plugin_passes(build_test_plugin, tmp_path):

@@ -4,9 +4,9 @@ import subprocess
 import sys
 
 
-def test_demo_runs_on_every_device_and_agrees():
-    result = subprocess.run([sys.executable, "-m", "pluggable", "demo"], capture_output=True,
-                            text=True, timeout=600)
+def test_demo_runs_on_every_device_and_agrees(tmp_path):
+    result = subprocess.run([sys.executable, "-m", "pluggable", "demo", "--profile-dir",
+                             str(tmp_path)], capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stdout + result.stderr
     out = result.stdout
     for device in ("/physical_device:CPU:0", "/physical_device:XPU:0", "/physical_device:XPU:1"):
@@ -18,6 +18,8 @@ def test_demo_runs_on_every_device_and_agrees():
         assert 0 < min_ms <= median_ms and gflops > 0
         assert row[4] == "yes"
     assert "Every device agrees with the CPU." in out
+    saved = list(tmp_path.glob("plugins/profile/*/*.xplane.pb"))
+    assert len(saved) == 1 and f"A profile of one run per device: {saved[0]}" in out
 
 
 def test_import_does_not_load_the_demo_or_tqdm():

@@ -59,6 +59,10 @@ def run_on(device: str, arrays: List[np.ndarray]) -> Tuple[np.ndarray, List[floa
 
 
 def main(profile_dir: str = "") -> int:
+    """Runs the demo; with ``profile_dir`` (default: a new temporary directory) it also
+    profiles one run per device and names the saved file."""
+    import tempfile
+
     import pluggable
 
     devices = pluggable.config.list_physical_devices()
@@ -93,4 +97,16 @@ def main(profile_dir: str = "") -> int:
         print("\nSome devices disagree with the CPU: see the rows marked NO.")
         return 1
     print("\nEvery device agrees with the CPU.")
+
+    from .. import profiler
+
+    logdir = profile_dir or tempfile.mkdtemp(prefix="pluggable-demo-profile-")
+    with profiler.Profile(logdir) as session:
+        for d in devices:
+            name = d.name.replace("/physical_device:", "/device:")
+            with pluggable.device(name), profiler.Trace("network", device=name):
+                _network(*[pluggable.tensor(a, device=name) for a in arrays]).numpy()
+    print(f"\nA profile of one run per device: {session.result.path}")
+    print(f"  see it with `tensorboard --logdir {logdir}` (Profile tab) or "
+          f"`python -m pluggable profile-summary {logdir}`")
     return 0

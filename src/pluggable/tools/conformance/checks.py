@@ -533,3 +533,69 @@ class TestKernels:
                         np.testing.assert_array_equal(g, e, err_msg=where)
         finally:
             pluggable.config.set_soft_device_placement(previous)
+
+
+# ---- tier 7: the profiler ------------------------------------------------------------------
+
+def _profiled(path: str):
+    """The plugin's profiler device type, or a skip when the library registers none."""
+    record = next((r for r in pluggable.config.list_plugins() if r.path == path), None)
+    if record is None or not record.provides_profiler:
+        pytest.skip("the plugin exports no TF_InitProfiler (a profiler is optional)")
+    if not record.profiler_type:
+        pytest.fail(f"the plugin's profiler was refused: {record.profiler_reason}")
+    return record.profiler_type
+
+
+def _device_work(platform, executor) -> None:
+    """Copies, and one run of each kernel with an input generator, on device 0."""
+    from pluggable import dispatch
+
+    data = _pattern(4096, 9)
+    memory = _upload(executor, data)
+    try:
+        _download(executor, memory, 4096)
+    finally:
+        memory.close()
+    pluggable.config.set_soft_device_placement(False)
+    try:
+        for info in pluggable.config.list_kernels(device_type=platform.device_type):
+            constraints = dict(info.type_constraints)
+            names = constraints.get("T") or constraints.get("SrcT") or ("float32",)
+            generated = _generate(info.op, dt.as_dtype(names[0]), 0, constraints)
+            if info.source == platform.path and generated is not None:
+                with pluggable.device(f"/device:{platform.device_type}:0"):
+                    for out in dispatch.execute(info.op, *generated):
+                        out.numpy()
+    finally:
+        pluggable.config.set_soft_device_placement(True)
+
+
+class TestProfiler:
+    def test_a_session_with_work_gives_the_device_plane(self, plugin_path, platform, executor,
+                                                        tmp_path):
+        from pluggable import profiler
+
+        device_type = _profiled(plugin_path)
+        with profiler.Profile(str(tmp_path)) as session:
+            _device_work(platform, executor)
+        result = session.result
+        assert not result.warnings, f"collecting the profile warned: {result.warnings}"
+        planes = [p for p in result.planes if p.startswith(f"/device:{device_type}:")]
+        assert planes, f"no /device:{device_type}:<n> plane in {result.planes}"
+        events = [e for p in planes for e in result.events(p)]
+        assert events, f"the plugin's planes {planes} have no events after device work"
+        assert all(e.duration_ns >= 0 for e in events)
+
+    def test_sessions_restart_and_an_idle_one_is_empty(self, plugin_path, platform, executor,
+                                                        tmp_path):
+        from pluggable import profiler
+
+        device_type = _profiled(plugin_path)
+        for round_ in range(3):
+            with profiler.Profile(str(tmp_path / str(round_))) as session:
+                pass
+            device_events = [e for p in session.result.planes
+                             if p.startswith(f"/device:{device_type}:")
+                             for e in session.result.events(p)]
+            assert not device_events, f"an idle session has device events: {device_events[:3]}"
