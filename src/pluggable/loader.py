@@ -65,6 +65,16 @@ _ADVICE = {
                   "pluggable.get_include() and see include/ABI.md",
     "device creation": "the plugin failed to create its devices; its message above says why",
     "registration": "another loaded plugin already provides it; remove one of the two",
+    "device count": "the plugin's get_device_count failed or reported a count outside the "
+                    "documented range; its message says which",
+    "kernels": "the plugin's TF_InitKernel crashed, hung or failed; check it with "
+               "`python -m pluggable doctor PATH`",
+    "profiler": "the plugin's TF_InitProfiler crashed, hung or failed; check it with "
+                "`python -m pluggable doctor PATH`",
+    "shutdown": "the plugin crashed or hung while its devices were destroyed; check it with "
+                "`python -m pluggable doctor PATH`",
+    "start": "the probe's child process could not start this plugin's check; run "
+             "`python -m pluggable doctor PATH` to see why",
     "profiler init": "the plugin's own message above says why its profiler refused to start",
     "profiler validation": "the plugin's TF_InitProfiler does not follow the profiler C API; "
                            "rebuild it against pluggable.get_include() and see include/ABI.md",
@@ -415,7 +425,8 @@ class PluginManager:
         record.status, record.step, record.reason = "skipped", step, reason
         if key is None:
             self.records.append(record)
-        advice = _ADVICE.get(step.split(" ")[0] if step.startswith("device creation")
+        # "device creation 3" (the probe names the device) has the advice of "device creation".
+        advice = _ADVICE.get(" ".join(step.split(" ")[:2]) if step.startswith("device creation")
                              else step, "")
         message = f"cannot load plugin {record.path}: {step} failed: {reason}"
         if advice:

@@ -132,3 +132,10 @@ def test_bad_device_names_say_how_to_write_them(spec):
 
     with pytest.raises(ValueError, match="non-empty string|cannot parse device name"):
         parse_device_name(spec)
+
+
+def test_a_device_creation_failure_gives_its_advice(build_test_plugin, private_manager):
+    from pluggable.errors import PluginLoadError
+
+    with pytest.raises(PluginLoadError, match="device creation.*failed to create its devices"):
+        private_manager.load_plugin(build_test_plugin(FAIL_CREATE_DEVICE=True))
