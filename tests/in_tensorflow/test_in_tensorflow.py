@@ -23,12 +23,16 @@ if importlib.util.find_spec("tensorflow") is None:
 HERE = os.path.dirname(os.path.abspath(__file__))
 PORTABLE_SOURCE = os.path.join(os.path.dirname(HERE), "plugins", "tf_portable_plugin.c")
 PRELUDE = """
-import json, os, sys
+import json, os, site, sys
 os.environ["TF_CPP_MIN_LOG_LEVEL"] = "2"
 import numpy as np
 import tensorflow as tf
 from tensorflow.python.framework import load_library
-load_library.load_pluggable_device_library(sys.argv[1])
+# TensorFlow loads site-packages/tensorflow-plugins/*.so at import (an installed pluggable
+# puts the XPU there); loading the same platform twice aborts TensorFlow.
+_auto = {os.path.realpath(os.path.join(d, "tensorflow-plugins")) for d in site.getsitepackages()}
+if os.path.dirname(os.path.realpath(sys.argv[1])) not in _auto:
+    load_library.load_pluggable_device_library(sys.argv[1])
 """
 
 

@@ -655,14 +655,17 @@ def test_fault_kinds_are_listed(xpu_control):
 
 # ---- TensorFlow --------------------------------------------------------------------------
 TF_SCRIPT = r"""
-import glob, json, os, sys
+import glob, json, os, site, sys
 import numpy as np
 import tensorflow as tf
 from tensorflow.python.framework import load_library
 from tensorflow.tsl.profiler.protobuf import xplane_pb2
 
 library, logdir = sys.argv[1], sys.argv[2]
-load_library.load_pluggable_device_library(library)
+# TensorFlow has already loaded an installed pluggable's XPU from site-packages at import.
+auto = {os.path.realpath(os.path.join(d, "tensorflow-plugins")) for d in site.getsitepackages()}
+if os.path.dirname(os.path.realpath(library)) not in auto:
+    load_library.load_pluggable_device_library(library)
 with tf.device("/XPU:0"):
     a = tf.constant(np.arange(32 * 32, dtype=np.float32).reshape(32, 32) / 1024)
     tf.linalg.matmul(a, a).numpy()  # warm-up outside the profile
