@@ -429,9 +429,7 @@ class Tensor:
     __array_priority__ = 100  # NumPy operands defer to the tensor's operators
 
     def __getitem__(self, key):
-        from .operators import getitem
-
-        return getitem(self, key)
+        return _operators().getitem(self, key)
 
     def __iter__(self):
         if not self._shape:
@@ -519,6 +517,20 @@ class Tensor:
                 f"the tensor's device {device.name} was closed; its data is gone",
                 call="Tensor")
         return device
+
+
+_operators_module = None
+
+
+def _operators():
+    """`pluggable.operators` (indexing and the operators' helpers), which builds on this
+    module: imported on first use, then kept, as `_dlpack` below."""
+    global _operators_module
+    if _operators_module is None:
+        from . import operators
+
+        _operators_module = operators
+    return _operators_module
 
 
 _dlpack_module = None
