@@ -557,6 +557,7 @@ def _device_work(platform, executor) -> None:
         _download(executor, memory, 4096)
     finally:
         memory.close()
+    previous = pluggable.config.get_soft_device_placement()
     pluggable.config.set_soft_device_placement(False)
     try:
         for info in pluggable.config.list_kernels(device_type=platform.device_type):
@@ -568,7 +569,7 @@ def _device_work(platform, executor) -> None:
                     for out in dispatch.execute(info.op, *generated):
                         out.numpy()
     finally:
-        pluggable.config.set_soft_device_placement(True)
+        pluggable.config.set_soft_device_placement(previous)
 
 
 class TestProfiler:
