@@ -1,12 +1,14 @@
-"""Builds the two native pieces of pluggable with the system C compiler.
+"""Builds the three native pieces of pluggable with the system C compiler.
 
-Neither is a Python extension module: both are plain shared libraries that the package loads
-with ctypes (the runtime) or that the plugin loader finds on disk (the XPU plugin). They are
-described as setuptools Extensions only so that `pip install .` and `pip install -e .` build
-them where the package expects them:
+Two are plain shared libraries that the package loads with ctypes (the runtime) or that the
+plugin loader finds on disk (the XPU plugin); they are described as setuptools Extensions
+only so that `pip install .` and `pip install -e .` build them where the package expects
+them. The third is an ordinary Python extension module:
 
 - `pluggable/libpluggable_runtime.so`: the host runtime library (TF_Status and the kernel API
   that plugins call), loaded with RTLD_GLOBAL before any plugin.
+- `pluggable/_fast*.so`: the per-op path and the host profiler's encoder (src/pluggable/_fast),
+  which reaches the runtime through function pointers, so it links against nothing of ours.
 - `tensorflow-plugins/libxpu_plugin.so`: the reference plugin, in the directory TensorFlow's
   PluggableDevice RFC names. A wheel installs it into site-packages; an editable install
   leaves it in `src/tensorflow-plugins`, beside the package, where the loader also looks.
@@ -34,22 +36,47 @@ def _sources(folder):
     return sorted(glob.glob(os.path.join(folder, "*.c")))
 
 
+# The one real Python extension module; the other Extensions are plain shared libraries.
+PYTHON_EXTENSIONS = {"pluggable._fast"}
+
+
+def _is_python_extension(name):
+    # build_ext asks for file names by the module's last component alone, and for the rest
+    # by its full name.
+    return any(name in (full, full.rsplit(".", 1)[-1]) for full in PYTHON_EXTENSIONS)
+
+
 class build_shared_libraries(build_ext):
-    """Builds plain shared libraries: no Python suffix, no Python symbols."""
+    """Builds plain shared libraries (no Python suffix, no Python symbols), and the Python
+    extension modules of PYTHON_EXTENSIONS as usual."""
 
     def get_ext_filename(self, fullname):
+        if _is_python_extension(fullname):
+            return super().get_ext_filename(fullname)
         return os.path.join(*fullname.split(".")) + ".so"
 
     def get_export_symbols(self, ext):
+        if _is_python_extension(ext.name):
+            return super().get_export_symbols(ext)
         return []
 
     def get_libraries(self, ext):
+        if _is_python_extension(ext.name):
+            return super().get_libraries(ext)
         return list(ext.libraries)
 
     def build_extension(self, ext):
-        # Python's own include directories are not wanted: these libraries never see Python.
-        self.compiler.set_include_dirs([])
+        if not _is_python_extension(ext.name):
+            # Python's own include directories are not wanted: these libraries never see
+            # Python.
+            self.compiler.set_include_dirs([])
+        else:
+            self.compiler.set_include_dirs(self._python_includes)
         super().build_extension(ext)
+
+    def finalize_options(self):
+        super().finalize_options()
+        self._python_includes = list(self.include_dirs or [])
 
     def copy_extensions_to_source(self):
         # An editable install copies the libraries into src/; make their folders first.
@@ -79,6 +106,12 @@ setup(
             include_dirs=["include", "src/pluggable/_runtime"],
             extra_compile_args=RUNTIME_FLAGS,
             extra_link_args=["-pthread"],
+        ),
+        Extension(
+            "pluggable._fast",
+            sources=_sources("src/pluggable/_fast"),
+            include_dirs=["include", "src/pluggable/_runtime"],
+            extra_compile_args=RUNTIME_FLAGS,
         ),
         Extension(
             "tensorflow-plugins.libxpu_plugin",

@@ -1,0 +1,20 @@
+/* pluggable._fast: the CPython extension module that keeps the per-op path and the host
+ * profiler's hot loops in C. Each part (one .c file) contributes a method table and an init
+ * function; module.c gathers them. The runtime library's functions are reached through
+ * pointers that `bind` receives from the ctypes side (the module links against nothing of
+ * ours, so it loads wherever libpluggable_runtime.so was loaded from). */
+#ifndef PLUGGABLE_FAST_INTERNAL_H_
+#define PLUGGABLE_FAST_INTERNAL_H_
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+/* The part that runs remembered ops (oprun.c). */
+extern PyMethodDef pg_oprun_methods[];
+int pg_oprun_init(PyObject* module);
+
+/* The host tracer's plane encoder (hostplane.c). */
+extern PyMethodDef pg_hostplane_methods[];
+int pg_hostplane_init(PyObject* module);
+
+#endif /* PLUGGABLE_FAST_INTERNAL_H_ */
