@@ -69,6 +69,25 @@ def bind(library: ctypes.CDLL, prototypes) -> dict:
 lib = _load_runtime()
 RUNTIME_LIBRARY_PATH = lib._name
 
+
+def _load_fast():
+    """`pluggable._fast`, the extension module of the per-op path, given the runtime's
+    functions it calls."""
+    try:
+        from . import _fast
+    except ImportError as exc:
+        raise RuntimeLibraryError(
+            f"pluggable's extension module pluggable._fast cannot be imported ({exc}): the "
+            "package was not built completely. Install it with `pip install .` (or "
+            "`pip install -e .`) from the source tree.") from exc
+    _fast.bind_runtime({name: ctypes.cast(getattr(lib, name), ctypes.c_void_p).value
+                        for name in ("pluggable_KernelRun", "TF_NewStatus", "TF_DeleteStatus",
+                                     "TF_Message", "pluggable_BFCDeallocate")})
+    return _fast
+
+
+fast = _load_fast()
+
 TF_NewStatus = lib.TF_NewStatus
 TF_DeleteStatus = lib.TF_DeleteStatus
 TF_SetStatus = lib.TF_SetStatus

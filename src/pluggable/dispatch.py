@@ -34,6 +34,7 @@ from .devices import PluggableDevice
 from .dtypes import DType, as_dtype, resource, type_names
 from .errors import InternalError, InvalidArgumentError, NotFoundError, PluggableWarning
 from .op_defs import OPS, REQUIRED, OpDef, TensorMeta, bad, select_condition_shape
+from ._native import fast as _fast
 from .tensors import (CPU_DEVICE, DeviceBuffer, Tensor, device_scope, resolve_device,
                       scoped_device, tensor as make_tensor)
 
@@ -306,51 +307,12 @@ _plans: Dict[Tuple, "_Plan"] = {}
 _MAX_PLANS = 4096
 
 
-class _Plan:
-    """How to run one op on one device for given input types and shapes; `run` returns
-    None when the plan went stale (streams replaced, kernels changed or closed)."""
+class _Plan(_fast.Plan):
+    """How to run one op on one device for given input types and shapes (`pluggable._fast`
+    runs it): ``run(tensors)`` returns None when the plan went stale (streams replaced,
+    kernels changed or closed)."""
 
-    __slots__ = ("device", "compute", "prepared", "kernel", "outputs", "generation",
-                 "kernels", "key", "kernel_name")
-
-    def __init__(self, device: PluggableDevice, prepared, outputs, generation: int):
-        self.device = device
-        self.compute = device.compute_stream
-        self.prepared = prepared
-        self.kernel = prepared.kernel
-        self.outputs = outputs  # (shape, dtype, nbytes) per output
-        self.generation = generation
-        self.kernels = _kernels_module()
-
-    def run(self, tensors: Sequence[Tensor]) -> Optional[List[Tensor]]:
-        # Plain attribute reads only: this is the per-op cost of every repeated op.
-        device = self.device
-        compute = self.compute
-        if (device._closed or device.compute_stream is not compute
-                or self.generation != self.kernels.generation
-                or self.kernel._handle is None):
-            return None
-        for t in tensors:
-            ready = t._ready
-            if ready is not None and ready.event is not None:
-                ready.make_wait(compute)
-        results = self.prepared.run_tensors(tensors)
-        executor = device.executor
-        if len(self.outputs) == 1:  # most ops: one output, usually a fresh allocation
-            shape, dtype, nbytes = self.outputs[0]
-            address, owned, alias = results
-            if owned:
-                return [Tensor(shape, dtype, device, None,
-                               DeviceBuffer(executor, nbytes, address))]
-            results = [results]
-        out = []
-        for (address, owned, alias), (shape, dtype, nbytes) in zip(results, self.outputs):
-            if owned or not nbytes:
-                buffer = DeviceBuffer(executor, nbytes if owned else 0, address if owned else 0)
-            else:
-                buffer = tensors[alias]._buffer
-            out.append(Tensor(shape, dtype, device, buffer=buffer))
-        return out
+    __slots__ = ("key", "kernel_name")
 
 
 _kernels = None
@@ -365,43 +327,29 @@ def _kernels_module():
     return _kernels
 
 
-def _plan_key(op_name: str, inputs: Sequence[Any]) -> Optional[Tuple]:
-    # dtype codes rather than DTypes: an int hashes in C, a DType in Python. One and two
-    # inputs, most ops, are spelled out.
-    if len(inputs) == 2:
-        a, b = inputs
-        if type(a) is Tensor and type(b) is Tensor:
-            return (op_name, _scope.get(), a._dtype.code, a._shape, a._device,
-                    b._dtype.code, b._shape, b._device)
-        return None
-    key = [op_name, _scope.get()]
-    for t in inputs:
-        if type(t) is not Tensor:
-            return None
-        key += (t._dtype.code, t._shape, t._device)
-    return tuple(key)
+_plan_key = _fast.plan_key  # (op, scope, each input's dtype code, shape and device)
+_fast_execute = _fast.execute
 
 
 def execute(op_name: str, inputs: Sequence[Any], attrs: Optional[Mapping[str, Any]] = None,
             _record: Optional[list] = None) -> List[Tensor]:
     """Runs ``op_name`` on ``inputs`` with ``attrs``; returns its outputs.
 
-    ``_record`` is the host tracer's: a list that receives the plan (fast path) or the
-    slow path's choice of device and kernel."""
+    ``_record`` is the host tracer's: a list that receives the slow path's choice of device
+    and kernel (the fast path records its runs itself)."""
+    if not attrs and _record is None:
+        outputs = _fast_execute(op_name, inputs)  # a remembered plan, in C
+        if outputs is not None:
+            return outputs
     if _tracer is not None and _record is None:
         return _tracer.op(op_name, inputs, attrs)
     key = None
     if not attrs and not _settings["log"]:
         key = _plan_key(op_name, inputs)
-        if key is not None:
-            plan = _plans.get(key)
-            if plan is not None:
-                outputs = plan.run(inputs)
-                if outputs is not None:
-                    if _record is not None:
-                        _record.append(plan)
-                    return outputs
     return _execute(op_name, inputs, attrs, key, _record)
+
+
+_fast.bind_dispatch(_plans, _settings, execute)
 
 
 def _execute(op_name: str, inputs: Sequence[Any], attrs: Optional[Mapping[str, Any]],

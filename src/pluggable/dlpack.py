@@ -393,6 +393,8 @@ class _ImportedBuffer(DeviceBuffer):
         self._free()
 
     def __del__(self):
+        # Never the allocator's memory: DeviceBuffer's own release must find nothing to free.
+        self.address = 0
         if getattr(self, "_deleter", None) is None:
             return
         try:

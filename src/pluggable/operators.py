@@ -15,6 +15,7 @@ from typing import Any, List, Tuple
 
 import numpy as np
 
+from ._native import fast as _fast
 from .dispatch import _plans, _settings, execute, execute_with_constants
 from .dtypes import as_dtype
 from .tensors import CPU_DEVICE, Tensor, device_scope
@@ -22,6 +23,7 @@ from .tensors import CPU_DEVICE, Tensor, device_scope
 __all__ = ["getitem", "boolean_mask", "binary", "true_divide", "equality", "logical_or_bitwise",
            "invert", "scalar", "array_ufunc"]
 
+_run = _fast.run  # an op's first output, from its remembered plan when there is one
 _INDEX_HELP = ("only integers, slices (`:`), ellipsis (`...`), None (new axis), scalar integer "
                "tensors and one boolean mask are valid indices")
 
@@ -209,7 +211,7 @@ def boolean_mask(t: Tensor, mask: Any) -> Tensor:
 
 # -- operators ----------------------------------------------------------------------------
 def binary(op: str, a: Any, b: Any) -> Tensor:
-    return execute(op, (a, b))[0]
+    return _run(op, (a, b))
 
 
 _TRUEDIV_FLOAT = {"int8": "float32", "uint8": "float32", "int16": "float32",

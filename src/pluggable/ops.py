@@ -14,6 +14,7 @@ from typing import List, Sequence
 import numpy as np
 
 from . import dtypes as _dt
+from ._native import fast as _fast
 from .dispatch import execute
 from .dtypes import as_dtype
 from .errors import InvalidArgumentError, UnimplementedError
@@ -47,7 +48,14 @@ __all__ = [
 ]
 
 
+# The first output of an op without attributes: from its remembered plan in C, else from
+# dispatch.execute (one call either way).
+_run = _fast.run
+
+
 def _one(op: str, inputs, attrs=None) -> Tensor:
+    if not attrs:
+        return _run(op, inputs)
     return execute(op, inputs, attrs)[0]
 
 
@@ -174,15 +182,15 @@ def cast(x, dtype, name=None) -> Tensor:
 
 # -- arithmetic ---------------------------------------------------------------------------
 def add(x, y, name=None) -> Tensor:
-    return execute("AddV2", (x, y))[0]
+    return _run("AddV2", (x, y))
 
 
 def subtract(x, y, name=None) -> Tensor:
-    return execute("Sub", (x, y))[0]
+    return _run("Sub", (x, y))
 
 
 def multiply(x, y, name=None) -> Tensor:
-    return execute("Mul", (x, y))[0]
+    return _run("Mul", (x, y))
 
 
 def divide(x, y, name=None) -> Tensor:
@@ -198,51 +206,51 @@ def truediv(x, y, name=None) -> Tensor:
 
 def realdiv(x, y, name=None) -> Tensor:
     """RealDiv: true division for floating point, truncating division for integers."""
-    return execute("RealDiv", (x, y))[0]
+    return _run("RealDiv", (x, y))
 
 
 def floordiv(x, y, name=None) -> Tensor:
-    return execute("FloorDiv", (x, y))[0]
+    return _run("FloorDiv", (x, y))
 
 
 def floormod(x, y, name=None) -> Tensor:
-    return execute("FloorMod", (x, y))[0]
+    return _run("FloorMod", (x, y))
 
 
 def mod(x, y, name=None) -> Tensor:
-    return execute("FloorMod", (x, y))[0]
+    return _run("FloorMod", (x, y))
 
 
 def truncatediv(x, y, name=None) -> Tensor:
-    return execute("TruncateDiv", (x, y))[0]
+    return _run("TruncateDiv", (x, y))
 
 
 def truncatemod(x, y, name=None) -> Tensor:
-    return execute("TruncateMod", (x, y))[0]
+    return _run("TruncateMod", (x, y))
 
 
 def divide_no_nan(x, y, name=None) -> Tensor:
-    return execute("DivNoNan", (x, y))[0]
+    return _run("DivNoNan", (x, y))
 
 
 def xdivy(x, y, name=None) -> Tensor:
-    return execute("Xdivy", (x, y))[0]
+    return _run("Xdivy", (x, y))
 
 
 def pow(x, y, name=None) -> Tensor:  # noqa: A001
-    return execute("Pow", (x, y))[0]
+    return _run("Pow", (x, y))
 
 
 def maximum(x, y, name=None) -> Tensor:
-    return execute("Maximum", (x, y))[0]
+    return _run("Maximum", (x, y))
 
 
 def minimum(x, y, name=None) -> Tensor:
-    return execute("Minimum", (x, y))[0]
+    return _run("Minimum", (x, y))
 
 
 def squared_difference(x, y, name=None) -> Tensor:
-    return execute("SquaredDifference", (x, y))[0]
+    return _run("SquaredDifference", (x, y))
 
 
 def add_n(inputs, name=None) -> Tensor:
@@ -295,7 +303,7 @@ invert = _unary("invert", "Invert")
 
 
 def atan2(y, x, name=None) -> Tensor:
-    return execute("Atan2", (y, x))[0]
+    return _run("Atan2", (y, x))
 
 
 def clip_by_value(t, clip_value_min, clip_value_max, name=None) -> Tensor:
@@ -317,35 +325,35 @@ def cumprod(x, axis=0, exclusive=False, reverse=False, name=None) -> Tensor:
 
 # -- comparisons, logic, bits -------------------------------------------------------------
 def equal(x, y, name=None) -> Tensor:
-    return execute("Equal", (x, y))[0]
+    return _run("Equal", (x, y))
 
 
 def not_equal(x, y, name=None) -> Tensor:
-    return execute("NotEqual", (x, y))[0]
+    return _run("NotEqual", (x, y))
 
 
 def less(x, y, name=None) -> Tensor:
-    return execute("Less", (x, y))[0]
+    return _run("Less", (x, y))
 
 
 def less_equal(x, y, name=None) -> Tensor:
-    return execute("LessEqual", (x, y))[0]
+    return _run("LessEqual", (x, y))
 
 
 def greater(x, y, name=None) -> Tensor:
-    return execute("Greater", (x, y))[0]
+    return _run("Greater", (x, y))
 
 
 def greater_equal(x, y, name=None) -> Tensor:
-    return execute("GreaterEqual", (x, y))[0]
+    return _run("GreaterEqual", (x, y))
 
 
 def logical_and(x, y, name=None) -> Tensor:
-    return execute("LogicalAnd", (x, y))[0]
+    return _run("LogicalAnd", (x, y))
 
 
 def logical_or(x, y, name=None) -> Tensor:
-    return execute("LogicalOr", (x, y))[0]
+    return _run("LogicalOr", (x, y))
 
 
 def logical_xor(x, y, name="LogicalXor") -> Tensor:
@@ -355,27 +363,27 @@ def logical_xor(x, y, name="LogicalXor") -> Tensor:
     if not (x.dtype.is_bool and y.dtype.is_bool):
         raise InvalidArgumentError(f"logical_xor takes bool tensors, got {x.dtype.name} and "
                                    f"{y.dtype.name}", call="logical_xor")
-    return execute("NotEqual", (x, y))[0]
+    return _run("NotEqual", (x, y))
 
 
 def bitwise_and(x, y, name=None) -> Tensor:
-    return execute("BitwiseAnd", (x, y))[0]
+    return _run("BitwiseAnd", (x, y))
 
 
 def bitwise_or(x, y, name=None) -> Tensor:
-    return execute("BitwiseOr", (x, y))[0]
+    return _run("BitwiseOr", (x, y))
 
 
 def bitwise_xor(x, y, name=None) -> Tensor:
-    return execute("BitwiseXor", (x, y))[0]
+    return _run("BitwiseXor", (x, y))
 
 
 def left_shift(x, y, name=None) -> Tensor:
-    return execute("LeftShift", (x, y))[0]
+    return _run("LeftShift", (x, y))
 
 
 def right_shift(x, y, name=None) -> Tensor:
-    return execute("RightShift", (x, y))[0]
+    return _run("RightShift", (x, y))
 
 
 # -- activations and nn -------------------------------------------------------------------

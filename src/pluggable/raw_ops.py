@@ -15,9 +15,11 @@ from __future__ import annotations
 import inspect as _inspect
 from typing import Any as _Any, Callable as _Callable, Dict as _Dict, List as _List
 
+from ._native import fast as _fast
 from .dispatch import execute as _execute
 from .op_defs import OPS as _OPS, REQUIRED as _REQUIRED, OpDef as _OpDef, bad as _bad
 
+_fast_execute = _fast.execute
 _REDUCTION = {"reduction_indices": "axis"}
 # OpDef argument name -> tf.raw_ops keyword, where they differ.
 PYTHON_NAMES: _Dict[str, _Dict[str, str]] = {
@@ -60,7 +62,19 @@ def _make(op: _OpDef) -> _Callable[..., _Any]:
              if names.get(a.name, a.name) in keywords}
     required = [p.name for p in signature.parameters.values() if p.default is p.empty]
 
+    n_inputs = len(inputs)
+    single = len(op.outputs) == 1 and not op.outputs[0].number_attr
+
     def raw_op(*args, **kwargs):
+        if not args and len(kwargs) == n_inputs:  # inputs only: try the op's plan first
+            try:
+                values = [kwargs[n] for n in inputs]
+            except KeyError:
+                pass
+            else:
+                outputs = _fast_execute(op.name, values)
+                if outputs is not None:
+                    return outputs[0] if single else tuple(outputs)
         if args:
             raise TypeError(f"raw_ops.{op.name} takes keyword arguments only, as "
                             f"tf.raw_ops does: {op.name}{signature}")
@@ -76,8 +90,7 @@ def _make(op: _OpDef) -> _Callable[..., _Any]:
                                 f"{op.name}{signature}")
         outputs = _execute(op.name, [kwargs[n] for n in inputs],
                            {attrs[k]: v for k, v in kwargs.items() if k in attrs})
-        return outputs[0] if len(op.outputs) == 1 and not op.outputs[0].number_attr \
-            else tuple(outputs)
+        return outputs[0] if single else tuple(outputs)
 
     raw_op.__signature__ = signature
     raw_op.__name__ = raw_op.__qualname__ = op.name

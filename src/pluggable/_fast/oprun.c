@@ -1,9 +1,1080 @@
-/* Runs remembered ops (dispatch's plans) in one call. */
-#include "fast_internal.h"
+/* The per-op path in C: dispatch's remembered plans, the device buffers of tensors, and the
+ * host tracer's per-op and per-free records.
+ *
+ * An op the host has run before with the same op name, device scope and input types, shapes
+ * and devices has a Plan (dispatch._Plan subclasses it): the kernel instance, a request for
+ * the runtime's pluggable_KernelRun with everything but the input addresses filled in, and
+ * the output shapes and dtypes. `execute(op_name, inputs)` finds the plan, checks it is not
+ * stale, fills in the input addresses, runs the kernel with the GIL released, and builds the
+ * output tensors: one call from Python, no Python code on the way. It returns None when there
+ * is no usable plan; dispatch then takes its slow path, which leaves a plan behind.
+ *
+ * Buffer is the base of tensors.DeviceBuffer: device memory from a device's BFC allocator.
+ * Dropping the last reference gives the memory back from C (no finalizer call); a buffer that
+ * asynchronous work on another stream still uses goes to the Python release function bound
+ * by tensors.py, which waits for that work through the event manager.
+ *
+ * Tensors are tensors.Tensor objects (a Python class with __slots__): made here with the
+ * type's own allocator and their slots written at the offsets of the class's member
+ * descriptors, which is what Tensor.__init__ would store.
+ *
+ * While a profiling session runs (`set_tracer`), every op run here and every buffer freed
+ * here appends the same record tuples as profiler/host_tracer.py's hooks: OP
+ * (0, thread, start_ns, end_ns, op_name, plan, fresh outputs) and FREE
+ * (3, thread, when_ns, allocator, bytes), with CLOCK_REALTIME stamps. */
+#include "fast_internal.h" /* Python.h first */
 
-PyMethodDef pg_oprun_methods[] = {{NULL, NULL, 0, NULL}};
+#include <stdint.h>
+#include <string.h>
+#include <time.h>
+
+#include "runtime_internal.h"
+#include "structmember.h"
+
+/* ---- what bind() gives -------------------------------------------------------------------- */
+
+static int (*kernel_run)(const int64_t*);
+static TF_Status* (*new_status)(void);
+static void (*delete_status)(TF_Status*);
+static const char* (*status_message)(const TF_Status*);
+static int (*bfc_deallocate)(PG_BFC*, void*);
+
+static PyTypeObject* tensor_type;       /* tensors.Tensor */
+static PyTypeObject* buffer_type;       /* tensors.DeviceBuffer, a subclass of Buffer */
+static PyObject* release_function;      /* tensors._release_buffer(executor, address, uses) */
+static PyObject* plans;                 /* dispatch._plans */
+static PyObject* settings;              /* dispatch._settings */
+static PyObject* scope_var;             /* tensors.device_scope (a ContextVar) */
+static PyObject* pending_deletes;       /* kernels._pending_deletes */
+static PyObject* flush_releases;        /* kernels.flush_releases */
+static PyObject* kernels_module;        /* pluggable.kernels (its `generation`) */
+static PyObject* slow_execute;          /* dispatch.execute, for ops without a plan */
+
+/* Slot offsets of Tensor and DType (from their member descriptors). */
+static Py_ssize_t off_shape, off_dtype, off_device, off_array, off_buffer, off_ready, off_code;
+
+/* The running session's host tracer, or NULL. */
+static PyObject* tracer_records;        /* HostTracer.records (a list) */
+static PyObject* tracer_names;          /* HostTracer.thread_names (a dict) */
+static PyObject* tracer_ident;          /* HostTracer._ident (names the calling thread) */
+static PyObject* tracer;                /* the HostTracer itself */
+
+enum { RECORD_OP = 0, RECORD_FREE = 3 }; /* host_tracer.py's record kinds */
+
+static int bind_kernels(void);
+
+static PyObject *s_allocator, *s_closed, *s_handle, *s_deallocate_failed, *s_compute_stream,
+    *s_generation, *s_event, *s_make_wait, *s_error, *s_log, *s_kernel, *s_executor,
+    *s_template, *s_slots, *s_n_out;
+
+#define SLOT(obj, off) (*(PyObject**)((char*)(obj) + (off)))
+
+static int64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* ---- Buffer ------------------------------------------------------------------------------- */
+
+typedef struct {
+  PyObject_HEAD
+  PyObject* executor;
+  unsigned long long address;
+  long long nbytes;
+  PyObject* uses;
+  PyObject* weakreflist;
+} BufferObject;
+
+static PyTypeObject BufferType;
+
+/* The calling thread's ident as a Python int, cached for the last thread seen (one thread
+ * issuing ops is the common case); NULL with an exception on failure. While a session runs,
+ * a thread seen for the first time is also named in the tracer's thread_names. */
+static unsigned long cached_ident;
+static PyObject* cached_ident_obj; /* a thread the current tracer knows */
+
+static PyObject* thread_ident(void) {
+  unsigned long ident = PyThread_get_thread_ident();
+  if (cached_ident_obj != NULL && ident == cached_ident) {
+    Py_INCREF(cached_ident_obj);
+    return cached_ident_obj;
+  }
+  PyObject* key = PyLong_FromUnsignedLong(ident);
+  if (key == NULL) return NULL;
+  int known = PyDict_Contains(tracer_names, key);
+  if (known == 0) {
+    PyObject* r = PyObject_CallNoArgs(tracer_ident);
+    known = r == NULL ? -1 : 1;
+    Py_XDECREF(r);
+  }
+  if (known < 0) {
+    Py_DECREF(key);
+    return NULL;
+  }
+  Py_INCREF(key);
+  Py_XSETREF(cached_ident_obj, key);
+  cached_ident = ident;
+  return key;
+}
+
+/* Appends `record` (stolen) to the tracer's records. */
+static int append_record(PyObject* record) {
+  if (record == NULL) return -1;
+  int r = PyList_Append(tracer_records, record);
+  Py_DECREF(record);
+  return r;
+}
+
+/* A tuple of n items, each stolen; NULL (and every item released) on failure. */
+static PyObject* pack(Py_ssize_t n, PyObject* const* items) {
+  PyObject* t = PyTuple_New(n);
+  for (Py_ssize_t i = 0; i < n; i++) {
+    if (t == NULL || items[i] == NULL) {
+      for (Py_ssize_t j = i; j < n; j++) Py_XDECREF(items[j]);
+      Py_XDECREF(t);
+      return NULL;
+    }
+    PyTuple_SET_ITEM(t, i, items[i]);
+  }
+  return t;
+}
+
+static PyObject* new_ref(PyObject* o) {
+  Py_INCREF(o);
+  return o;
+}
+
+/* Appends a FREE record of `nbytes` given back to `allocator`. */
+static void record_free(PyObject* allocator, long long nbytes) {
+  int64_t when = now_ns();
+  PyObject* items[5] = {PyLong_FromLong(RECORD_FREE), thread_ident(), PyLong_FromLongLong(when),
+                        new_ref(allocator), PyLong_FromLongLong(nbytes)};
+  if (append_record(pack(5, items)) < 0) PyErr_Clear();
+}
+
+/* Gives the buffer's memory back: straight to the BFC allocator when no other stream's work
+ * uses it, else through the Python release function. Errors cannot propagate from a
+ * deallocation: they are dropped, as a __del__'s would be (the memory then stays with the
+ * allocator until the executor closes). */
+static void buffer_release(BufferObject* self) {
+  PyObject *type, *value, *traceback;
+  PyErr_Fetch(&type, &value, &traceback);
+  void* address = (void*)(uintptr_t)self->address;
+  self->address = 0;
+  int uses = self->uses != NULL && self->uses != Py_None && PyObject_IsTrue(self->uses) == 1;
+  if (uses || kernel_run == NULL) {
+    if (release_function != NULL && self->executor != NULL) {
+      PyObject* r = PyObject_CallFunction(release_function, "OKO", self->executor,
+                                          (unsigned long long)(uintptr_t)address,
+                                          self->uses ? self->uses : Py_None);
+      Py_XDECREF(r);
+    }
+  } else if (self->executor != NULL) {
+    PyObject* allocator = PyObject_GetAttr(self->executor, s_allocator);
+    PyObject* closed = allocator ? PyObject_GetAttr(self->executor, s_closed) : NULL;
+    if (allocator != NULL && closed != NULL && allocator != Py_None && closed == Py_False) {
+      PyObject* handle = PyObject_GetAttr(allocator, s_handle);
+      if (handle != NULL && handle != Py_None) {
+        if (tracer_records != NULL) record_free(allocator, self->nbytes);
+        PG_BFC* bfc = (PG_BFC*)PyLong_AsVoidPtr(handle);
+        if (bfc != NULL && bfc_deallocate(bfc, address) != 0) {
+          PyObject* where = PyLong_FromVoidPtr(address);
+          PyObject* r = where ? PyObject_CallMethodObjArgs(allocator, s_deallocate_failed,
+                                                           where, NULL) : NULL;
+          Py_XDECREF(where);
+          Py_XDECREF(r);
+        }
+      }
+      Py_XDECREF(handle);
+    }
+    Py_XDECREF(allocator);
+    Py_XDECREF(closed);
+  }
+  PyErr_Clear();
+  PyErr_Restore(type, value, traceback);
+}
+
+static void buffer_dealloc(BufferObject* self) {
+  PyObject_GC_UnTrack(self);
+  if (self->weakreflist != NULL) PyObject_ClearWeakRefs((PyObject*)self);
+  if (self->address) buffer_release(self);
+  Py_CLEAR(self->executor);
+  Py_CLEAR(self->uses);
+  Py_TYPE(self)->tp_free((PyObject*)self);
+}
+
+static int buffer_traverse(BufferObject* self, visitproc visit, void* arg) {
+  Py_VISIT(self->executor);
+  Py_VISIT(self->uses);
+  return 0;
+}
+
+static int buffer_clear(BufferObject* self) {
+  Py_CLEAR(self->executor);
+  Py_CLEAR(self->uses);
+  return 0;
+}
+
+static PyObject* buffer_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
+  (void)args;
+  (void)kwargs;
+  BufferObject* self = (BufferObject*)type->tp_alloc(type, 0);
+  if (self == NULL) return NULL;
+  Py_INCREF(Py_None);
+  self->executor = Py_None;
+  Py_INCREF(Py_None);
+  self->uses = Py_None;
+  return (PyObject*)self;
+}
+
+static PyMemberDef buffer_members[] = {
+    {"executor", T_OBJECT, offsetof(BufferObject, executor), 0,
+     "the StreamExecutor whose allocator the memory came from"},
+    {"address", T_ULONGLONG, offsetof(BufferObject, address), 0,
+     "the device address (0 once given back, or for an empty buffer)"},
+    {"nbytes", T_LONGLONG, offsetof(BufferObject, nbytes), 0, "bytes requested"},
+    {"uses", T_OBJECT, offsetof(BufferObject, uses), 0,
+     "markers of work on other streams that uses the memory, or None"},
+    {NULL, 0, 0, 0, NULL}};
+
+static PyTypeObject BufferType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "pluggable._fast.Buffer",
+    .tp_basicsize = sizeof(BufferObject),
+    .tp_dealloc = (destructor)buffer_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "Device memory from a device's allocator, given back when dropped.",
+    .tp_traverse = (traverseproc)buffer_traverse,
+    .tp_clear = (inquiry)buffer_clear,
+    .tp_weaklistoffset = offsetof(BufferObject, weakreflist),
+    .tp_members = buffer_members,
+    .tp_new = buffer_new,
+};
+
+/* A new DeviceBuffer over `address` (owned), without running its __init__. */
+static PyObject* make_buffer(PyObject* executor, long long nbytes, uint64_t address) {
+  BufferObject* b = (BufferObject*)buffer_type->tp_alloc(buffer_type, 0);
+  if (b == NULL) return NULL;
+  Py_INCREF(executor);
+  b->executor = executor;
+  b->nbytes = nbytes;
+  b->address = address;
+  Py_INCREF(Py_None);
+  b->uses = Py_None;
+  return (PyObject*)b;
+}
+
+/* A new Tensor, as Tensor(shape, dtype, device, None, buffer, None) would be. Steals
+ * `buffer`. */
+static PyObject* make_tensor(PyObject* shape, PyObject* dtype, PyObject* device, PyObject* buffer) {
+  PyObject* t = tensor_type->tp_alloc(tensor_type, 0);
+  if (t == NULL) {
+    Py_DECREF(buffer);
+    return NULL;
+  }
+  Py_INCREF(shape);
+  SLOT(t, off_shape) = shape;
+  Py_INCREF(dtype);
+  SLOT(t, off_dtype) = dtype;
+  Py_INCREF(device);
+  SLOT(t, off_device) = device;
+  Py_INCREF(Py_None);
+  SLOT(t, off_array) = Py_None;
+  SLOT(t, off_buffer) = buffer;
+  Py_INCREF(Py_None);
+  SLOT(t, off_ready) = Py_None;
+  return t;
+}
+
+/* ---- Plan --------------------------------------------------------------------------------- */
+
+typedef struct {
+  PyObject* shape;
+  PyObject* dtype;
+  long long nbytes;
+} OutputSpec;
+
+typedef struct {
+  PyObject_HEAD
+  PyObject* device;
+  PyObject* compute;
+  PyObject* prepared;
+  PyObject* kernel;
+  PyObject* executor;
+  PyObject* outputs; /* the Python tuple of (shape, dtype, nbytes) */
+  PyObject* fresh_one; /* ((executor, nbytes),): the host tracer's record of a fresh output */
+  long long generation;
+  OutputSpec* specs;
+  Py_ssize_t n_out;
+  int64_t* template_words;
+  Py_ssize_t n_words;
+  Py_ssize_t* slots;
+  Py_ssize_t n_slots;
+  Py_ssize_t out_words;
+  /* The plan's own request, output records and status, used by one run at a time. */
+  int64_t* request;
+  int64_t* out;
+  TF_Status* status;
+  int busy;
+} PlanObject;
+
+static PyTypeObject PlanType;
+
+static void plan_free_buffers(PlanObject* p) {
+  PyMem_Free(p->specs);
+  PyMem_Free(p->template_words);
+  PyMem_Free(p->slots);
+  PyMem_Free(p->request);
+  PyMem_Free(p->out);
+  p->specs = NULL;
+  p->template_words = p->request = p->out = NULL;
+  p->slots = NULL;
+  if (p->status != NULL && delete_status != NULL) delete_status(p->status);
+  p->status = NULL;
+}
+
+static int plan_clear(PlanObject* p) {
+  for (Py_ssize_t i = 0; p->specs != NULL && i < p->n_out; i++) {
+    Py_CLEAR(p->specs[i].shape);
+    Py_CLEAR(p->specs[i].dtype);
+  }
+  Py_CLEAR(p->device);
+  Py_CLEAR(p->compute);
+  Py_CLEAR(p->prepared);
+  Py_CLEAR(p->kernel);
+  Py_CLEAR(p->executor);
+  Py_CLEAR(p->outputs);
+  Py_CLEAR(p->fresh_one);
+  return 0;
+}
+
+static int plan_traverse(PlanObject* p, visitproc visit, void* arg) {
+  for (Py_ssize_t i = 0; p->specs != NULL && i < p->n_out; i++) {
+    Py_VISIT(p->specs[i].shape);
+    Py_VISIT(p->specs[i].dtype);
+  }
+  Py_VISIT(p->device);
+  Py_VISIT(p->compute);
+  Py_VISIT(p->prepared);
+  Py_VISIT(p->kernel);
+  Py_VISIT(p->executor);
+  Py_VISIT(p->outputs);
+  Py_VISIT(p->fresh_one);
+  return 0;
+}
+
+static void plan_dealloc(PlanObject* p) {
+  PyObject_GC_UnTrack(p);
+  plan_clear(p);
+  plan_free_buffers(p);
+  Py_TYPE(p)->tp_free((PyObject*)p);
+}
+
+/* Plan(device, prepared, outputs, generation): `prepared` is a kernels.PreparedRun,
+ * `outputs` a sequence of (shape tuple, DType, nbytes). */
+static int plan_init(PlanObject* p, PyObject* args, PyObject* kwargs) {
+  static char* names[] = {"device", "prepared", "outputs", "generation", NULL};
+  PyObject *device, *prepared, *outputs;
+  long long generation;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOL:Plan", names, &device, &prepared,
+                                   &outputs, &generation)) {
+    return -1;
+  }
+  if (kernel_run == NULL || tensor_type == NULL) {
+    PyErr_SetString(PyExc_RuntimeError, "pluggable._fast is not bound to the runtime library");
+    return -1;
+  }
+  if (bind_kernels() < 0) return -1;
+  plan_clear(p);
+  plan_free_buffers(p);
+  PyObject* template_obj = NULL;
+  PyObject* slots_obj = NULL;
+  PyObject* n_out_obj = NULL;
+  PyObject* specs = NULL;
+  Py_buffer view = {0};
+  int ok = -1;
+  Py_INCREF(device);
+  p->device = device;
+  Py_INCREF(prepared);
+  p->prepared = prepared;
+  p->generation = generation;
+  if ((p->compute = PyObject_GetAttr(device, s_compute_stream)) == NULL) goto done;
+  if ((p->kernel = PyObject_GetAttr(prepared, s_kernel)) == NULL) goto done;
+  if ((p->executor = PyObject_GetAttr(prepared, s_executor)) == NULL) goto done;
+  if ((template_obj = PyObject_GetAttr(prepared, s_template)) == NULL) goto done;
+  {
+    PyObject* slots_attr = PyObject_GetAttr(prepared, s_slots);
+    if (slots_attr == NULL) goto done;
+    slots_obj = PySequence_Tuple(slots_attr);
+    Py_DECREF(slots_attr);
+    if (slots_obj == NULL) goto done;
+  }
+  if ((n_out_obj = PyObject_GetAttr(prepared, s_n_out)) == NULL) goto done;
+  if ((specs = PySequence_Tuple(outputs)) == NULL) goto done;
+  p->n_out = PyLong_AsSsize_t(n_out_obj);
+  if (p->n_out < 0 || PyErr_Occurred()) goto done;
+  if (PyTuple_GET_SIZE(specs) != p->n_out) {
+    PyErr_Format(PyExc_ValueError, "Plan: %zd output descriptions for %zd outputs",
+                 PyTuple_GET_SIZE(specs), p->n_out);
+    goto done;
+  }
+  if (PyObject_GetBuffer(template_obj, &view, PyBUF_SIMPLE) < 0) goto done;
+  if (view.len % 8 != 0 || view.len < 8 * PG_RUN_HEADER_WORDS) {
+    PyErr_SetString(PyExc_ValueError, "Plan: the request template is not a run request");
+    goto done;
+  }
+  p->n_words = view.len / 8;
+  p->n_slots = PyTuple_GET_SIZE(slots_obj);
+  p->out_words = (p->n_out > 0 ? p->n_out : 1) * (PG_OUT_HEADER_WORDS + PG_MAX_OUTPUT_DIMS);
+  p->template_words = PyMem_Malloc((size_t)view.len);
+  p->request = PyMem_Malloc((size_t)view.len);
+  p->out = PyMem_Calloc((size_t)p->out_words, sizeof(int64_t));
+  p->slots = PyMem_Calloc((size_t)(p->n_slots ? p->n_slots : 1), sizeof(Py_ssize_t));
+  p->specs = PyMem_Calloc((size_t)(p->n_out ? p->n_out : 1), sizeof(OutputSpec));
+  p->status = new_status();
+  if (!p->template_words || !p->request || !p->out || !p->slots || !p->specs || !p->status) {
+    PyErr_NoMemory();
+    goto done;
+  }
+  memcpy(p->template_words, view.buf, (size_t)view.len);
+  for (Py_ssize_t i = 0; i < p->n_slots; i++) {
+    Py_ssize_t slot = PyLong_AsSsize_t(PyTuple_GET_ITEM(slots_obj, i));
+    if (slot < PG_RUN_HEADER_WORDS || slot >= p->n_words) {
+      if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "Plan: an input slot lies outside the request");
+      goto done;
+    }
+    p->slots[i] = slot;
+  }
+  for (Py_ssize_t i = 0; i < p->n_out; i++) {
+    PyObject* spec = PyTuple_GET_ITEM(specs, i);
+    PyObject *shape, *dtype;
+    long long nbytes;
+    if (!PyArg_ParseTuple(spec, "O!OL:Plan output", &PyTuple_Type, &shape, &dtype, &nbytes)) goto done;
+    Py_INCREF(shape);
+    p->specs[i].shape = shape;
+    Py_INCREF(dtype);
+    p->specs[i].dtype = dtype;
+    p->specs[i].nbytes = nbytes;
+  }
+  /* The run's own request: the template with its output array and status. */
+  memcpy(p->request, p->template_words, (size_t)view.len);
+  p->request[PG_RUN_OUT] = (int64_t)(intptr_t)p->out;
+  p->request[PG_RUN_OUT_CAPACITY] = p->out_words;
+  p->request[PG_RUN_STATUS] = (int64_t)(intptr_t)p->status;
+  Py_INCREF(specs);
+  p->outputs = specs;
+  ok = 0;
+done:
+  if (view.obj != NULL) PyBuffer_Release(&view);
+  Py_XDECREF(template_obj);
+  Py_XDECREF(slots_obj);
+  Py_XDECREF(n_out_obj);
+  Py_XDECREF(specs);
+  return ok;
+}
+
+/* Whether the plan can still run: the device open with the same compute stream, the kernel
+ * registry unchanged and the kernel instance open. -1 on error. */
+static int plan_fresh(PlanObject* p) {
+  int fresh = 0;
+  PyObject* closed = PyObject_GetAttr(p->device, s_closed);
+  PyObject* compute = closed ? PyObject_GetAttr(p->device, s_compute_stream) : NULL;
+  PyObject* generation = compute ? PyObject_GetAttr(kernels_module, s_generation) : NULL;
+  PyObject* handle = generation ? PyObject_GetAttr(p->kernel, s_handle) : NULL;
+  if (handle != NULL) {
+    int overflow;
+    fresh = closed == Py_False && compute == p->compute && handle != Py_None &&
+            PyLong_Check(generation) &&
+            PyLong_AsLongLongAndOverflow(generation, &overflow) == p->generation && !overflow;
+  } else {
+    fresh = -1;
+  }
+  Py_XDECREF(closed);
+  Py_XDECREF(compute);
+  Py_XDECREF(generation);
+  Py_XDECREF(handle);
+  return fresh;
+}
+
+/* The exception for a failed run: the kernel's own error, as kernels.Kernel._error words it. */
+static void raise_run_error(PlanObject* p, int code, TF_Status* status) {
+  const char* message = status_message ? status_message(status) : "";
+  PyObject* text = PyUnicode_DecodeUTF8(message ? message : "", message ? (Py_ssize_t)strlen(message) : 0,
+                                        "replace");
+  if (text == NULL) return;
+  PyObject* code_obj = PyLong_FromLong(code);
+  PyObject* error = code_obj ? PyObject_CallMethodObjArgs(p->kernel, s_error, p->executor,
+                                                          code_obj, text, NULL) : NULL;
+  Py_XDECREF(code_obj);
+  Py_DECREF(text);
+  if (error == NULL) return;
+  PyErr_SetObject((PyObject*)Py_TYPE(error), error);
+  Py_DECREF(error);
+}
+
+/* Gives back the owned memory of the output records from record `i` (at word `at`) on, when
+ * the outputs cannot be handed over: each is wrapped in a buffer and dropped. */
+static void drop_owned(PlanObject* p, const int64_t* out, Py_ssize_t i, Py_ssize_t at) {
+  for (; i < p->n_out; i++) {
+    if (out[at + PG_OUT_FLAGS] & PG_OUT_OWNED) {
+      PyObject* orphan = make_buffer(p->executor, p->specs[i].nbytes, (uint64_t)out[at]);
+      Py_XDECREF(orphan);
+    }
+    int64_t ndims = out[at + PG_OUT_NUM_DIMS];
+    at += PG_OUT_HEADER_WORDS + (ndims > 0 ? ndims : 0);
+  }
+}
+
+/* The output tensors from the run's output records. */
+static PyObject* plan_outputs(PlanObject* p, PyObject* const* tensors, const int64_t* out) {
+  PyObject* result = PyList_New(p->n_out);
+  if (result == NULL) {
+    drop_owned(p, out, 0, 0);
+    return NULL;
+  }
+  Py_ssize_t at = 0;
+  for (Py_ssize_t i = 0; i < p->n_out; i++) {
+    const OutputSpec* spec = &p->specs[i];
+    uint64_t address = (uint64_t)out[at + PG_OUT_ADDRESS];
+    int owned = (out[at + PG_OUT_FLAGS] & PG_OUT_OWNED) != 0;
+    int64_t alias = out[at + PG_OUT_ALIASED_INPUT];
+    int64_t ndims = out[at + PG_OUT_NUM_DIMS];
+    Py_ssize_t next = at + PG_OUT_HEADER_WORDS + (ndims > 0 ? ndims : 0);
+    PyObject* buffer;
+    if (owned || spec->nbytes == 0) {
+      buffer = make_buffer(p->executor, owned ? spec->nbytes : 0, owned ? address : 0);
+      if (buffer == NULL) {
+        drop_owned(p, out, i, at);
+        Py_DECREF(result);
+        return NULL;
+      }
+    } else if (alias >= 0 && alias < p->n_slots) {
+      buffer = SLOT(tensors[alias], off_buffer);
+      Py_INCREF(buffer);
+    } else {
+      PyErr_Format(PyExc_RuntimeError,
+                   "output %zd of the run is neither fresh memory nor a view of an input", i);
+      drop_owned(p, out, i + 1, next);
+      Py_DECREF(result);
+      return NULL;
+    }
+    PyObject* t = make_tensor(spec->shape, spec->dtype, p->device, buffer); /* steals buffer */
+    if (t == NULL) {
+      drop_owned(p, out, i + 1, next);
+      Py_DECREF(result);
+      return NULL;
+    }
+    PyList_SET_ITEM(result, i, t);
+    at = next;
+  }
+  return result;
+}
+
+/* (executor, nbytes) of each output buffer that is not one of the inputs' (forwarded). A
+ * plan whose one output is fresh memory keeps that tuple. */
+static PyObject* fresh_outputs(PlanObject* p, PyObject* outputs, PyObject* const* tensors,
+                               Py_ssize_t n) {
+  Py_ssize_t n_out = PyList_GET_SIZE(outputs);
+  if (n_out == 1 && p->fresh_one != NULL) {
+    PyObject* b = SLOT(PyList_GET_ITEM(outputs, 0), off_buffer);
+    int forwarded = 0;
+    for (Py_ssize_t k = 0; k < n && !forwarded; k++) forwarded = SLOT(tensors[k], off_buffer) == b;
+    if (!forwarded) return new_ref(p->fresh_one);
+  }
+  PyObject* fresh = PyTuple_New(n_out);
+  if (fresh == NULL) return NULL;
+  Py_ssize_t count = 0;
+  for (Py_ssize_t i = 0; i < n_out; i++) {
+    BufferObject* b = (BufferObject*)SLOT(PyList_GET_ITEM(outputs, i), off_buffer);
+    if (b->nbytes == 0) continue;
+    int forwarded = 0;
+    for (Py_ssize_t k = 0; k < n && !forwarded; k++) forwarded = SLOT(tensors[k], off_buffer) == (PyObject*)b;
+    if (forwarded) continue;
+    PyObject* pair = Py_BuildValue("(OL)", b->executor, b->nbytes);
+    if (pair == NULL) {
+      Py_DECREF(fresh);
+      return NULL;
+    }
+    PyTuple_SET_ITEM(fresh, count++, pair);
+  }
+  if (_PyTuple_Resize(&fresh, count) < 0) return NULL;
+  if (n_out == 1 && count == 1 && p->fresh_one == NULL) p->fresh_one = new_ref(fresh);
+  return fresh;
+}
+
+/* Appends an OP record; `plan` and `fresh` may be NULL (a failed run: None and ()). */
+static int record_op(PyObject* op_name, int64_t start, int64_t end, PyObject* plan, PyObject* fresh) {
+  PyObject* items[7] = {PyLong_FromLong(RECORD_OP), thread_ident(), PyLong_FromLongLong(start),
+                        PyLong_FromLongLong(end), new_ref(op_name), new_ref(plan ? plan : Py_None),
+                        fresh ? new_ref(fresh) : PyTuple_New(0)};
+  return append_record(pack(7, items));
+}
+
+/* Runs the plan on `tensors` (the op's device inputs, n of them). Returns the output list, or
+ * None (a new reference) when the plan is stale or an input is not a device tensor of the
+ * plan's kind; NULL with an exception when the kernel or the host failed. */
+static PyObject* plan_run_tensors(PlanObject* p, PyObject* const* tensors, Py_ssize_t n,
+                                  PyObject* op_name) {
+  if (n != p->n_slots) Py_RETURN_NONE;
+  int fresh = plan_fresh(p);
+  if (fresh <= 0) {
+    if (fresh < 0) return NULL;
+    Py_RETURN_NONE;
+  }
+  for (Py_ssize_t i = 0; i < n; i++) {
+    PyObject* t = tensors[i];
+    if (Py_TYPE(t) != tensor_type) Py_RETURN_NONE;
+    PyObject* buffer = SLOT(t, off_buffer);
+    if (buffer == NULL || !PyObject_TypeCheck(buffer, &BufferType)) Py_RETURN_NONE;
+    PyObject* ready = SLOT(t, off_ready);
+    if (ready != NULL && ready != Py_None) {
+      PyObject* event = PyObject_GetAttr(ready, s_event);
+      if (event == NULL) return NULL;
+      int pending = event != Py_None;
+      Py_DECREF(event);
+      if (pending) {
+        PyObject* r = PyObject_CallMethodObjArgs(ready, s_make_wait, p->compute, NULL);
+        if (r == NULL) return NULL;
+        Py_DECREF(r);
+      }
+    }
+  }
+  if (PyList_GET_SIZE(pending_deletes) > 0) {
+    PyObject* r = PyObject_CallNoArgs(flush_releases);
+    if (r == NULL) return NULL;
+    Py_DECREF(r);
+  }
+  /* The plan's own request, or, when a run of it is in progress (another thread, or a host
+   * callback inside the kernel), a copy of the template. */
+  int64_t* request = p->request;
+  int64_t* out = p->out;
+  TF_Status* status = p->status;
+  int own = !p->busy;
+  if (own) {
+    p->busy = 1;
+  } else {
+    request = PyMem_Malloc(sizeof(int64_t) * (size_t)(p->n_words + p->out_words));
+    status = new_status();
+    if (request == NULL || status == NULL) {
+      PyMem_Free(request);
+      if (status) delete_status(status);
+      return PyErr_NoMemory();
+    }
+    out = request + p->n_words;
+    memcpy(request, p->template_words, sizeof(int64_t) * (size_t)p->n_words);
+    request[PG_RUN_OUT] = (int64_t)(intptr_t)out;
+    request[PG_RUN_OUT_CAPACITY] = p->out_words;
+    request[PG_RUN_STATUS] = (int64_t)(intptr_t)status;
+  }
+  for (Py_ssize_t i = 0; i < n; i++) {
+    request[p->slots[i]] = (int64_t)((BufferObject*)SLOT(tensors[i], off_buffer))->address;
+  }
+  /* The inputs stay alive during the call: the caller holds them. */
+  int64_t start = tracer_records != NULL ? now_ns() : 0;
+  int code;
+  Py_BEGIN_ALLOW_THREADS
+  code = kernel_run(request);
+  Py_END_ALLOW_THREADS
+  int64_t end = tracer_records != NULL ? now_ns() : 0;
+  PyObject* result = NULL;
+  if (code != 0) {
+    raise_run_error(p, code, status);
+  } else {
+    result = plan_outputs(p, tensors, out);
+  }
+  if (own) {
+    p->busy = 0;
+  } else {
+    PyMem_Free(request);
+    delete_status(status);
+  }
+  if (tracer_records != NULL && op_name != NULL) {
+    PyObject* fresh_list = result ? fresh_outputs(p, result, tensors, n) : NULL;
+    if (result != NULL && fresh_list == NULL) {
+      Py_CLEAR(result);
+    } else if (result != NULL || PyErr_Occurred()) {
+      PyObject *type, *value, *traceback;
+      PyErr_Fetch(&type, &value, &traceback);
+      int r = record_op(op_name, start, end, result ? (PyObject*)p : NULL, fresh_list);
+      if (type != NULL) {
+        if (r < 0) PyErr_Clear();
+        PyErr_Restore(type, value, traceback);
+      } else if (r < 0) {
+        Py_CLEAR(result);
+      }
+    }
+    Py_XDECREF(fresh_list);
+  }
+  return result;
+}
+
+static PyObject* plan_run(PlanObject* p, PyObject* tensors) {
+  PyObject* seq = PySequence_Fast(tensors, "Plan.run takes a sequence of tensors");
+  if (seq == NULL) return NULL;
+  PyObject* r = plan_run_tensors(p, PySequence_Fast_ITEMS(seq), PySequence_Fast_GET_SIZE(seq), NULL);
+  Py_DECREF(seq);
+  return r;
+}
+
+static PyMethodDef plan_methods[] = {
+    {"run", (PyCFunction)plan_run, METH_O,
+     "run(tensors): the output tensors, or None when the plan went stale (streams replaced, "
+     "kernels changed or closed) or the inputs are not the plan's."},
+    {NULL, NULL, 0, NULL}};
+
+static PyMemberDef plan_members[] = {
+    {"device", T_OBJECT, offsetof(PlanObject, device), READONLY, "the device it runs on"},
+    {"compute", T_OBJECT, offsetof(PlanObject, compute), READONLY,
+     "the device's compute stream when the plan was made"},
+    {"prepared", T_OBJECT, offsetof(PlanObject, prepared), READONLY, "the kernels.PreparedRun"},
+    {"kernel", T_OBJECT, offsetof(PlanObject, kernel), READONLY, "the kernel instance"},
+    {"outputs", T_OBJECT, offsetof(PlanObject, outputs), READONLY,
+     "(shape, dtype, nbytes) per output"},
+    {"generation", T_LONGLONG, offsetof(PlanObject, generation), READONLY,
+     "kernels.generation when the plan was made"},
+    {NULL, 0, 0, 0, NULL}};
+
+static PyTypeObject PlanType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "pluggable._fast.Plan",
+    .tp_basicsize = sizeof(PlanObject),
+    .tp_dealloc = (destructor)plan_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "How to run one op on one device for given input types and shapes.",
+    .tp_traverse = (traverseproc)plan_traverse,
+    .tp_clear = (inquiry)plan_clear,
+    .tp_methods = plan_methods,
+    .tp_members = plan_members,
+    .tp_init = (initproc)plan_init,
+    .tp_new = PyType_GenericNew,
+};
+
+/* ---- execute ------------------------------------------------------------------------------ */
+
+/* dispatch's plan key of `op_name` on `n` inputs: (op, scope, then each input's dtype code,
+ * shape and device), or None when an input is not a Tensor. */
+static PyObject* make_key(PyObject* op_name, PyObject* const* inputs, Py_ssize_t n) {
+  for (Py_ssize_t i = 0; i < n; i++) {
+    if (Py_TYPE(inputs[i]) != tensor_type) Py_RETURN_NONE;
+  }
+  PyObject* scope;
+  if (PyContextVar_Get(scope_var, Py_None, &scope) < 0) return NULL;
+  PyObject* key = PyTuple_New(2 + 3 * n);
+  if (key == NULL) {
+    Py_DECREF(scope);
+    return NULL;
+  }
+  Py_INCREF(op_name);
+  PyTuple_SET_ITEM(key, 0, op_name);
+  PyTuple_SET_ITEM(key, 1, scope);
+  for (Py_ssize_t i = 0; i < n; i++) {
+    PyObject* t = inputs[i];
+    PyObject* dtype = SLOT(t, off_dtype);
+    PyObject* code = dtype ? SLOT(dtype, off_code) : NULL;
+    PyObject* shape = SLOT(t, off_shape);
+    PyObject* device = SLOT(t, off_device);
+    if (code == NULL || shape == NULL || device == NULL) {
+      Py_DECREF(key);
+      Py_RETURN_NONE;
+    }
+    Py_INCREF(code);
+    PyTuple_SET_ITEM(key, 2 + 3 * i, code);
+    Py_INCREF(shape);
+    PyTuple_SET_ITEM(key, 3 + 3 * i, shape);
+    Py_INCREF(device);
+    PyTuple_SET_ITEM(key, 4 + 3 * i, device);
+  }
+  return key;
+}
+
+static int check_bound(void) {
+  if (tensor_type == NULL) {
+    PyErr_SetString(PyExc_RuntimeError, "pluggable._fast is not bound to pluggable.tensors");
+    return -1;
+  }
+  return 0;
+}
+
+static PyObject* fast_plan_key(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
+  (void)self;
+  if (nargs != 2) {
+    PyErr_SetString(PyExc_TypeError, "plan_key(op_name, inputs)");
+    return NULL;
+  }
+  if (check_bound() < 0) return NULL;
+  PyObject* seq = PySequence_Fast(args[1], "plan_key: inputs must be a sequence");
+  if (seq == NULL) return NULL;
+  PyObject* key = make_key(args[0], PySequence_Fast_ITEMS(seq), PySequence_Fast_GET_SIZE(seq));
+  Py_DECREF(seq);
+  return key;
+}
+
+/* execute(op_name, inputs): the outputs of a remembered plan, or None. */
+static PyObject* fast_execute(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
+  (void)self;
+  if (nargs != 2) {
+    PyErr_SetString(PyExc_TypeError, "execute(op_name, inputs)");
+    return NULL;
+  }
+  if (check_bound() < 0) return NULL;
+  if (plans == NULL || kernels_module == NULL) Py_RETURN_NONE; /* no plan made yet */
+  PyObject* log = PyDict_GetItemWithError(settings, s_log);
+  if (log == NULL && PyErr_Occurred()) return NULL;
+  if (log != NULL && log != Py_False) Py_RETURN_NONE;
+  PyObject* inputs = args[1];
+  PyObject* const* items;
+  Py_ssize_t n;
+  if (PyTuple_CheckExact(inputs)) {
+    items = &PyTuple_GET_ITEM(inputs, 0);
+    n = PyTuple_GET_SIZE(inputs);
+  } else if (PyList_CheckExact(inputs)) {
+    items = PySequence_Fast_ITEMS(inputs);
+    n = PyList_GET_SIZE(inputs);
+  } else {
+    Py_RETURN_NONE;
+  }
+  PyObject* key = make_key(args[0], items, n);
+  if (key == NULL || key == Py_None) return key;
+  PyObject* plan = PyDict_GetItemWithError(plans, key);
+  Py_DECREF(key);
+  if (plan == NULL) {
+    if (PyErr_Occurred()) return NULL;
+    Py_RETURN_NONE;
+  }
+  if (!PyObject_TypeCheck(plan, &PlanType)) Py_RETURN_NONE;
+  Py_INCREF(plan); /* a run may drop it from the table (a nested op clearing it) */
+  PyObject* r = plan_run_tensors((PlanObject*)plan, items, n, args[0]);
+  Py_DECREF(plan);
+  return r;
+}
+
+/* run(op_name, inputs): the op's first output: from its remembered plan, or from
+ * dispatch.execute when there is none (which then remembers one). The per-call path of
+ * ops.add, Tensor.__add__ and the other one-output ops. */
+static PyObject* fast_run(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
+  PyObject* outputs = fast_execute(self, args, nargs);
+  if (outputs == Py_None) {
+    Py_DECREF(outputs);
+    if (slow_execute == NULL) { /* dispatch binds itself when imported */
+      PyObject* dispatch = PyImport_ImportModule("pluggable.dispatch");
+      Py_XDECREF(dispatch);
+      if (dispatch == NULL) return NULL;
+      if (slow_execute == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "pluggable.dispatch did not bind pluggable._fast");
+        return NULL;
+      }
+    }
+    outputs = PyObject_Vectorcall(slow_execute, args, 2, NULL);
+  }
+  if (outputs == NULL) return NULL;
+  PyObject* first = PySequence_GetItem(outputs, 0);
+  Py_DECREF(outputs);
+  return first;
+}
+
+/* ---- binding ------------------------------------------------------------------------------ */
+
+static Py_ssize_t slot_offset(PyTypeObject* type, const char* name) {
+  PyObject* descr = PyDict_GetItemString(type->tp_dict, name);
+  if (descr == NULL || Py_TYPE(descr) != &PyMemberDescr_Type) {
+    PyErr_Format(PyExc_TypeError, "%s has no slot %s", type->tp_name, name);
+    return -1;
+  }
+  PyMemberDef* member = ((PyMemberDescrObject*)descr)->d_member;
+  if (member->type != T_OBJECT_EX) {
+    PyErr_Format(PyExc_TypeError, "%s.%s is not an object slot", type->tp_name, name);
+    return -1;
+  }
+  return member->offset;
+}
+
+static void* address_of(PyObject* functions, const char* name) {
+  PyObject* value = PyDict_GetItemString(functions, name);
+  if (value == NULL) {
+    PyErr_Format(PyExc_KeyError, "bind_runtime: no address for %s", name);
+    return NULL;
+  }
+  void* p = PyLong_AsVoidPtr(value);
+  if (p == NULL && !PyErr_Occurred()) PyErr_Format(PyExc_ValueError, "bind_runtime: %s is NULL", name);
+  return p;
+}
+
+/* bind_runtime({name: address}): the runtime library's functions. */
+static PyObject* fast_bind_runtime(PyObject* self, PyObject* functions) {
+  (void)self;
+  if (!PyDict_Check(functions)) {
+    PyErr_SetString(PyExc_TypeError, "bind_runtime takes a dict of function addresses");
+    return NULL;
+  }
+  void* run = address_of(functions, "pluggable_KernelRun");
+  void* create = run ? address_of(functions, "TF_NewStatus") : NULL;
+  void* destroy = create ? address_of(functions, "TF_DeleteStatus") : NULL;
+  void* message = destroy ? address_of(functions, "TF_Message") : NULL;
+  void* dealloc = message ? address_of(functions, "pluggable_BFCDeallocate") : NULL;
+  if (dealloc == NULL) return NULL;
+  *(void**)&kernel_run = run;
+  *(void**)&new_status = create;
+  *(void**)&delete_status = destroy;
+  *(void**)&status_message = message;
+  *(void**)&bfc_deallocate = dealloc;
+  Py_RETURN_NONE;
+}
+
+static int set_ref(PyObject** target, PyObject* value) {
+  Py_XINCREF(value);
+  Py_XSETREF(*target, value);
+  return 0;
+}
+
+/* bind_tensors(Tensor, DeviceBuffer, release, DType, device_scope) */
+static PyObject* fast_bind_tensors(PyObject* self, PyObject* args) {
+  (void)self;
+  PyObject *tensor, *buffer, *release, *dtype, *scope;
+  if (!PyArg_ParseTuple(args, "O!O!OO!O:bind_tensors", &PyType_Type, &tensor, &PyType_Type,
+                        &buffer, &release, &PyType_Type, &dtype, &scope)) {
+    return NULL;
+  }
+  if (!PyType_IsSubtype((PyTypeObject*)buffer, &BufferType) ||
+      ((PyTypeObject*)buffer)->tp_basicsize != BufferType.tp_basicsize) {
+    PyErr_SetString(PyExc_TypeError, "bind_tensors: the buffer type must subclass Buffer with no slots");
+    return NULL;
+  }
+  PyTypeObject* t = (PyTypeObject*)tensor;
+  Py_ssize_t offs[6];
+  const char* names[6] = {"_shape", "_dtype", "_device", "_array", "_buffer", "_ready"};
+  for (int i = 0; i < 6; i++) {
+    if ((offs[i] = slot_offset(t, names[i])) < 0) return NULL;
+  }
+  Py_ssize_t code = slot_offset((PyTypeObject*)dtype, "code");
+  if (code < 0) return NULL;
+  off_shape = offs[0];
+  off_dtype = offs[1];
+  off_device = offs[2];
+  off_array = offs[3];
+  off_buffer = offs[4];
+  off_ready = offs[5];
+  off_code = code;
+  set_ref((PyObject**)&tensor_type, tensor);
+  set_ref((PyObject**)&buffer_type, buffer);
+  set_ref(&release_function, release);
+  set_ref(&scope_var, scope);
+  Py_RETURN_NONE;
+}
+
+/* bind_dispatch(plans, settings, execute): dispatch's plan table, settings and execute. */
+static PyObject* fast_bind_dispatch(PyObject* self, PyObject* args) {
+  (void)self;
+  PyObject *plan_table, *settings_dict, *execute;
+  if (!PyArg_ParseTuple(args, "O!O!O:bind_dispatch", &PyDict_Type, &plan_table, &PyDict_Type,
+                        &settings_dict, &execute)) {
+    return NULL;
+  }
+  set_ref(&plans, plan_table);
+  set_ref(&settings, settings_dict);
+  set_ref(&slow_execute, execute);
+  Py_RETURN_NONE;
+}
+
+/* pluggable.kernels (its generation, _pending_deletes and flush_releases), imported by the
+ * first plan: dispatch cannot import it at its own import. */
+static int bind_kernels(void) {
+  if (kernels_module != NULL) return 0;
+  PyObject* kernels = PyImport_ImportModule("pluggable.kernels");
+  if (kernels == NULL) return -1;
+  PyObject* pending = PyObject_GetAttrString(kernels, "_pending_deletes");
+  PyObject* flush = pending ? PyObject_GetAttrString(kernels, "flush_releases") : NULL;
+  if (flush == NULL || !PyList_Check(pending)) {
+    if (flush != NULL) PyErr_SetString(PyExc_TypeError, "pluggable.kernels._pending_deletes is not a list");
+    Py_DECREF(kernels);
+    Py_XDECREF(pending);
+    Py_XDECREF(flush);
+    return -1;
+  }
+  pending_deletes = pending;
+  flush_releases = flush;
+  kernels_module = kernels;
+  return 0;
+}
+
+/* set_tracer(tracer or None): records ops and frees for the host tracer while it is set. */
+static PyObject* fast_set_tracer(PyObject* self, PyObject* new_tracer) {
+  (void)self;
+  Py_CLEAR(cached_ident_obj); /* a new tracer names its threads afresh */
+  if (new_tracer == Py_None) {
+    Py_CLEAR(tracer);
+    Py_CLEAR(tracer_records);
+    Py_CLEAR(tracer_names);
+    Py_CLEAR(tracer_ident);
+    Py_RETURN_NONE;
+  }
+  PyObject* records = PyObject_GetAttrString(new_tracer, "records");
+  PyObject* names = records ? PyObject_GetAttrString(new_tracer, "thread_names") : NULL;
+  PyObject* ident = names ? PyObject_GetAttrString(new_tracer, "_ident") : NULL;
+  if (ident == NULL || !PyList_Check(records) || !PyDict_Check(names)) {
+    if (ident != NULL) PyErr_SetString(PyExc_TypeError, "set_tracer: records must be a list and thread_names a dict");
+    Py_XDECREF(records);
+    Py_XDECREF(names);
+    Py_XDECREF(ident);
+    return NULL;
+  }
+  Py_XSETREF(tracer_records, records);
+  Py_XSETREF(tracer_names, names);
+  Py_XSETREF(tracer_ident, ident);
+  set_ref(&tracer, new_tracer);
+  Py_RETURN_NONE;
+}
+
+static PyObject* fast_get_tracer(PyObject* self, PyObject* unused) {
+  (void)self;
+  (void)unused;
+  PyObject* current = tracer != NULL ? tracer : Py_None;
+  Py_INCREF(current);
+  return current;
+}
+
+PyMethodDef pg_oprun_methods[] = {
+    {"execute", (PyCFunction)(void (*)(void))fast_execute, METH_FASTCALL,
+     "execute(op_name, inputs): the outputs of the op's remembered plan, or None when there "
+     "is none (or it went stale)."},
+    {"run", (PyCFunction)(void (*)(void))fast_run, METH_FASTCALL,
+     "run(op_name, inputs): the op's first output, from its remembered plan or from "
+     "dispatch.execute."},
+    {"plan_key", (PyCFunction)(void (*)(void))fast_plan_key, METH_FASTCALL,
+     "plan_key(op_name, inputs): the key plans are remembered under, or None when an input "
+     "is not a Tensor."},
+    {"bind_runtime", (PyCFunction)fast_bind_runtime, METH_O,
+     "bind_runtime({name: address}): the runtime library's functions."},
+    {"bind_tensors", (PyCFunction)fast_bind_tensors, METH_VARARGS,
+     "bind_tensors(Tensor, DeviceBuffer, release, DType, device_scope)."},
+    {"bind_dispatch", (PyCFunction)fast_bind_dispatch, METH_VARARGS,
+     "bind_dispatch(plans, settings, execute)."},
+    {"set_tracer", (PyCFunction)fast_set_tracer, METH_O,
+     "set_tracer(host tracer or None): record ops and frees while set."},
+    {"get_tracer", (PyCFunction)fast_get_tracer, METH_NOARGS,
+     "get_tracer(): the host tracer set_tracer set, or None."},
+    {NULL, NULL, 0, NULL}};
+
+static PyObject* intern(const char* s) { return PyUnicode_InternFromString(s); }
 
 int pg_oprun_init(PyObject* module) {
-  (void)module;
+  if (!(s_allocator = intern("_allocator")) || !(s_closed = intern("_closed")) ||
+      !(s_handle = intern("_handle")) || !(s_deallocate_failed = intern("_deallocate_failed")) ||
+      !(s_compute_stream = intern("compute_stream")) || !(s_generation = intern("generation")) ||
+      !(s_event = intern("event")) || !(s_make_wait = intern("make_wait")) ||
+      !(s_error = intern("_error")) || !(s_log = intern("log")) || !(s_kernel = intern("kernel")) ||
+      !(s_executor = intern("executor")) || !(s_template = intern("_template")) ||
+      !(s_slots = intern("_slots")) || !(s_n_out = intern("_n_out"))) {
+    return -1;
+  }
+  if (PyType_Ready(&BufferType) < 0 || PyType_Ready(&PlanType) < 0) return -1;
+  Py_INCREF(&BufferType);
+  if (PyModule_AddObject(module, "Buffer", (PyObject*)&BufferType) < 0) {
+    Py_DECREF(&BufferType);
+    return -1;
+  }
+  Py_INCREF(&PlanType);
+  if (PyModule_AddObject(module, "Plan", (PyObject*)&PlanType) < 0) {
+    Py_DECREF(&PlanType);
+    return -1;
+  }
   return 0;
 }

@@ -17,11 +17,13 @@ from typing import Any, Dict, List, Optional
 from .. import allocator as _allocator_module
 from .. import dispatch as _dispatch_module
 from .. import executor as _executor_module
-from .. import tensors as _tensors_module
+from .._native import fast as _fast
 from ..dispatch import _Plan
 from .xspace import PlaneBuilder
 
-_HOOKED_MODULES = (_dispatch_module, _executor_module, _allocator_module, _tensors_module)
+# Ops run from remembered plans and tensor buffers freed are recorded by pluggable._fast
+# (`_fast.set_tracer`); the rest by these modules' hooks.
+_HOOKED_MODULES = (_dispatch_module, _executor_module, _allocator_module)
 
 # Kinds of record; the tuple's layout follows the kind (see the methods that append them).
 OP, COPY, ALLOC, FREE, ANNOTATION = range(5)
@@ -73,8 +75,11 @@ class HostTracer:
                         self._allocators[id(bfc)] = bfc
         for module in _HOOKED_MODULES:
             module._tracer = self
+        _fast.set_tracer(self)
 
     def uninstall(self) -> None:
+        if _dispatch_module._tracer is self:
+            _fast.set_tracer(None)
         for module in _HOOKED_MODULES:
             if module._tracer is self:
                 module._tracer = None
