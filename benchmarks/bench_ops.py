@@ -1,39 +1,50 @@
-"""Per-op cost on the XPU: AddV2 on 1 and 1024 float32 elements, against `np.add` and
-`torch.add` (CPU) in the same run; MatMul 1024x1024 float32 on the XPU against NumPy.
+"""Per-op cost on the XPU: a 1-element and a 1024-element float32 AddV2 issued as
+`ops.add(a, b)`, `a + b` and `raw_ops.AddV2(x=a, y=b)`, against `torch.add` on the CPU (one
+thread) and `np.add` in the same run.
 
-    python benchmarks/bench_ops.py [--batches 30] [--ops 2000]
+    python benchmarks/bench_ops.py [--rounds 9] [--ops 5000] [--batches 3]
 
-An XPU op is enqueued on the device's compute stream and runs asynchronously, so a batch
-issues `--ops` ops back to back and then waits for the device: the figure is the batch time
-divided by the number of ops, launch and execution included. The reference ops run
-synchronously on the host. PyTorch is optional (`pip install torch==2.13.0`, the CPU build).
+An XPU op is enqueued on the device's compute stream and runs asynchronously, so a sample
+issues `--ops` ops back to back and then waits for the device: launch and execution are
+both in the figure. The references run synchronously on the host. A sample is the fastest
+of `--batches` batches; the rows take turns in each of `--rounds` rounds, and each row is
+reported as its per-round ratio to `torch.add` (min / median / max). Goal (issue 14): every
+XPU row at most 1.0x `torch.add`. PyTorch is optional (`pip install torch==2.13.0`, the CPU
+build); without it the reference is `np.add`.
 """
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
+import os
+import sys
 
 import numpy as np
 
-import pluggable
-from pluggable import ops
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _ratios import print_table, rounds  # noqa: E402
+
+import pluggable  # noqa: E402
+from pluggable import ops, raw_ops  # noqa: E402
 
 
-def per_op(run_batch, ops_per_batch: int, batches: int) -> float:
-    run_batch()  # warm-up: kernels instantiated, memory pooled
-    samples = []
-    for _ in range(batches):
-        started = time.perf_counter()
-        run_batch()
-        samples.append((time.perf_counter() - started) / ops_per_batch)
-    return statistics.median(samples)
+def sampler(batch, ops_per_batch: int, batches: int):
+    def sample() -> float:
+        import time
+
+        best = float("inf")
+        for _ in range(batches):
+            started = time.perf_counter()
+            batch()
+            best = min(best, (time.perf_counter() - started) / ops_per_batch)
+        return best
+    return sample
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--batches", type=int, default=30)
-    parser.add_argument("--ops", type=int, default=2000)
+    parser.add_argument("--rounds", type=int, default=9)
+    parser.add_argument("--ops", type=int, default=5000)
+    parser.add_argument("--batches", type=int, default=3)
     args = parser.parse_args()
     try:
         import torch
@@ -42,48 +53,48 @@ def main() -> None:
     except ImportError:
         torch = None
     device = pluggable.get_device("XPU:0")
-    rows = []
+    n = args.ops
     for size in (1, 1024):
         host = np.ones(size, np.float32)
-        x = pluggable.tensor(host, device=device)
+        a = pluggable.tensor(host, device=device)
+        b = pluggable.tensor(host, device=device)
 
-        def xpu_batch():
-            for _ in range(args.ops):
-                y = ops.add(x, x)
+        def xpu_ops_add():
+            for _ in range(n):
+                ops.add(a, b)
             device.synchronize()
-            return y
 
-        def numpy_batch():
-            for _ in range(args.ops):
+        def xpu_operator():
+            for _ in range(n):
+                a + b
+            device.synchronize()
+
+        def xpu_raw_ops():
+            for _ in range(n):
+                raw_ops.AddV2(x=a, y=b)
+            device.synchronize()
+
+        def numpy_add():
+            for _ in range(n):
                 np.add(host, host)
 
-        rows.append((f"AddV2, {size} element(s), XPU:0", per_op(xpu_batch, args.ops, args.batches)))
-        rows.append((f"np.add, {size} element(s)", per_op(numpy_batch, args.ops, args.batches)))
+        candidates = {}
         if torch is not None:
             t = torch.ones(size)
 
-            def torch_batch():
-                for _ in range(args.ops):
+            def torch_add():
+                for _ in range(n):
                     torch.add(t, t)
 
-            rows.append((f"torch.add, {size} element(s)", per_op(torch_batch, args.ops,
-                                                                args.batches)))
-    a = np.random.default_rng(0).standard_normal((1024, 1024)).astype(np.float32)
-    b = np.random.default_rng(1).standard_normal((1024, 1024)).astype(np.float32)
-    xa, xb = pluggable.tensor(a, device=device), pluggable.tensor(b, device=device)
-
-    def xpu_matmul():
-        ops.matmul(xa, xb)
-        device.synchronize()
-
-    matmul_rows = [("MatMul 1024x1024 float32, XPU:0", per_op(xpu_matmul, 1, 10)),
-                   ("np.matmul 1024x1024 float32", per_op(lambda: np.matmul(a, b), 1, 10))]
-    print(f"{'operation':<40} {'median':>12}")
-    for name, seconds in rows:
-        print(f"{name:<40} {seconds * 1e6:9.2f} µs")
-    for name, seconds in matmul_rows:
-        print(f"{name:<40} {seconds * 1e3:9.2f} ms")
-    print(f"MatMul XPU / NumPy: {matmul_rows[0][1] / matmul_rows[1][1]:.2f}x")
+            candidates["torch.add (CPU, 1 thread)"] = sampler(torch_add, n, args.batches)
+        candidates["np.add"] = sampler(numpy_add, n, args.batches)
+        candidates["ops.add(a, b) on XPU:0"] = sampler(xpu_ops_add, n, args.batches)
+        candidates["a + b on XPU:0"] = sampler(xpu_operator, n, args.batches)
+        candidates["raw_ops.AddV2(x=a, y=b) on XPU:0"] = sampler(xpu_raw_ops, n, args.batches)
+        samples = rounds(candidates, args.rounds)
+        reference = next(iter(candidates))
+        print_table(f"AddV2 of {size} float32 element(s), per op", samples, reference, "µs",
+                    1e6, goal=1.0, goal_rows=[k for k in candidates if "XPU" in k])
 
 
 if __name__ == "__main__":

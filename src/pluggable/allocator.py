@@ -412,6 +412,7 @@ class BFCAllocator:
         ``leaked_allocations``)."""
         if self._handle is None:
             return 0
+        _native.fast.invalidate()  # buffers from this allocator no longer free into it
         self._handle = None
         self.leaked_allocations = self._finalizer()
         return self.leaked_allocations

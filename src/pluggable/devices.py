@@ -25,6 +25,12 @@ if TYPE_CHECKING:
     from .stream import Stream
 
 
+def _invalidate_plans() -> None:
+    from ._native import fast
+
+    fast.invalidate()
+
+
 class PluggableDevice:
     """A device of the enabled plugin of its type, with its four streams.
 
@@ -114,6 +120,7 @@ class PluggableDevice:
                     f"new stream; use {self.name}.{names[i]} again (or pluggable.get_device("
                     f"{self.name!r}).{names[i]}) for further work")
                 stream.close()
+            _invalidate_plans()  # plans on the old compute stream are stale
             (self.compute_stream, self.host_to_device_stream, self.device_to_host_stream,
              self.device_to_device_stream) = streams
             self._name_streams()
@@ -121,6 +128,7 @@ class PluggableDevice:
     def close(self) -> None:
         if self._closed:
             return
+        _invalidate_plans()  # plans on this device are stale
         self._closed = True
         for stream in self.streams:
             stream.close()

@@ -904,6 +904,7 @@ class StreamExecutor:
         to the operating system with a warning, and the device with it."""
         if self._closed:
             return
+        _native.fast.invalidate()  # plans and buffers of this device check it again
         if self._event_manager is not None:
             if not self._event_manager.close(timeout):  # runs the pending releases
                 self._closed = True  # left behind on purpose: the plugin still works on it

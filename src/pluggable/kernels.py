@@ -422,6 +422,7 @@ generation = 0
 
 def _rebuild_index() -> None:
     global generation
+    _native.fast.invalidate()  # plans made from the older set are stale
     generation += 1
     _index.clear()
     _by_op.clear()
@@ -618,6 +619,7 @@ class Kernel:
         """Calls the plugin's delete_func now; idempotent."""
         if self._handle is None:
             return
+        _native.fast.invalidate()  # plans of this instance are stale
         handle, self._handle = self._handle, None
         self._finalizer.detach()
         _Delete(handle)

@@ -13,6 +13,7 @@ TensorFlow's, recorded in tests/data.
 from __future__ import annotations
 
 import inspect as _inspect
+from operator import itemgetter as _itemgetter
 from typing import Any as _Any, Callable as _Callable, Dict as _Dict, List as _List
 
 from ._native import fast as _fast
@@ -64,15 +65,19 @@ def _make(op: _OpDef) -> _Callable[..., _Any]:
 
     n_inputs = len(inputs)
     single = len(op.outputs) == 1 and not op.outputs[0].number_attr
+    # The input values, in order, from the keyword arguments (a tuple for any count).
+    values_of = (_itemgetter(*inputs) if n_inputs > 1 else
+                 (lambda kw, _n=inputs[0]: (kw[_n],)) if n_inputs else (lambda kw: ()))
+    op_name = op.name
 
     def raw_op(*args, **kwargs):
         if not args and len(kwargs) == n_inputs:  # inputs only: try the op's plan first
             try:
-                values = [kwargs[n] for n in inputs]
+                values = values_of(kwargs)
             except KeyError:
                 pass
             else:
-                outputs = _fast_execute(op.name, values)
+                outputs = _fast_execute(op_name, values)
                 if outputs is not None:
                     return outputs[0] if single else tuple(outputs)
         if args:

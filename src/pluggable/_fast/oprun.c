@@ -61,6 +61,11 @@ static PyObject* tracer;                /* the HostTracer itself */
 
 enum { RECORD_OP = 0, RECORD_FREE = 3 }; /* host_tracer.py's record kinds */
 
+/* Bumped by `invalidate()` whenever a plan or a buffer could go stale: a device closed or its
+ * streams replaced, the enabled kernels changed, a kernel instance, an executor or an
+ * allocator closed. What was checked at the current epoch needs no check again. */
+static unsigned long long epoch = 1;
+
 static int bind_kernels(void);
 
 static PyObject *s_allocator, *s_closed, *s_handle, *s_deallocate_failed, *s_compute_stream,
@@ -84,6 +89,8 @@ typedef struct {
   long long nbytes;
   PyObject* uses;
   PyObject* weakreflist;
+  PG_BFC* bfc;                  /* the allocator's handle, when known at `bfc_epoch` */
+  unsigned long long bfc_epoch;
 } BufferObject;
 
 static PyTypeObject BufferType;
@@ -163,7 +170,25 @@ static void buffer_release(BufferObject* self) {
   void* address = (void*)(uintptr_t)self->address;
   self->address = 0;
   int uses = self->uses != NULL && self->uses != Py_None && PyObject_IsTrue(self->uses) == 1;
-  if (uses || kernel_run == NULL) {
+  if (!uses && self->bfc != NULL && self->bfc_epoch == epoch) {
+    /* Made by a plan's run, and nothing closed since: the allocator is alive. */
+    if (tracer_records != NULL && self->executor != NULL) {
+      PyObject* allocator = PyObject_GetAttr(self->executor, s_allocator);
+      if (allocator != NULL && allocator != Py_None) record_free(allocator, self->nbytes);
+      Py_XDECREF(allocator);
+      PyErr_Clear();
+    }
+    if (bfc_deallocate(self->bfc, address) != 0 && self->executor != NULL) {
+      PyObject* allocator = PyObject_GetAttr(self->executor, s_allocator);
+      PyObject* where = PyLong_FromVoidPtr(address);
+      if (allocator != NULL && allocator != Py_None && where != NULL) {
+        PyObject* r = PyObject_CallMethodObjArgs(allocator, s_deallocate_failed, where, NULL);
+        Py_XDECREF(r);
+      }
+      Py_XDECREF(where);
+      Py_XDECREF(allocator);
+    }
+  } else if (uses || kernel_run == NULL) {
     if (release_function != NULL && self->executor != NULL) {
       PyObject* r = PyObject_CallFunction(release_function, "OKO", self->executor,
                                           (unsigned long long)(uintptr_t)address,
@@ -251,10 +276,13 @@ static PyTypeObject BufferType = {
     .tp_new = buffer_new,
 };
 
-/* A new DeviceBuffer over `address` (owned), without running its __init__. */
-static PyObject* make_buffer(PyObject* executor, long long nbytes, uint64_t address) {
+/* A new DeviceBuffer over `address` (owned), from the allocator `bfc`, without running its
+ * __init__. */
+static PyObject* make_buffer(PyObject* executor, long long nbytes, uint64_t address, PG_BFC* bfc) {
   BufferObject* b = (BufferObject*)buffer_type->tp_alloc(buffer_type, 0);
   if (b == NULL) return NULL;
+  b->bfc = bfc;
+  b->bfc_epoch = epoch;
   Py_INCREF(executor);
   b->executor = executor;
   b->nbytes = nbytes;
@@ -316,7 +344,13 @@ typedef struct {
   int64_t* out;
   TF_Status* status;
   int busy;
+  unsigned long long fresh_epoch; /* the epoch at which it was last found fresh */
 } PlanObject;
+
+/* The allocator the plan's outputs come from. */
+static PG_BFC* plan_bfc(const PlanObject* p) {
+  return (PG_BFC*)(intptr_t)p->template_words[PG_RUN_ALLOCATOR];
+}
 
 static PyTypeObject PlanType;
 
@@ -386,6 +420,7 @@ static int plan_init(PlanObject* p, PyObject* args, PyObject* kwargs) {
   }
   if (bind_kernels() < 0) return -1;
   plan_clear(p);
+  p->fresh_epoch = 0;
   plan_free_buffers(p);
   PyObject* template_obj = NULL;
   PyObject* slots_obj = NULL;
@@ -476,6 +511,7 @@ done:
 /* Whether the plan can still run: the device open with the same compute stream, the kernel
  * registry unchanged and the kernel instance open. -1 on error. */
 static int plan_fresh(PlanObject* p) {
+  if (p->fresh_epoch == epoch) return 1;
   int fresh = 0;
   PyObject* closed = PyObject_GetAttr(p->device, s_closed);
   PyObject* compute = closed ? PyObject_GetAttr(p->device, s_compute_stream) : NULL;
@@ -493,6 +529,7 @@ static int plan_fresh(PlanObject* p) {
   Py_XDECREF(compute);
   Py_XDECREF(generation);
   Py_XDECREF(handle);
+  if (fresh == 1) p->fresh_epoch = epoch;
   return fresh;
 }
 
@@ -517,7 +554,7 @@ static void raise_run_error(PlanObject* p, int code, TF_Status* status) {
 static void drop_owned(PlanObject* p, const int64_t* out, Py_ssize_t i, Py_ssize_t at) {
   for (; i < p->n_out; i++) {
     if (out[at + PG_OUT_FLAGS] & PG_OUT_OWNED) {
-      PyObject* orphan = make_buffer(p->executor, p->specs[i].nbytes, (uint64_t)out[at]);
+      PyObject* orphan = make_buffer(p->executor, p->specs[i].nbytes, (uint64_t)out[at], plan_bfc(p));
       Py_XDECREF(orphan);
     }
     int64_t ndims = out[at + PG_OUT_NUM_DIMS];
@@ -542,7 +579,7 @@ static PyObject* plan_outputs(PlanObject* p, PyObject* const* tensors, const int
     Py_ssize_t next = at + PG_OUT_HEADER_WORDS + (ndims > 0 ? ndims : 0);
     PyObject* buffer;
     if (owned || spec->nbytes == 0) {
-      buffer = make_buffer(p->executor, owned ? spec->nbytes : 0, owned ? address : 0);
+      buffer = make_buffer(p->executor, owned ? spec->nbytes : 0, owned ? address : 0, plan_bfc(p));
       if (buffer == NULL) {
         drop_owned(p, out, i, at);
         Py_DECREF(result);
@@ -1023,6 +1060,13 @@ static PyObject* fast_set_tracer(PyObject* self, PyObject* new_tracer) {
   Py_RETURN_NONE;
 }
 
+static PyObject* fast_invalidate(PyObject* self, PyObject* unused) {
+  (void)self;
+  (void)unused;
+  epoch++;
+  Py_RETURN_NONE;
+}
+
 static PyObject* fast_get_tracer(PyObject* self, PyObject* unused) {
   (void)self;
   (void)unused;
@@ -1049,6 +1093,9 @@ PyMethodDef pg_oprun_methods[] = {
      "bind_dispatch(plans, settings, execute)."},
     {"set_tracer", (PyCFunction)fast_set_tracer, METH_O,
      "set_tracer(host tracer or None): record ops and frees while set."},
+    {"invalidate", (PyCFunction)fast_invalidate, METH_NOARGS,
+     "invalidate(): plans and buffers check again whether their device, streams, kernels "
+     "and allocator are still open (call it before closing or replacing any of them)."},
     {"get_tracer", (PyCFunction)fast_get_tracer, METH_NOARGS,
      "get_tracer(): the host tracer set_tracer set, or None."},
     {NULL, NULL, 0, NULL}};
