@@ -54,7 +54,6 @@ static PyObject* slow_execute;          /* dispatch.execute, for ops without a p
 static Py_ssize_t off_shape, off_dtype, off_device, off_array, off_buffer, off_ready, off_code;
 
 /* The running session's host tracer, or NULL. */
-static PyObject* tracer_records;        /* HostTracer.records (a list) */
 static PyObject* tracer_names;          /* HostTracer.thread_names (a dict) */
 static PyObject* tracer_ident;          /* HostTracer._ident (names the calling thread) */
 static PyObject* tracer;                /* the HostTracer itself */
@@ -95,56 +94,93 @@ typedef struct {
 
 static PyTypeObject BufferType;
 
-/* The calling thread's ident as a Python int, cached for the last thread seen (one thread
- * issuing ops is the common case); NULL with an exception on failure. While a session runs,
- * a thread seen for the first time is also named in the tracer's thread_names. */
-static unsigned long cached_ident;
-static PyObject* cached_ident_obj; /* a thread the current tracer knows */
+/* ---- the host tracer's records ----------------------------------------------------------
+ * Kept in C while the session runs, in chunks that are never moved: a record costs no Python
+ * object (the collector would visit every one of them, again and again, as the session
+ * grows). `take_records` turns them into host_tracer.py's tuples when the session stops.
+ * Records the Python hooks make (copies, allocations, annotations, slow-path ops) are stored
+ * here too, as their tuples, so that all keep the order they were made in. */
+enum { RECORD_OBJECT = -1 };
 
-static PyObject* thread_ident(void) {
-  unsigned long ident = PyThread_get_thread_ident();
-  if (cached_ident_obj != NULL && ident == cached_ident) {
-    Py_INCREF(cached_ident_obj);
-    return cached_ident_obj;
+typedef struct {
+  int kind;            /* RECORD_OP, RECORD_FREE or RECORD_OBJECT */
+  unsigned long ident; /* the thread */
+  int64_t t0, t1;      /* OP: start and end; FREE: when */
+  PyObject* a;         /* OP: the op name; FREE: the executor; OBJECT: the tuple */
+  PyObject* b;         /* OP: the plan (NULL: the run failed) */
+  PyObject* c;         /* OP: the fresh outputs (NULL: none) */
+  long long n;         /* FREE: bytes */
+} Record;
+
+#define RECORDS_PER_CHUNK 1024
+typedef struct Chunk {
+  struct Chunk* next;
+  size_t used;
+  Record records[RECORDS_PER_CHUNK];
+} Chunk;
+
+static Chunk* first_chunk;
+static Chunk* last_chunk;
+static unsigned long long records_lost; /* no memory for a chunk */
+
+/* A free record slot, or NULL when there is no memory (the record is lost and counted). */
+static Record* new_record(void) {
+  if (last_chunk == NULL || last_chunk->used == RECORDS_PER_CHUNK) {
+    Chunk* chunk = PyMem_RawMalloc(sizeof(Chunk));
+    if (chunk == NULL) {
+      records_lost++;
+      return NULL;
+    }
+    chunk->next = NULL;
+    chunk->used = 0;
+    if (last_chunk != NULL) last_chunk->next = chunk;
+    else first_chunk = chunk;
+    last_chunk = chunk;
   }
+  return &last_chunk->records[last_chunk->used++];
+}
+
+static void release_record(Record* r) {
+  Py_XDECREF(r->a);
+  Py_XDECREF(r->b);
+  Py_XDECREF(r->c);
+}
+
+static void clear_records(void) {
+  while (first_chunk != NULL) {
+    Chunk* next = first_chunk->next;
+    for (size_t i = 0; i < first_chunk->used; i++) release_record(&first_chunk->records[i]);
+    PyMem_RawFree(first_chunk);
+    first_chunk = next;
+  }
+  last_chunk = NULL;
+  records_lost = 0;
+}
+
+/* The calling thread's ident. While a session runs, a thread seen for the first time is named
+ * in the tracer's thread_names (HostTracer._ident); the last thread seen is remembered, one
+ * thread issuing ops being the common case. */
+static unsigned long cached_ident;
+static int cached_ident_known;
+
+static unsigned long thread_ident(void) {
+  unsigned long ident = PyThread_get_thread_ident();
+  if (cached_ident_known && ident == cached_ident) return ident;
   PyObject* key = PyLong_FromUnsignedLong(ident);
-  if (key == NULL) return NULL;
-  int known = PyDict_Contains(tracer_names, key);
+  int known = key != NULL ? PyDict_Contains(tracer_names, key) : -1;
+  Py_XDECREF(key);
   if (known == 0) {
     PyObject* r = PyObject_CallNoArgs(tracer_ident);
     known = r == NULL ? -1 : 1;
     Py_XDECREF(r);
   }
   if (known < 0) {
-    Py_DECREF(key);
-    return NULL;
+    PyErr_Clear(); /* the line is named "thread <ident>" instead */
+  } else {
+    cached_ident = ident;
+    cached_ident_known = 1;
   }
-  Py_INCREF(key);
-  Py_XSETREF(cached_ident_obj, key);
-  cached_ident = ident;
-  return key;
-}
-
-/* Appends `record` (stolen) to the tracer's records. */
-static int append_record(PyObject* record) {
-  if (record == NULL) return -1;
-  int r = PyList_Append(tracer_records, record);
-  Py_DECREF(record);
-  return r;
-}
-
-/* A tuple of n items, each stolen; NULL (and every item released) on failure. */
-static PyObject* pack(Py_ssize_t n, PyObject* const* items) {
-  PyObject* t = PyTuple_New(n);
-  for (Py_ssize_t i = 0; i < n; i++) {
-    if (t == NULL || items[i] == NULL) {
-      for (Py_ssize_t j = i; j < n; j++) Py_XDECREF(items[j]);
-      Py_XDECREF(t);
-      return NULL;
-    }
-    PyTuple_SET_ITEM(t, i, items[i]);
-  }
-  return t;
+  return ident;
 }
 
 static PyObject* new_ref(PyObject* o) {
@@ -152,12 +188,18 @@ static PyObject* new_ref(PyObject* o) {
   return o;
 }
 
-/* Appends a FREE record of `nbytes` given back to `allocator`. */
-static void record_free(PyObject* allocator, long long nbytes) {
+/* Records a FREE of `nbytes` given back to `executor`'s device allocator. */
+static void record_free(PyObject* executor, long long nbytes) {
   int64_t when = now_ns();
-  PyObject* items[5] = {PyLong_FromLong(RECORD_FREE), thread_ident(), PyLong_FromLongLong(when),
-                        new_ref(allocator), PyLong_FromLongLong(nbytes)};
-  if (append_record(pack(5, items)) < 0) PyErr_Clear();
+  Record* r = new_record();
+  if (r == NULL) return;
+  r->kind = RECORD_FREE;
+  r->ident = thread_ident();
+  r->t0 = when;
+  r->t1 = 0;
+  r->a = new_ref(executor);
+  r->b = r->c = NULL;
+  r->n = nbytes;
 }
 
 /* Gives the buffer's memory back: straight to the BFC allocator when no other stream's work
@@ -172,12 +214,7 @@ static void buffer_release(BufferObject* self) {
   int uses = self->uses != NULL && self->uses != Py_None && PyObject_IsTrue(self->uses) == 1;
   if (!uses && self->bfc != NULL && self->bfc_epoch == epoch) {
     /* Made by a plan's run, and nothing closed since: the allocator is alive. */
-    if (tracer_records != NULL && self->executor != NULL) {
-      PyObject* allocator = PyObject_GetAttr(self->executor, s_allocator);
-      if (allocator != NULL && allocator != Py_None) record_free(allocator, self->nbytes);
-      Py_XDECREF(allocator);
-      PyErr_Clear();
-    }
+    if (tracer != NULL && self->executor != NULL) record_free(self->executor, self->nbytes);
     if (bfc_deallocate(self->bfc, address) != 0 && self->executor != NULL) {
       PyObject* allocator = PyObject_GetAttr(self->executor, s_allocator);
       PyObject* where = PyLong_FromVoidPtr(address);
@@ -201,7 +238,7 @@ static void buffer_release(BufferObject* self) {
     if (allocator != NULL && closed != NULL && allocator != Py_None && closed == Py_False) {
       PyObject* handle = PyObject_GetAttr(allocator, s_handle);
       if (handle != NULL && handle != Py_None) {
-        if (tracer_records != NULL) record_free(allocator, self->nbytes);
+        if (tracer != NULL) record_free(self->executor, self->nbytes);
         PG_BFC* bfc = (PG_BFC*)PyLong_AsVoidPtr(handle);
         if (bfc != NULL && bfc_deallocate(bfc, address) != 0) {
           PyObject* where = PyLong_FromVoidPtr(address);
@@ -639,12 +676,19 @@ static PyObject* fresh_outputs(PlanObject* p, PyObject* outputs, PyObject* const
   return fresh;
 }
 
-/* Appends an OP record; `plan` and `fresh` may be NULL (a failed run: None and ()). */
+/* Records an OP; `plan` and `fresh` may be NULL (a failed run: None and ()). */
 static int record_op(PyObject* op_name, int64_t start, int64_t end, PyObject* plan, PyObject* fresh) {
-  PyObject* items[7] = {PyLong_FromLong(RECORD_OP), thread_ident(), PyLong_FromLongLong(start),
-                        PyLong_FromLongLong(end), new_ref(op_name), new_ref(plan ? plan : Py_None),
-                        fresh ? new_ref(fresh) : PyTuple_New(0)};
-  return append_record(pack(7, items));
+  Record* r = new_record();
+  if (r == NULL) return 0;
+  r->kind = RECORD_OP;
+  r->ident = thread_ident();
+  r->t0 = start;
+  r->t1 = end;
+  r->a = new_ref(op_name);
+  r->b = plan ? new_ref(plan) : NULL;
+  r->c = fresh ? new_ref(fresh) : NULL;
+  r->n = 0;
+  return 0;
 }
 
 /* Runs the plan on `tensors` (the op's device inputs, n of them). Returns the output list, or
@@ -707,12 +751,12 @@ static PyObject* plan_run_tensors(PlanObject* p, PyObject* const* tensors, Py_ss
     request[p->slots[i]] = (int64_t)((BufferObject*)SLOT(tensors[i], off_buffer))->address;
   }
   /* The inputs stay alive during the call: the caller holds them. */
-  int64_t start = tracer_records != NULL ? now_ns() : 0;
+  int64_t start = tracer != NULL ? now_ns() : 0;
   int code;
   Py_BEGIN_ALLOW_THREADS
   code = kernel_run(request);
   Py_END_ALLOW_THREADS
-  int64_t end = tracer_records != NULL ? now_ns() : 0;
+  int64_t end = tracer != NULL ? now_ns() : 0;
   PyObject* result = NULL;
   if (code != 0) {
     raise_run_error(p, code, status);
@@ -725,7 +769,7 @@ static PyObject* plan_run_tensors(PlanObject* p, PyObject* const* tensors, Py_ss
     PyMem_Free(request);
     delete_status(status);
   }
-  if (tracer_records != NULL && op_name != NULL) {
+  if (tracer != NULL && op_name != NULL) {
     PyObject* fresh_list = result ? fresh_outputs(p, result, tensors, n) : NULL;
     if (result != NULL && fresh_list == NULL) {
       Py_CLEAR(result);
@@ -1035,29 +1079,130 @@ static int bind_kernels(void) {
 /* set_tracer(tracer or None): records ops and frees for the host tracer while it is set. */
 static PyObject* fast_set_tracer(PyObject* self, PyObject* new_tracer) {
   (void)self;
-  Py_CLEAR(cached_ident_obj); /* a new tracer names its threads afresh */
+  cached_ident_known = 0; /* a new tracer names its threads afresh */
   if (new_tracer == Py_None) {
     Py_CLEAR(tracer);
-    Py_CLEAR(tracer_records);
     Py_CLEAR(tracer_names);
     Py_CLEAR(tracer_ident);
     Py_RETURN_NONE;
   }
-  PyObject* records = PyObject_GetAttrString(new_tracer, "records");
-  PyObject* names = records ? PyObject_GetAttrString(new_tracer, "thread_names") : NULL;
+  PyObject* names = PyObject_GetAttrString(new_tracer, "thread_names");
   PyObject* ident = names ? PyObject_GetAttrString(new_tracer, "_ident") : NULL;
-  if (ident == NULL || !PyList_Check(records) || !PyDict_Check(names)) {
-    if (ident != NULL) PyErr_SetString(PyExc_TypeError, "set_tracer: records must be a list and thread_names a dict");
-    Py_XDECREF(records);
+  if (ident == NULL || !PyDict_Check(names)) {
+    if (ident != NULL) PyErr_SetString(PyExc_TypeError, "set_tracer: thread_names must be a dict");
     Py_XDECREF(names);
     Py_XDECREF(ident);
     return NULL;
   }
-  Py_XSETREF(tracer_records, records);
   Py_XSETREF(tracer_names, names);
   Py_XSETREF(tracer_ident, ident);
   set_ref(&tracer, new_tracer);
+  clear_records(); /* what an earlier session left untaken */
   Py_RETURN_NONE;
+}
+
+/* record(tuple): a record of the Python hooks, kept in order with the C ones. */
+static PyObject* fast_record(PyObject* self, PyObject* record) {
+  (void)self;
+  if (!PyTuple_Check(record)) {
+    PyErr_SetString(PyExc_TypeError, "record() takes a record tuple");
+    return NULL;
+  }
+  Record* r = new_record();
+  if (r != NULL) {
+    r->kind = RECORD_OBJECT;
+    r->ident = 0;
+    r->t0 = r->t1 = 0;
+    r->a = new_ref(record);
+    r->b = r->c = NULL;
+    r->n = 0;
+  }
+  Py_RETURN_NONE;
+}
+
+/* One record as host_tracer.py's tuple; Py_None (a new reference) for a FREE whose executor
+ * has no allocator any more. */
+static PyObject* record_tuple(const Record* r) {
+  if (r->kind == RECORD_OBJECT) return new_ref(r->a);
+  PyObject* ident = PyLong_FromUnsignedLong(r->ident);
+  PyObject* t0 = PyLong_FromLongLong(r->t0);
+  if (r->kind == RECORD_OP) {
+    PyObject* t1 = PyLong_FromLongLong(r->t1);
+    PyObject* fresh = r->c ? new_ref(r->c) : PyTuple_New(0);
+    PyObject* t = (ident && t0 && t1 && fresh) ? PyTuple_New(7) : NULL;
+    if (t == NULL) {
+      Py_XDECREF(ident);
+      Py_XDECREF(t0);
+      Py_XDECREF(t1);
+      Py_XDECREF(fresh);
+      return NULL;
+    }
+    PyTuple_SET_ITEM(t, 0, PyLong_FromLong(RECORD_OP)); /* a cached small int */
+    PyTuple_SET_ITEM(t, 1, ident);
+    PyTuple_SET_ITEM(t, 2, t0);
+    PyTuple_SET_ITEM(t, 3, t1);
+    PyTuple_SET_ITEM(t, 4, new_ref(r->a));
+    PyTuple_SET_ITEM(t, 5, new_ref(r->b ? r->b : Py_None));
+    PyTuple_SET_ITEM(t, 6, fresh);
+    return t;
+  }
+  PyObject* allocator = PyObject_GetAttr(r->a, s_allocator);
+  PyObject* n = PyLong_FromLongLong(r->n);
+  PyObject* t = NULL;
+  if (ident && t0 && allocator && n) {
+    if (allocator == Py_None) {
+      t = new_ref(Py_None);
+    } else if ((t = PyTuple_New(5)) != NULL) {
+      PyTuple_SET_ITEM(t, 0, PyLong_FromLong(RECORD_FREE));
+      PyTuple_SET_ITEM(t, 1, ident);
+      PyTuple_SET_ITEM(t, 2, t0);
+      PyTuple_SET_ITEM(t, 3, allocator);
+      PyTuple_SET_ITEM(t, 4, n);
+      return t;
+    }
+  }
+  Py_XDECREF(ident);
+  Py_XDECREF(t0);
+  Py_XDECREF(allocator);
+  Py_XDECREF(n);
+  return t;
+}
+
+/* take_records(): every record made since the last call, as tuples, oldest first; the store
+ * is emptied. */
+static PyObject* fast_take_records(PyObject* self, PyObject* unused) {
+  (void)self;
+  (void)unused;
+  Py_ssize_t total = 0;
+  for (Chunk* c = first_chunk; c != NULL; c = c->next) total += (Py_ssize_t)c->used;
+  PyObject* list = PyList_New(total);
+  if (list == NULL) return NULL;
+  Py_ssize_t at = 0;
+  for (Chunk* c = first_chunk; c != NULL; c = c->next) {
+    for (size_t i = 0; i < c->used; i++) {
+      PyObject* t = record_tuple(&c->records[i]);
+      if (t == NULL) {
+        Py_DECREF(list);
+        return NULL;
+      }
+      if (t == Py_None) {
+        Py_DECREF(t);
+        continue;
+      }
+      PyList_SET_ITEM(list, at++, t);
+    }
+  }
+  if (at < total && PyList_SetSlice(list, at, total, NULL) < 0) {
+    Py_DECREF(list);
+    return NULL;
+  }
+  unsigned long long lost = records_lost;
+  clear_records();
+  if (lost) {
+    PyErr_WarnFormat(PyExc_RuntimeWarning, 1,
+                     "the host tracer lost %llu records: no memory for more", lost);
+  }
+  return list;
 }
 
 static PyObject* fast_invalidate(PyObject* self, PyObject* unused) {
@@ -1093,6 +1238,10 @@ PyMethodDef pg_oprun_methods[] = {
      "bind_dispatch(plans, settings, execute)."},
     {"set_tracer", (PyCFunction)fast_set_tracer, METH_O,
      "set_tracer(host tracer or None): record ops and frees while set."},
+    {"record", (PyCFunction)fast_record, METH_O,
+     "record(tuple): a host tracer record made in Python, kept in order with the C ones."},
+    {"take_records", (PyCFunction)fast_take_records, METH_NOARGS,
+     "take_records(): the host tracer's records since the last call, as tuples."},
     {"invalidate", (PyCFunction)fast_invalidate, METH_NOARGS,
      "invalidate(): plans and buffers check again whether their device, streams, kernels "
      "and allocator are still open (call it before closing or replacing any of them)."},

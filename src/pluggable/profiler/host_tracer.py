@@ -50,8 +50,10 @@ class HostTracer:
     """Records host activity between `install` and `uninstall`."""
 
     def __init__(self):
-        self.records: List[tuple] = []
-        self._append = self.records.append
+        self._records: List[tuple] = []
+        # Records are kept by pluggable._fast while the session runs, with those of the
+        # C per-op path, in the order they were made; `records` has them all as tuples.
+        self._append = _fast.record
         self._baselines: Dict[int, int] = {}  # id(allocator) -> bytes in use at start
         self._allocators: Dict[int, Any] = {}
         # Thread names, taken while the threads live (a line is named after its thread).
@@ -80,9 +82,21 @@ class HostTracer:
     def uninstall(self) -> None:
         if _dispatch_module._tracer is self:
             _fast.set_tracer(None)
+            self._records += _fast.take_records()
         for module in _HOOKED_MODULES:
             if module._tracer is self:
                 module._tracer = None
+
+    @property
+    def records(self) -> List[tuple]:
+        """Every record so far, oldest first (see the kinds above for their layouts)."""
+        if _fast.get_tracer() is self:
+            self._records += _fast.take_records()
+        return self._records
+
+    @records.setter
+    def records(self, records: List[tuple]) -> None:
+        self._records = records
 
     # -- hooks (the recording cost of a session) ---------------------------------------------
     def op(self, op_name: str, inputs, attrs):
