@@ -29,6 +29,8 @@ static const Py_ssize_t kind_sizes[REC_KINDS] = {7, 8, 5, 5, 7};
 /* Event names of allocations (what host_tracer.py's allocation events are called). */
 static PyObject* allocate_name;
 static PyObject* deallocate_name;
+/* An executor's device allocator (its BFC allocator, None when it has none). */
+static PyObject* allocator_attribute;
 
 /* The longest varint and the fixed part of an event, for the size bound of a line. */
 #define VARINT_MAX 10
@@ -44,7 +46,7 @@ typedef struct {
 
 typedef struct {
   PyObject* ident; /* borrowed from the snapshot */
-  unsigned long long key;
+  unsigned long key;
   Event* events;
   Py_ssize_t count, capacity;
   Py_ssize_t bound; /* an upper bound of the encoded size */
@@ -55,6 +57,8 @@ typedef struct {
   PyObject* bfc; /* strong */
   long long in_use;
   PyObject* chunks; /* dict: chunk size -> encoded fixed stats */
+  int64_t last_chunk; /* the last one looked up, and its stats (borrowed from `chunks`) */
+  PyObject* last_fixed;
 } Allocator;
 
 typedef struct {
@@ -65,7 +69,13 @@ typedef struct {
   PyObject* op_cache; /* dict: info -> encoded stats */
   PyObject* last_info;
   PyObject* last_op_stats; /* borrowed from op_cache */
-  PyObject* ids;           /* dict: event name -> metadata id */
+  PyObject* last_executor; /* borrowed from the snapshot */
+  PyObject* last_executor_allocator;
+  PyObject* ids; /* dict: event name -> metadata id */
+  struct {       /* in front of `ids`: by the name object's address */
+    PyObject* name;
+    uint64_t id;
+  } id_cache[64];
   Line* lines;
   Py_ssize_t nlines, lines_capacity, last_line;
   Allocator* allocators;
@@ -128,12 +138,15 @@ static Line* line_for(State* s, PyObject* ident) {
     malformed(s, "its thread ident must be an int, got %s", Py_TYPE(ident)->tp_name);
     return NULL;
   }
-  unsigned long long key = PyLong_AsUnsignedLongLong(ident);
-  if (key == (unsigned long long)-1 && PyErr_Occurred()) {
+  /* A thread ident is a C unsigned long (threading.get_ident), a new int on each call. */
+  unsigned long key = PyLong_AsUnsignedLong(ident);
+  if (key == (unsigned long)-1 && PyErr_Occurred()) {
     PyErr_Clear();
-    malformed(s, "its thread ident %R is not a thread ident (an int of 0 to 2**64-1)", ident);
+    malformed(s, "its thread ident %R is not a thread ident (an int of 0 to %lu)", ident,
+              (unsigned long)-1);
     return NULL;
   }
+  if (s->last_line >= 0 && s->lines[s->last_line].key == key) return &s->lines[s->last_line];
   for (Py_ssize_t i = 0; i < s->nlines; i++) {
     if (s->lines[i].key == key) {
       s->last_line = i;
@@ -234,6 +247,8 @@ static Allocator* allocator_for(State* s, PyObject* bfc) {
   a->bfc = bfc;
   a->in_use = in_use;
   a->chunks = chunks;
+  a->last_chunk = -1;
+  a->last_fixed = NULL;
   s->last_allocator = s->nallocators++;
   return a;
 }
@@ -251,23 +266,28 @@ static int allocation(State* s, Line* line, int kind, int64_t when, PyObject* bf
   Allocator* a = allocator_for(s, bfc);
   if (a == NULL) return -1;
   a->in_use += kind == REC_ALLOC ? chunk : -chunk;
-  PyObject* key = PyLong_FromLongLong(chunk);
-  if (key == NULL) return -1;
-  PyObject* fixed = PyDict_GetItemWithError(a->chunks, key); /* borrowed */
+  PyObject* fixed = a->last_chunk == chunk ? a->last_fixed : NULL;
   if (fixed == NULL) {
-    if (PyErr_Occurred() ||
-        (fixed = call_for_bytes(s, s->allocation_stats, "allocation stats", bfc, key)) == NULL) {
-      Py_DECREF(key);
-      return -1;
+    PyObject* key = PyLong_FromLongLong(chunk);
+    if (key == NULL) return -1;
+    fixed = PyDict_GetItemWithError(a->chunks, key); /* borrowed */
+    if (fixed == NULL) {
+      if (PyErr_Occurred() || (fixed = call_for_bytes(s, s->allocation_stats,
+                                                      "allocation stats", bfc, key)) == NULL) {
+        Py_DECREF(key);
+        return -1;
+      }
+      int failed = PyDict_SetItem(a->chunks, key, fixed);
+      Py_DECREF(fixed); /* the dict keeps it */
+      if (failed < 0) {
+        Py_DECREF(key);
+        return -1;
+      }
     }
-    int failed = PyDict_SetItem(a->chunks, key, fixed);
-    Py_DECREF(fixed); /* the dict keeps it */
-    if (failed < 0) {
-      Py_DECREF(key);
-      return -1;
-    }
+    Py_DECREF(key);
+    a->last_chunk = chunk;
+    a->last_fixed = fixed;
   }
-  Py_DECREF(key);
   return add_event(line, when, 0, kind == REC_ALLOC ? allocate_name : deallocate_name, fixed,
                    a->in_use > 0 ? a->in_use : 0, s->prefix_len);
 }
@@ -313,11 +333,17 @@ static int op_record(State* s, Line* line, PyObject* record) {
     int empty = PyObject_Not(nbytes);
     if (empty < 0) return -1;
     if (empty) continue;
-    PyObject* bfc = PyObject_GetAttrString(PyTuple_GET_ITEM(output, 0), "_allocator");
-    if (bfc == NULL) return -1;
-    int failed = bfc != Py_None && allocation(s, line, REC_ALLOC, end, bfc, nbytes) < 0;
-    Py_DECREF(bfc);
-    if (failed) return -1;
+    PyObject* executor = PyTuple_GET_ITEM(output, 0);
+    if (executor != s->last_executor) { /* most ops run on the executor of the last one */
+      PyObject* bfc = PyObject_GetAttr(executor, allocator_attribute);
+      if (bfc == NULL) return -1;
+      Py_XSETREF(s->last_executor_allocator, bfc);
+      s->last_executor = executor;
+    }
+    if (s->last_executor_allocator != Py_None &&
+        allocation(s, line, REC_ALLOC, end, s->last_executor_allocator, nbytes) < 0) {
+      return -1;
+    }
   }
   return 0;
 }
@@ -427,6 +453,11 @@ static inline char* put_varint(char* p, uint64_t v) {
 /* The event metadata id of `name` (ids are handed out by PlaneBuilder, in the order of
  * first use: lines in order, events in time order). */
 static int event_id(State* s, PyObject* name, uint64_t* out) {
+  size_t slot = ((uintptr_t)name >> 4) % (sizeof s->id_cache / sizeof s->id_cache[0]);
+  if (s->id_cache[slot].name == name) {
+    *out = s->id_cache[slot].id;
+    return 0;
+  }
   PyObject* id = PyDict_GetItemWithError(s->ids, name); /* borrowed */
   if (id == NULL) {
     if (PyErr_Occurred()) return -1;
@@ -444,6 +475,8 @@ static int event_id(State* s, PyObject* name, uint64_t* out) {
   }
   unsigned long long v = PyLong_AsUnsignedLongLong(id);
   if (v == (unsigned long long)-1 && PyErr_Occurred()) return -1;
+  s->id_cache[slot].name = name; /* alive while the call runs (records, `keep`, constants) */
+  s->id_cache[slot].id = v;
   *out = v;
   return 0;
 }
@@ -464,16 +497,12 @@ static PyObject* encode_line(State* s, Line* line) {
   PyObject* out = PyBytes_FromStringAndSize(NULL, line->bound);
   if (out == NULL) return NULL;
   char* p = PyBytes_AS_STRING(out);
-  PyObject* last_name = NULL;
-  uint64_t id = 0;
   for (Py_ssize_t i = 0; i < line->count; i++) {
     const Event* e = &line->events[i];
-    if (e->name != last_name) {
-      if (event_id(s, e->name, &id) < 0) {
-        Py_DECREF(out);
-        return NULL;
-      }
-      last_name = e->name;
+    uint64_t id;
+    if (event_id(s, e->name, &id) < 0) {
+      Py_DECREF(out);
+      return NULL;
     }
     /* Picoseconds, as int64 on the wire (a negative duration takes 10 bytes). */
     uint64_t offset = (uint64_t)(e->start - first) * 1000u;
@@ -517,6 +546,7 @@ static void state_clear(State* s) {
   Py_XDECREF(s->keep);
   Py_XDECREF(s->op_cache);
   Py_XDECREF(s->ids);
+  Py_XDECREF(s->last_executor_allocator);
 }
 
 static PyObject* encode_host_events(PyObject* module, PyObject* const* args,
@@ -601,5 +631,6 @@ int pg_hostplane_init(PyObject* module) {
   (void)module;
   allocate_name = PyUnicode_InternFromString("Allocate");
   deallocate_name = PyUnicode_InternFromString("Deallocate");
-  return allocate_name && deallocate_name ? 0 : -1;
+  allocator_attribute = PyUnicode_InternFromString("_allocator");
+  return allocate_name && deallocate_name && allocator_attribute ? 0 : -1;
 }

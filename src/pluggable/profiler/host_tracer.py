@@ -127,9 +127,10 @@ class HostTracer:
         self._append((ANNOTATION, self._ident(), start, end, name, step_num, metadata))
 
     # -- the plane -------------------------------------------------------------------------
-    def build_plane(self, plane_id: int) -> Optional[bytes]:
+    def build_plane(self, plane_id: int) -> Optional[List[bytes]]:
         """The ``/host:CPU`` XPlane of everything recorded, serialized as an
-        ``XSpace.planes`` field (None when nothing was recorded).
+        ``XSpace.planes`` field in pieces to be joined in order (`PlaneBuilder.space_field`);
+        None when nothing was recorded.
 
         The records are walked in C (`pluggable._fast.encode_host_events`: lines per thread,
         events, allocators' running bytes in use); it calls back here for what is encoded
@@ -174,7 +175,7 @@ class HostTracer:
         names.update(self.thread_names)
         for ident, first, last, events in lines:
             builder.add_line(ident, names.get(ident, f"thread {ident}"), first, last, events)
-        return builder.finish_space_field()
+        return builder.space_field()
 
 
 def _fresh_outputs(outputs, inputs) -> tuple:

@@ -187,7 +187,7 @@ def _finish(session: _Session, save: bool) -> ProfileResult:
     if session.tracer is not None:
         host_plane = session.tracer.build_plane(max(plane_ids, default=-1) + 1)
         if host_plane is not None:
-            chunks.append(host_plane)
+            chunks.extend(host_plane)
     chunks.append(pb.XSpace(hostnames=[socket.gethostname()],
                             warnings=session.warnings).SerializeToString())
     data = b"".join(chunks)

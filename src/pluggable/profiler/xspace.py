@@ -9,7 +9,7 @@ re-encoding the plugins' bytes.
 from __future__ import annotations
 
 import struct
-from typing import Any, Dict, Iterator, NamedTuple, Optional
+from typing import Any, Dict, Iterator, List, NamedTuple, Optional
 
 from ..errors import DataLossError
 
@@ -137,16 +137,18 @@ class PlaneBuilder:
                  events: bytes) -> None:
         """An XLine whose events span ``first_ns`` to ``last_ns``; ``events`` are its
         XLine.events fields, encoded, their offsets relative to ``first_ns``."""
-        self._lines.append(b"".join((
-            b"\x08", _varint(line_id), b"\x50", _varint(line_id),  # id, display_id
-            _field_bytes(0x12, name.encode("utf-8")),
-            b"\x18", _varint(first_ns), b"\x48", _varint((last_ns - first_ns) * 1000),
-            events)))
+        head = b"".join((b"\x08", _varint(line_id), b"\x50", _varint(line_id),  # display_id
+                         _field_bytes(0x12, name.encode("utf-8")), b"\x18", _varint(first_ns),
+                         b"\x48", _varint((last_ns - first_ns) * 1000)))
+        self._lines.append((head, events))
 
-    def finish(self) -> bytes:
-        """The XPlane, serialized; lines in the order they were added."""
+    def space_field(self) -> List[bytes]:
+        """The plane as an ``XSpace.planes`` field (to append to a serialized XSpace), in
+        pieces whose concatenation is the field: the lines' events, most of a host plane's
+        bytes, are not copied until the profile is put together."""
         parts = [b"\x08" + _varint(self.id), _field_bytes(0x12, self.name.encode("utf-8"))]
-        parts.extend(_field_bytes(0x1A, line) for line in self._lines)
+        for head, events in self._lines:  # XPlane.lines = 3
+            parts += (_varint(0x1A) + _varint(len(head) + len(events)), head, events)
         for name, metadata_id in self._event_ids.items():  # map<int64, XEventMetadata> = 4
             value = b"\x08" + _varint(metadata_id) + _field_bytes(0x12, name.encode("utf-8"))
             parts.append(_field_bytes(0x22, b"\x08" + _varint(metadata_id)
@@ -155,11 +157,7 @@ class PlaneBuilder:
             value = b"\x08" + _varint(metadata_id) + _field_bytes(0x12, name.encode("utf-8"))
             parts.append(_field_bytes(0x2A, b"\x08" + _varint(metadata_id)
                                       + _field_bytes(0x12, value)))
-        return b"".join(parts)
-
-    def finish_space_field(self) -> bytes:
-        """The plane as an ``XSpace.planes`` field: appended to a serialized XSpace."""
-        return _field_bytes(0x0A, self.finish())
+        return [b"\x0A" + _varint(sum(map(len, parts)))] + parts  # XSpace.planes = 1
 
 
 class Event(NamedTuple):
