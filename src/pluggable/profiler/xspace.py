@@ -44,30 +44,16 @@ def parse_xspace(data: bytes, what: str):
 
 
 def _varint(n: int) -> bytes:
-    """``n`` as a protobuf varint, 14 bits at a time from two tables (timestamps in
-    picoseconds take 6 or 7 bytes; a byte-by-byte loop was the cost of a host plane)."""
-    if 0 <= n < 0x4000:
-        return _LAST[n]
-    n &= 0xFFFFFFFFFFFFFFFF  # int64 on the wire: two's complement, 10 bytes when negative
-    parts = []
-    while n >= 0x4000:
-        parts.append(_MORE[n & 0x3FFF])
-        n >>= 14
-    parts.append(_LAST[n])
-    return b"".join(parts)
-
-
-def _varint_tables():
-    last, more = [], []
-    for i in range(0x4000):
-        low, high = i & 0x7F, i >> 7
-        last.append(bytes((low | 0x80, high)) if high else bytes((low,)))
-        more.append(bytes((low | 0x80, high | 0x80)))
-    return last, more
-
-
-# _LAST[i]: the varint of i < 2**14; _MORE[i]: the same 14 bits as two bytes, more to come.
-_LAST, _MORE = _varint_tables()
+    """``n`` as a protobuf varint (int64 on the wire: two's complement, 10 bytes when
+    negative). Used for headers, metadata and stats encoded once per key; the per-event
+    varints are written in C (`pluggable._fast`)."""
+    n &= 0xFFFFFFFFFFFFFFFF
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
 
 
 def _field_bytes(tag: int, data: bytes) -> bytes:
