@@ -237,3 +237,21 @@ def test_a_failing_host_plane_leaves_the_device_planes(tmp_path):
         with pluggable.device("/xpu:0"):
             ops.relu(np.ones(4, np.float32))
     assert [e.name for e in session.result.events("/host:CPU") if e.name == "Relu"] == ["Relu"]
+
+
+def test_extreme_times_wrap_as_int64_on_the_wire():
+    # Any int64 time is accepted; picoseconds are int64 on the wire, so (2**64 - 1) ns of
+    # duration, times 1000, wraps to -1000 ps, as protobuf's own int64 encoding would.
+    tracer = _tracer((ANNOTATION, 8, -(1 << 63), (1 << 63) - 1, "all of time", None, {}))
+    _, plane = _plane(tracer)
+    (line,) = [line for line in plane.lines if line.id == 8]
+    assert line.timestamp_ns == -(1 << 63)
+    assert [(e.offset_ps, e.duration_ps) for e in line.events] == [(0, -1000)]
+
+
+def test_bytes_in_use_past_64_bits_is_a_clear_internal_error():
+    bfc = pluggable.get_device("XPU:0").executor.allocator
+    huge = (1 << 63) - 512
+    with pytest.raises(InternalError, match="record 2 is malformed: its 9223372036854775296 "
+                                            "bytes take its allocator's bytes in use past 64"):
+        _tracer((ALLOC, 7, T0, bfc, huge), (ALLOC, 7, T0, bfc, huge)).build_plane(1)

@@ -37,7 +37,7 @@ static PyObject* allocator_attribute;
 #define EVENT_OVERHEAD (4 * (1 + VARINT_MAX) + 1 + VARINT_MAX)
 
 typedef struct {
-  int64_t start, duration;
+  int64_t start, end; /* CLOCK_REALTIME ns; any int64 (arithmetic on them is unsigned) */
   PyObject* name;    /* borrowed: alive in the records' snapshot or in `keep` */
   const char* stats; /* encoded XEvent.stats fields, inside a bytes object kept alive */
   Py_ssize_t stats_len;
@@ -171,7 +171,7 @@ static Line* line_for(State* s, PyObject* ident) {
   return line;
 }
 
-static int add_event(Line* line, int64_t start, int64_t duration, PyObject* name,
+static int add_event(Line* line, int64_t start, int64_t end, PyObject* name,
                      PyObject* stats, int64_t in_use, Py_ssize_t prefix_len) {
   if (line->count == line->capacity) {
     Py_ssize_t capacity = line->capacity ? 2 * line->capacity : 256;
@@ -185,7 +185,7 @@ static int add_event(Line* line, int64_t start, int64_t duration, PyObject* name
   }
   Event* e = &line->events[line->count++];
   e->start = start;
-  e->duration = duration;
+  e->end = end;
   e->name = name;
   e->stats = PyBytes_AS_STRING(stats);
   e->stats_len = PyBytes_GET_SIZE(stats);
@@ -265,7 +265,10 @@ static int allocation(State* s, Line* line, int kind, int64_t when, PyObject* bf
   int64_t chunk = (nbytes + 255) & ~(int64_t)255; /* the BFC allocator's 256-byte chunks */
   Allocator* a = allocator_for(s, bfc);
   if (a == NULL) return -1;
-  a->in_use += kind == REC_ALLOC ? chunk : -chunk;
+  if (__builtin_add_overflow(a->in_use, kind == REC_ALLOC ? chunk : -chunk, &a->in_use)) {
+    return malformed(s, "its %lld bytes take its allocator's bytes in use past 64 bits",
+                     (long long)nbytes);
+  }
   PyObject* fixed = a->last_chunk == chunk ? a->last_fixed : NULL;
   if (fixed == NULL) {
     PyObject* key = PyLong_FromLongLong(chunk);
@@ -288,7 +291,7 @@ static int allocation(State* s, Line* line, int kind, int64_t when, PyObject* bf
     a->last_chunk = chunk;
     a->last_fixed = fixed;
   }
-  return add_event(line, when, 0, kind == REC_ALLOC ? allocate_name : deallocate_name, fixed,
+  return add_event(line, when, when, kind == REC_ALLOC ? allocate_name : deallocate_name, fixed,
                    a->in_use > 0 ? a->in_use : 0, s->prefix_len);
 }
 
@@ -322,7 +325,7 @@ static int op_record(State* s, Line* line, PyObject* record) {
     s->last_info = info;
     s->last_op_stats = stats;
   }
-  if (add_event(line, start, end - start, name, stats, -1, 0) < 0) return -1;
+  if (add_event(line, start, end, name, stats, -1, 0) < 0) return -1;
   for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(fresh); i++) {
     PyObject* output = PyTuple_GET_ITEM(fresh, i);
     if (!PyTuple_Check(output) || PyTuple_GET_SIZE(output) != 2) {
@@ -368,7 +371,7 @@ static int rare_record(State* s, Line* line, PyObject* record) {
   int failed = PyList_Append(s->keep, result);
   Py_DECREF(result); /* `keep` holds it for the events that point into it */
   if (failed < 0) return -1;
-  return add_event(line, start, end - start, PyTuple_GET_ITEM(result, 0),
+  return add_event(line, start, end, PyTuple_GET_ITEM(result, 0),
                    PyTuple_GET_ITEM(result, 1), -1, 0);
 }
 
@@ -489,7 +492,7 @@ static PyObject* encode_line(State* s, Line* line) {
   PyMem_Free(scratch);
   int64_t first = line->events[0].start, last = INT64_MIN;
   for (Py_ssize_t i = 0; i < line->count; i++) {
-    int64_t end = line->events[i].start + line->events[i].duration;
+    int64_t end = line->events[i].end;
     if (end > last) last = end;
   }
   line->first = first;
@@ -504,9 +507,10 @@ static PyObject* encode_line(State* s, Line* line) {
       Py_DECREF(out);
       return NULL;
     }
-    /* Picoseconds, as int64 on the wire (a negative duration takes 10 bytes). */
-    uint64_t offset = (uint64_t)(e->start - first) * 1000u;
-    uint64_t duration = (uint64_t)e->duration * 1000u;
+    /* Picoseconds, as int64 on the wire (a negative duration takes 10 bytes), modulo 2**64
+     * as Python's encoder masks them. */
+    uint64_t offset = ((uint64_t)e->start - (uint64_t)first) * 1000u;
+    uint64_t duration = ((uint64_t)e->end - (uint64_t)e->start) * 1000u;
     Py_ssize_t body = 1 + varint_size(id) + 1 + varint_size(offset) + 1 +
                       varint_size(duration) + e->stats_len;
     Py_ssize_t stat = 0;
