@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import sys
 import tempfile
 import time
 
@@ -26,6 +27,9 @@ import numpy as np
 
 import pluggable
 from pluggable import ops, profiler
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _ratios import load, ratio_stats  # noqa: E402
 
 
 def main() -> None:
@@ -84,6 +88,7 @@ def main() -> None:
         references.append(time.perf_counter() - started)
         os.remove(result.path)
     stop_ms, ref_ms = statistics.median(stops) * 1e3, statistics.median(references) * 1e3
+    low, mid, high = ratio_stats(stops, references)
 
     planes = ", ".join(result.planes)
     print(f"AddV2, 1 element, XPU:0, {args.ops} ops per batch, median of {args.batches}")
@@ -92,10 +97,11 @@ def main() -> None:
           f"(+{(on_us / off_us - 1) * 100:.1f} %)")
     print(f"  main thread's CPU time: {off_cpu:.2f} -> {on_cpu:.2f} µs/op, ratio "
           f"{on_cpu / off_cpu:.3f} (steadier than wall time on a busy machine)")
-    print(f"stop() + save, {events} events ({count} ops; planes: {planes})")
-    print(f"  stop() + save     {stop_ms:8.2f} ms")
-    print(f"  protobuf parse + serialize of the same profile (reference) {ref_ms:.2f} ms, "
-          f"ratio {stop_ms / ref_ms:.1f}")
+    print(f"stop() + save, {events} events ({count} ops; planes: {planes}), {load()}")
+    print(f"  stop() + save     {stop_ms:8.2f} ms median (min {min(stops) * 1e3:.2f}, max "
+          f"{max(stops) * 1e3:.2f}); goal <= 10 ms: {'met' if stop_ms <= 10 else 'MISSED'}")
+    print(f"  protobuf parse + serialize of the same profile (reference) {ref_ms:.2f} ms")
+    print(f"  ratio to the reference, per round: min {low:.2f} median {mid:.2f} max {high:.2f}")
 
 
 if __name__ == "__main__":

@@ -38,7 +38,6 @@ _COPY_NAMES = {
 }
 
 HOST_PLANE_NAME = "/host:CPU"
-ALLOCATE, DEALLOCATE = "Allocate", "Deallocate"
 
 
 def _round_chunk(nbytes: int) -> int:
@@ -138,74 +137,59 @@ class HostTracer:
         """A free by address (the allocator's own `deallocate`): the size is asked."""
         self._append((FREE, self._ident(), time_ns(), bfc, bfc.allocated_size(address)))
 
-    def free_buffer(self, bfc, nbytes: int) -> None:
-        """A tensor's buffer given back (once per op output: kept short)."""
-        self._append((FREE, get_ident(), time_ns(), bfc, nbytes))
-
     def annotation(self, name: str, start: int, end: int, step_num, metadata) -> None:
         self._append((ANNOTATION, self._ident(), start, end, name, step_num, metadata))
 
     # -- the plane -------------------------------------------------------------------------
-    def build_plane(self, plane_id: int) -> Optional[bytes]:
+    def build_plane(self, plane_id: int) -> Optional[List[bytes]]:
         """The ``/host:CPU`` XPlane of everything recorded, serialized as an
-        ``XSpace.planes`` field (None when nothing was recorded)."""
+        ``XSpace.planes`` field in pieces to be joined in order (`PlaneBuilder.space_field`);
+        None when nothing was recorded.
+
+        The records are walked in C (`pluggable._fast.encode_host_events`: lines per thread,
+        events, allocators' running bytes in use); it calls back here for what is encoded
+        once per key: the stats of an op's plan, of an (allocator, chunk size), and the rare
+        copies and annotations."""
         if not self.records:
             return None
         builder = PlaneBuilder(plane_id, HOST_PLANE_NAME)
-        names = {t.ident: t.name for t in threading.enumerate()}
-        names.update(self.thread_names)
-        in_use = dict(self._baselines)
-        encoded: Dict[tuple, bytes] = {}  # the fixed stats of allocations, by (bfc, bytes)
-        bytes_in_use = builder.int_stat("bytes_in_use")
-        adders: Dict[int, Any] = {}  # thread ident -> its line's event adder
-        last_ident, add = None, None
-        cached_stats = builder.cached_stats
+        in_use_prefix = builder.int_stat_prefix("bytes_in_use")
+        stats = builder.stats
+        baselines = self._baselines
 
-        def allocation(kind, when, bfc, nbytes):
-            chunk = _round_chunk(nbytes)
-            used = in_use.get(id(bfc), 0) + (chunk if kind == ALLOC else -chunk)
-            in_use[id(bfc)] = used
-            key = (id(bfc), chunk)
-            fixed = encoded.get(key)
-            if fixed is None:
-                fixed = encoded[key] = builder.stats({"device": _device_name(bfc.executor),
-                                                      "allocator": bfc.name, "bytes": chunk})
-            add((when, 0, ALLOCATE if kind == ALLOC else DEALLOCATE,
-                 fixed + bytes_in_use(max(used, 0))))
+        def op_stats(info) -> bytes:
+            return stats(_op_stats(info))
 
-        for record in self.records:  # the hot loop of stop(): one pass, few calls
-            kind, ident = record[0], record[1]
-            if ident != last_ident:
-                add = adders.get(ident)
-                if add is None:
-                    line = builder.line(ident, names.get(ident, f"thread {ident}"))
-                    add = adders[ident] = line.add
-                last_ident = ident
-            if kind == OP:
-                _, _, start, end, op_name, info, fresh = record
-                add((start, end - start, op_name, cached_stats(info, lambda: _op_stats(info))))
-                for executor, nbytes in fresh:
-                    if nbytes and executor._allocator is not None:
-                        allocation(ALLOC, end, executor._allocator, nbytes)
-            elif kind == FREE or kind == ALLOC:
-                _, _, when, bfc, nbytes = record
-                allocation(kind, when, bfc, nbytes)
-            elif kind == COPY:
+        def allocation_stats(bfc, chunk: int) -> bytes:
+            return stats({"device": _device_name(bfc.executor), "allocator": bfc.name,
+                          "bytes": chunk})
+
+        def baseline(bfc) -> int:
+            return baselines.get(id(bfc), 0)
+
+        def rare_event(record: tuple):
+            if record[0] == COPY:
                 _, _, start, end, call, executor, stream, nbytes = record
                 name, direction = _COPY_NAMES[call]
-                stats = {"bytes": nbytes, "direction": direction,
-                         "device": _device_name(executor)}
+                values = {"bytes": nbytes, "direction": direction,
+                          "device": _device_name(executor)}
                 stream_name = getattr(stream, "name", None) if stream is not None else "sync"
                 if stream_name:
-                    stats["stream"] = stream_name
-                add((start, end - start, name, builder.stats(stats)))
-            else:
-                _, _, start, end, name, step_num, metadata = record
-                stats = dict(metadata)
-                if step_num is not None:
-                    stats["step_num"] = int(step_num)
-                add((start, end - start, name, builder.stats(stats)))
-        return builder.finish_space_field()
+                    values["stream"] = stream_name
+                return name, stats(values)
+            _, _, start, end, name, step_num, metadata = record  # ANNOTATION
+            values = dict(metadata)
+            if step_num is not None:
+                values["step_num"] = int(step_num)
+            return name, stats(values)
+
+        lines = _fast.encode_host_events(self.records, in_use_prefix, op_stats, allocation_stats,
+                                   baseline, rare_event, builder.event_metadata_id)
+        names = {t.ident: t.name for t in threading.enumerate()}
+        names.update(self.thread_names)
+        for ident, first, last, events in lines:
+            builder.add_line(ident, names.get(ident, f"thread {ident}"), first, last, events)
+        return builder.space_field()
 
 
 def _fresh_outputs(outputs, inputs) -> tuple:

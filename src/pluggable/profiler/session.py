@@ -185,9 +185,13 @@ def _finish(session: _Session, save: bool) -> ProfileResult:
         except PluggableError as exc:
             _warn(session, f"pluggable.profiler: {exc}; its planes are left out")
     if session.tracer is not None:
-        host_plane = session.tracer.build_plane(max(plane_ids, default=-1) + 1)
+        try:
+            host_plane = session.tracer.build_plane(max(plane_ids, default=-1) + 1)
+        except PluggableError as exc:  # a malformed record: the plugins' planes are kept
+            _warn(session, f"pluggable.profiler: the host plane is left out: {exc}")
+            host_plane = None
         if host_plane is not None:
-            chunks.append(host_plane)
+            chunks.extend(host_plane)
     chunks.append(pb.XSpace(hostnames=[socket.gethostname()],
                             warnings=session.warnings).SerializeToString())
     data = b"".join(chunks)

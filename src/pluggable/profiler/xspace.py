@@ -9,7 +9,7 @@ re-encoding the plugins' bytes.
 from __future__ import annotations
 
 import struct
-from typing import Any, Callable, Dict, Iterator, NamedTuple, Optional
+from typing import Any, Dict, Iterator, List, NamedTuple, Optional
 
 from ..errors import DataLossError
 
@@ -44,30 +44,16 @@ def parse_xspace(data: bytes, what: str):
 
 
 def _varint(n: int) -> bytes:
-    """``n`` as a protobuf varint, 14 bits at a time from two tables (timestamps in
-    picoseconds take 6 or 7 bytes; a byte-by-byte loop was the cost of a host plane)."""
-    if 0 <= n < 0x4000:
-        return _LAST[n]
-    n &= 0xFFFFFFFFFFFFFFFF  # int64 on the wire: two's complement, 10 bytes when negative
-    parts = []
-    while n >= 0x4000:
-        parts.append(_MORE[n & 0x3FFF])
-        n >>= 14
-    parts.append(_LAST[n])
-    return b"".join(parts)
-
-
-def _varint_tables():
-    last, more = [], []
-    for i in range(0x4000):
-        low, high = i & 0x7F, i >> 7
-        last.append(bytes((low | 0x80, high)) if high else bytes((low,)))
-        more.append(bytes((low | 0x80, high | 0x80)))
-    return last, more
-
-
-# _LAST[i]: the varint of i < 2**14; _MORE[i]: the same 14 bits as two bytes, more to come.
-_LAST, _MORE = _varint_tables()
+    """``n`` as a protobuf varint (int64 on the wire: two's complement, 10 bytes when
+    negative). Used for headers, metadata and stats encoded once per key; the per-event
+    varints are written in C (`pluggable._fast`)."""
+    n &= 0xFFFFFFFFFFFFFFFF
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
 
 
 def _field_bytes(tag: int, data: bytes) -> bytes:
@@ -80,20 +66,21 @@ _XSTAT_DOUBLE, _XSTAT_UINT64, _XSTAT_INT64, _XSTAT_STR, _XSTAT_BYTES = 0x11, 0x1
 
 
 class PlaneBuilder:
-    """Builds one serialized XPlane: lines, events, and the metadata tables they refer to.
+    """Builds one serialized XPlane: its lines and the metadata tables they refer to.
 
     It writes protobuf's wire format itself rather than building messages: a host plane has
     an event per op, copy and allocation, and message objects would cost more than the
-    session they record. Stats that repeat (every run of one op plan has the same device,
-    kernel, shapes and dtypes) are encoded once per key. The result parses with the
-    generated xplane_pb2 and with TensorFlow's own."""
+    session they record. The events of a line arrive encoded (the host tracer's records are
+    encoded in C, `pluggable._fast.encode_host_events`); this class hands out the metadata
+    ids they use and encodes their stats, once per key (every run of one op plan has the
+    same device, kernel, shapes and dtypes). The result parses with the generated xplane_pb2
+    and with TensorFlow's own."""
 
     def __init__(self, plane_id: int, name: str):
         self.id = plane_id
         self.name = name
         self._event_ids: Dict[str, int] = {}
         self._stat_ids: Dict[str, int] = {}
-        self._encoded: Dict[Any, bytes] = {}
         self._lines = []
 
     def event_metadata_id(self, name: str) -> int:
@@ -124,34 +111,30 @@ class PlaneBuilder:
             body += _field_bytes(_XSTAT_STR, str(value).encode("utf-8"))
         return _field_bytes(0x22, body)  # XEvent.stats = 4
 
-    def int_stat(self, name: str) -> Callable[[int], bytes]:
-        """A fast encoder of the int64 stat ``name`` (for a stat on every event)."""
-        prefix = b"\x08" + _varint(self.stat_metadata_id(name)) + bytes((_XSTAT_INT64,))
-
-        def encode(value: int) -> bytes:
-            body = prefix + _varint(value)
-            return b"\x22" + _LAST[len(body)] + body
-        return encode
+    def int_stat_prefix(self, name: str) -> bytes:
+        """The fields of an int64 XStat ``name`` before its value (metadata id, value tag):
+        for a stat on every event, whose value the event encoder appends."""
+        return b"\x08" + _varint(self.stat_metadata_id(name)) + bytes((_XSTAT_INT64,))
 
     def stats(self, stats: Dict[str, Any]) -> bytes:
         return b"".join(self.stat(k, v) for k, v in stats.items())
 
-    def cached_stats(self, key: Any, make: Callable[[], Dict[str, Any]]) -> bytes:
-        """The encoded stats ``make()`` gives, made once per ``key``."""
-        found = self._encoded.get(key)
-        if found is None:
-            found = self._encoded[key] = self.stats(make())
-        return found
+    def add_line(self, line_id: int, name: str, first_ns: int, last_ns: int,
+                 events: bytes) -> None:
+        """An XLine whose events span ``first_ns`` to ``last_ns``; ``events`` are its
+        XLine.events fields, encoded, their offsets relative to ``first_ns``."""
+        head = b"".join((b"\x08", _varint(line_id), b"\x50", _varint(line_id),  # display_id
+                         _field_bytes(0x12, name.encode("utf-8")), b"\x18", _varint(first_ns),
+                         b"\x48", _varint((last_ns - first_ns) * 1000)))
+        self._lines.append((head, events))
 
-    def line(self, line_id: int, name: str) -> "LineBuilder":
-        line = LineBuilder(self, line_id, name)
-        self._lines.append(line)
-        return line
-
-    def finish(self) -> bytes:
-        """The XPlane, serialized; lines in creation order."""
+    def space_field(self) -> List[bytes]:
+        """The plane as an ``XSpace.planes`` field (to append to a serialized XSpace), in
+        pieces whose concatenation is the field: the lines' events, most of a host plane's
+        bytes, are not copied until the profile is put together."""
         parts = [b"\x08" + _varint(self.id), _field_bytes(0x12, self.name.encode("utf-8"))]
-        parts.extend(_field_bytes(0x1A, line.finish()) for line in self._lines)
+        for head, events in self._lines:  # XPlane.lines = 3
+            parts += (_varint(0x1A) + _varint(len(head) + len(events)), head, events)
         for name, metadata_id in self._event_ids.items():  # map<int64, XEventMetadata> = 4
             value = b"\x08" + _varint(metadata_id) + _field_bytes(0x12, name.encode("utf-8"))
             parts.append(_field_bytes(0x22, b"\x08" + _varint(metadata_id)
@@ -160,48 +143,7 @@ class PlaneBuilder:
             value = b"\x08" + _varint(metadata_id) + _field_bytes(0x12, name.encode("utf-8"))
             parts.append(_field_bytes(0x2A, b"\x08" + _varint(metadata_id)
                                       + _field_bytes(0x12, value)))
-        return b"".join(parts)
-
-    def finish_space_field(self) -> bytes:
-        """The plane as an ``XSpace.planes`` field: appended to a serialized XSpace."""
-        return _field_bytes(0x0A, self.finish())
-
-
-class LineBuilder:
-    """One XLine; events are collected as (start, duration, name, encoded stats)."""
-
-    def __init__(self, plane: PlaneBuilder, line_id: int, name: str):
-        self._plane = plane
-        self.id = line_id
-        self.name = name
-        self._events = []
-        # add((start_ns, duration_ns, name, stats)) adds an event, ``stats`` encoded
-        # (`PlaneBuilder.stats` / `cached_stats`): a bare list append, one per host event.
-        self.add = self._events.append
-
-    def finish(self) -> bytes:
-        events = sorted(self._events, key=lambda e: e[0])
-        first = events[0][0] if events else 0
-        last = max(e[0] + e[1] for e in events) if events else 0
-        metadata_id = self._plane.event_metadata_id
-        ids: Dict[str, bytes] = {}
-        varint = _varint
-        parts = [b"\x08" + varint(self.id), b"\x50" + varint(self.id),  # id, display_id
-                 _field_bytes(0x12, self.name.encode("utf-8")),
-                 b"\x18" + varint(first), b"\x48" + varint((last - first) * 1000)]
-        last_table = _LAST  # the hot loop: small varints straight from the table
-        append = parts.append
-        for start, duration, name, stats in events:
-            head = ids.get(name)
-            if head is None:
-                head = ids[name] = b"\x08" + varint(metadata_id(name))
-            duration *= 1000
-            body = b"".join((head, b"\x10", varint((start - first) * 1000), b"\x18",
-                             last_table[duration] if duration < 0x4000 else varint(duration),
-                             stats))
-            size = len(body)
-            append(b"\x22" + (last_table[size] if size < 0x4000 else varint(size)) + body)
-        return b"".join(parts)
+        return [b"\x0A" + _varint(sum(map(len, parts)))] + parts  # XSpace.planes = 1
 
 
 class Event(NamedTuple):
