@@ -12,6 +12,15 @@ extern "C" {
 /* Makes `s` OK again, dropping its message and payloads, so one status serves many calls. */
 TF_CAPI_EXPORT void pluggable_ResetStatus(TF_Status* s);
 
+/* ---- per-thread caches of small objects (pool.c) ----------------------------------------
+ * pg_pool_alloc returns uninitialised memory of `size` bytes (a recycled object of `kind`, or
+ * malloc's); pg_pool_free takes it back. One size per kind. */
+#include <stddef.h>
+
+typedef enum PG_PoolKind { PG_POOL_TENSOR = 0, PG_POOL_BUFFER, PG_POOL_STATUS, PG_POOL_KINDS } PG_PoolKind;
+void* pg_pool_alloc(PG_PoolKind kind, size_t size);
+void pg_pool_free(PG_PoolKind kind, void* p);
+
 /* ---- BFC allocator (bfc.c) ---------------------------------------------------------------
  * A best-fit-with-coalescing allocator over regions from a plugin's SP_StreamExecutor, as
  * TensorFlow's PluggableDevice uses; bfc.c's header comment describes the algorithm. Every

@@ -49,8 +49,12 @@ static void clear_payloads(TF_Status* s) {
 }
 
 TF_Status* TF_NewStatus(void) {
-  TF_Status* s = calloc(1, sizeof(TF_Status));
-  if (s != NULL) s->code = TF_OK;
+  TF_Status* s = pg_pool_alloc(PG_POOL_STATUS, sizeof(TF_Status));
+  if (s != NULL) {
+    s->code = TF_OK;
+    s->message = NULL;
+    s->payloads = NULL;
+  }
   return s;
 }
 
@@ -58,11 +62,12 @@ void TF_DeleteStatus(TF_Status* s) {
   if (s == NULL) return;
   clear_payloads(s);
   free(s->message);
-  free(s);
+  pg_pool_free(PG_POOL_STATUS, s);
 }
 
 void TF_SetStatus(TF_Status* s, TF_Code code, const char* msg) {
   if (s == NULL) return;
+  if (code == TF_OK && s->code == TF_OK && s->message == NULL && s->payloads == NULL) return;
   free(s->message);
   s->message = NULL;
   s->code = code;

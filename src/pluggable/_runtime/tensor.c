@@ -72,8 +72,9 @@ void* pg_host_alloc(size_t len) {
 }
 
 PG_Buffer* pg_buffer_new(PG_MemoryKind kind, void* data, size_t len) {
-  PG_Buffer* buf = calloc(1, sizeof *buf);
+  PG_Buffer* buf = pg_pool_alloc(PG_POOL_BUFFER, sizeof *buf);
   if (buf == NULL) return NULL;
+  memset(buf, 0, sizeof *buf);
   atomic_init(&buf->refs, 1);
   buf->kind = kind;
   buf->host_memory = kind == PG_MEM_HOST;
@@ -91,7 +92,7 @@ bool pg_buffer_unique(const PG_Buffer* buf) {
   return atomic_load_explicit(&((PG_Buffer*)buf)->refs, memory_order_acquire) == 1;
 }
 
-void pg_buffer_release_struct(PG_Buffer* buf) { free(buf); }
+void pg_buffer_release_struct(PG_Buffer* buf) { pg_pool_free(PG_POOL_BUFFER, buf); }
 
 void pg_buffer_unref(PG_Buffer* buf) {
   if (buf == NULL) return;
@@ -112,7 +113,7 @@ void pg_buffer_unref(PG_Buffer* buf) {
     case PG_MEM_BORROWED:
       break;
   }
-  free(buf);
+  pg_pool_free(PG_POOL_BUFFER, buf);
 }
 
 /* ---- shapes and tensors ----------------------------------------------------------------- */
@@ -164,7 +165,7 @@ void pg_tensor_clear(TF_Tensor* t) {
 }
 
 TF_Tensor* pg_tensor_new(TF_DataType dtype, const int64_t* dims, int num_dims, PG_Buffer* buf) {
-  TF_Tensor* t = malloc(sizeof *t);
+  TF_Tensor* t = pg_pool_alloc(PG_POOL_TENSOR, sizeof *t);
   if (t == NULL) {
     pg_buffer_unref(buf);
     return NULL;
@@ -175,7 +176,7 @@ TF_Tensor* pg_tensor_new(TF_DataType dtype, const int64_t* dims, int num_dims, P
   t->buf = buf;
   if (!pg_tensor_set_dims(t, dims, num_dims)) {
     pg_buffer_unref(buf);
-    free(t);
+    pg_pool_free(PG_POOL_TENSOR, t);
     return NULL;
   }
   return t;
@@ -237,7 +238,7 @@ TF_Tensor* TF_TensorMaybeMove(TF_Tensor* tensor) {
 void TF_DeleteTensor(TF_Tensor* tensor) {
   if (tensor == NULL) return;
   pg_tensor_clear(tensor);
-  free(tensor);
+  pg_pool_free(PG_POOL_TENSOR, tensor);
 }
 
 TF_DataType TF_TensorType(const TF_Tensor* tensor) {
