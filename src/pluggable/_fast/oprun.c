@@ -41,6 +41,7 @@ static int (*bfc_deallocate)(PG_BFC*, void*);
 
 static PyTypeObject* tensor_type;       /* tensors.Tensor */
 static PyTypeObject* buffer_type;       /* tensors.DeviceBuffer, a subclass of Buffer */
+static PyTypeObject* dtype_type;        /* dtypes.DType */
 static PyObject* release_function;      /* tensors._release_buffer(executor, address, uses) */
 static PyObject* plans;                 /* dispatch._plans */
 static PyObject* settings;              /* dispatch._settings */
@@ -850,7 +851,7 @@ static PyObject* make_key(PyObject* op_name, PyObject* const* inputs, Py_ssize_t
   for (Py_ssize_t i = 0; i < n; i++) {
     PyObject* t = inputs[i];
     PyObject* dtype = SLOT(t, off_dtype);
-    PyObject* code = dtype ? SLOT(dtype, off_code) : NULL;
+    PyObject* code = dtype && Py_TYPE(dtype) == dtype_type ? SLOT(dtype, off_code) : NULL;
     PyObject* shape = SLOT(t, off_shape);
     PyObject* device = SLOT(t, off_device);
     if (code == NULL || shape == NULL || device == NULL) {
@@ -1036,6 +1037,7 @@ static PyObject* fast_bind_tensors(PyObject* self, PyObject* args) {
   off_code = code;
   set_ref((PyObject**)&tensor_type, tensor);
   set_ref((PyObject**)&buffer_type, buffer);
+  set_ref((PyObject**)&dtype_type, dtype);
   set_ref(&release_function, release);
   set_ref(&scope_var, scope);
   Py_RETURN_NONE;

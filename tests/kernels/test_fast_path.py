@@ -1,0 +1,151 @@
+"""The per-op path in C (pluggable._fast): a repeated op is one call that runs its remembered
+plan, builds the output tensors and gives dropped outputs back to the allocator; closing
+what a plan uses makes it check again; the host tracer's records come from it too."""
+from __future__ import annotations
+
+import gc
+import threading
+
+import numpy as np
+import pytest
+
+import pluggable
+from pluggable import _fast, dispatch, kernels, ops, profiler, raw_ops
+from pluggable.errors import InternalError
+from pluggable.profiler import ProfilerOptions
+from pluggable.profiler.host_tracer import FREE, OP
+
+
+def _xpu(values, dtype=np.float32):
+    return pluggable.tensor(np.asarray(values, dtype), device="xpu:0")
+
+
+def _in_use(device="xpu:0"):
+    pluggable.get_device(device).synchronize()
+    return pluggable.get_device(device).executor.allocator.stats()["bytes_in_use"]
+
+
+def test_a_repeated_op_runs_its_plan_in_one_call():
+    x, y = _xpu([1, 2, 3]), _xpu([10, 20, 30])
+    dispatch._plans.pop(_fast.plan_key("Sub", (x, y)), None)
+    assert _fast.execute("Sub", (x, y)) is None  # no plan yet
+    first = ops.subtract(x, y)  # the slow path leaves a plan
+    outputs = _fast.execute("Sub", (x, y))
+    assert outputs is not None and len(outputs) == 1
+    out = outputs[0]
+    assert type(out) is pluggable.Tensor and out.shape == (3,) and out.dtype == "float32"
+    assert out.device == "/device:XPU:0"
+    assert out.numpy().tolist() == first.numpy().tolist() == [-9, -18, -27]
+    assert out._buffer.address != first._buffer.address and out._buffer.nbytes == 12
+    # Every front end reaches the same plan.
+    assert (x - y).numpy().tolist() == raw_ops.Sub(x=x, y=y).numpy().tolist() == [-9, -18, -27]
+
+
+def test_no_plan_means_none_not_an_error():
+    x = _xpu([1.0])
+    assert _fast.execute("NoSuchOp", (x, x)) is None
+    assert _fast.execute("AddV2", (x, 1.0)) is None  # not all tensors: the slow path's job
+    assert _fast.execute("AddV2", 5) is None  # not a sequence of tensors
+    assert _fast.plan_key("AddV2", (x, "x")) is None
+    with pytest.raises(TypeError, match="execute"):
+        _fast.execute("AddV2")
+
+
+def test_dropped_outputs_go_back_to_the_allocator():
+    x = _xpu(np.ones(1000))
+    ops.add(x, x)
+    before = _in_use()
+    outputs = [ops.add(x, x) for _ in range(50)]
+    assert _in_use() >= before + 50 * 4000
+    del outputs
+    gc.collect()
+    assert _in_use() == before
+
+
+def test_closed_kernels_make_plans_check_again():
+    x = _xpu([1, 2])
+    ops.maximum(x, x)
+    assert _fast.execute("Maximum", (x, x)) is not None
+    kernels.close_all()
+    assert _fast.execute("Maximum", (x, x)) is None  # stale: the slow path runs next
+    assert ops.maximum(x, _xpu([0, 5])).numpy().tolist() == [1, 5]
+    assert _fast.execute("Maximum", (x, x)) is not None  # a new plan
+
+
+def test_a_failing_kernel_raises_and_frees_nothing_twice(faults):
+    x = _xpu([1.0, 2.0])
+    ops.exp(x)
+    before = _in_use()
+    faults("kernel:1")
+    with pytest.raises(InternalError, match="injected fault"):
+        ops.exp(x)
+    faults("")
+    assert _in_use() == before
+    assert ops.exp(x).numpy().tolist() == pytest.approx(np.exp([1.0, 2.0]).tolist())
+
+
+def test_threads_share_a_plan():
+    x = _xpu(np.arange(64))
+    ops.multiply(x, x)
+    expected = (np.arange(64, dtype=np.float32) ** 2).tolist()
+    errors = []
+
+    def work():
+        try:
+            for _ in range(300):
+                out = x * x
+            assert out.numpy().tolist() == expected
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+
+
+def test_a_plan_rejects_inputs_that_are_not_its_kind():
+    x = _xpu([1.0, 2.0])
+    ops.add(x, x)
+    plan = dispatch._plans[dispatch._plan_key("AddV2", (x, x))]
+    assert plan.run((x,)) is None  # one input for two
+    assert plan.run((x, np.ones(2, np.float32))) is None  # not a tensor
+    assert plan.run((x, x))[0].numpy().tolist() == [2.0, 4.0]
+    with pytest.raises(TypeError):
+        plan.run(5)
+
+
+def test_plans_refuse_a_malformed_prepared_run():
+    x = _xpu([1.0])
+    ops.add(x, x)
+    plan = dispatch._plans[dispatch._plan_key("AddV2", (x, x))]
+    with pytest.raises(ValueError, match="output descriptions"):
+        dispatch._Plan(plan.device, plan.prepared, [], 0)
+    with pytest.raises(TypeError):
+        dispatch._Plan(plan.device, plan.prepared, [("not a shape", None, 4)], 0)
+
+
+def test_the_host_tracer_records_fast_path_ops_and_frees(tmp_path):
+    x = _xpu([1.0, 2.0])
+    ops.add(x, x)
+    profiler.start(tmp_path, ProfilerOptions(device_tracer_level=0))
+    try:
+        assert _fast.get_tracer() is not None
+        for _ in range(3):
+            out = ops.add(x, x)
+        del out
+        records = dispatch._tracer.records
+    finally:
+        result = profiler.stop()
+    assert _fast.get_tracer() is None
+    op_records = [r for r in records if r[0] == OP and r[4] == "AddV2"]
+    assert len(op_records) == 3
+    for kind, ident, start, end, name, plan, fresh in op_records:
+        assert ident == threading.get_ident() and 0 < start <= end
+        assert plan.kernel_name and fresh == ((x._buffer.executor, 8),)
+    frees = [r for r in records if r[0] == FREE]
+    assert len(frees) >= 2 and all(r[4] == 8 and r[3] is x._buffer.executor.allocator
+                                   for r in frees)
+    assert sum(1 for e in result.events(plane="/host:CPU") if e.name == "AddV2") == 3
