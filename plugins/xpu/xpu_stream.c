@@ -903,7 +903,9 @@ static void xpu_destroy_event(const SP_Device* device, SP_Event event) {
 }
 
 /* SP_StreamExecutor.get_event_status: UNKNOWN if never recorded, else the latest recording's
- * state; a foreign or destroyed handle reads as SE_EVENT_ERROR. */
+ * state; a foreign or destroyed handle reads as SE_EVENT_ERROR. A host that finds the event
+ * pending is taken to wait for it (hosts poll events to bound their waits), as in
+ * block_host_for_event: the workers react at once rather than napping. */
 static SE_EventStatus xpu_get_event_status(const SP_Device* device, SP_Event event) {
   XpuDevice* dev = xpu_device_get(device, "get_event_status", NULL);
   if (dev == NULL) return SE_EVENT_ERROR;
@@ -915,6 +917,7 @@ static SE_EventStatus xpu_get_event_status(const SP_Device* device, SP_Event eve
     result = SE_EVENT_UNKNOWN;
   } else if (event->completed_gen < event->recorded_gen) {
     result = SE_EVENT_PENDING;
+    host_waits_on_device(dev); /* a host that polls an event waits for it */
   } else {
     result = event->error_code == TF_OK ? SE_EVENT_COMPLETE : SE_EVENT_ERROR;
   }

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from .stream import Stream
 
 _DONE = (EventStatus.COMPLETE, EventStatus.ERROR)
+ERROR = int(EventStatus.ERROR)
 
 
 class Keep:
@@ -120,6 +121,40 @@ class EventManager:
         """Runs ``fn()`` on the poller thread once ``stream`` has passed this point."""
         return self._enqueue(stream, fn)
 
+    def take_event(self) -> Event:
+        """An event of the pool (or a new one) for the caller's own use; `give_back` returns
+        it. The pool is shared with the markers, so no event sits idle in two places."""
+        with self._cond:
+            if self._closed:
+                raise FailedPreconditionError(
+                    f"{self._executor.name} is being closed (or was): no more work can be "
+                    f"queued on it. Close devices only once every thread is done with them",
+                    plugin=self._executor.platform.label, call="EventManager")
+            if self._pool:
+                return self._pool.pop()
+        return self._executor.create_event()
+
+    def give_back(self, event: Event) -> None:
+        """Returns an event from `take_event` to the pool."""
+        with self._cond:
+            if not self._closed:
+                self._pool.append(event)
+                return
+        event.close()  # the pool is gone: nothing would destroy it
+
+    def wait(self, stream: "Stream") -> int:
+        """Blocks until the work enqueued on ``stream`` so far is done: one pooled event,
+        recorded and polled on the calling thread (bounded by the deadline), with nothing
+        handed to the poller thread. Returns the event's final state (COMPLETE, or ERROR
+        when that work failed)."""
+        event = self.take_event()
+        executor = self._executor
+        try:
+            executor._call("record_event", stream._handle, event._handle)
+            return executor.await_event(event._handle, "block_host_for_event")
+        finally:
+            self.give_back(event)
+
     @staticmethod
     def when_done(markers: List[Optional[Marker]], fn: Callable[[], object]) -> None:
         """Runs ``fn()`` once every marker has been passed (at once if all have). The markers
@@ -189,15 +224,7 @@ class EventManager:
 
     # -- internals -------------------------------------------------------------------------
     def _enqueue(self, stream: "Stream", fn) -> Marker:
-        with self._cond:
-            if self._closed:
-                raise FailedPreconditionError(
-                    f"{self._executor.name} is being closed (or was): no more work can be "
-                    f"queued on it. Close devices only once every thread is done with them",
-                    plugin=self._executor.platform.label, call="EventManager")
-            event = self._pool.pop() if self._pool else None
-        if event is None:
-            event = self._executor.create_event()
+        event = self.take_event()
         try:
             event.record(stream)
         except BaseException:

@@ -25,11 +25,14 @@ import numpy as np
 
 from ._handle import finalizer
 from .abi.plugin_ext import PLUGGABLE_PLATFORM_PAGEABLE_ASYNC_COPY
+from .abi.stream_executor import SE_EventStatus
+from .abi.tf_status import TF_Code
 from .allocator import _BFCDeallocate
 from .devices import PluggableDevice, parse_device_name
 from .dtypes import DType, as_dtype
 from .errors import FailedPreconditionError, InvalidArgumentError
 from .memory import DeviceMemory
+from .staging import staged_view as _staged_view
 
 if TYPE_CHECKING:
     from .event_manager import Marker
@@ -248,18 +251,36 @@ class Tensor:
             return self._array
         device = self._live_device()
         executor = device.executor
-        out = _HOST_ARRAYS.empty(self._shape, self._dtype, self.nbytes)
-        if not out.nbytes:
+        nbytes = self.nbytes
+        out = _HOST_ARRAYS.empty(self._shape, self._dtype, nbytes)
+        if not nbytes:
             return out
         if device.platform.has_capability(PLUGGABLE_PLATFORM_PAGEABLE_ASYNC_COPY):
-            stream = device.device_to_host_stream
-            self._order_after_producer(device, stream)
-            executor.memcpy_dtoh(stream, out, self._buffer.memory(), out.nbytes)
-            device.synchronize_stream(stream)
+            # Straight into the new array, then one event: small copies on the producer's
+            # own stream (no stream dependency), large ones on the device-to-host stream.
+            stream = self._producer_stream(device) if nbytes <= STAGE_LIMIT else None
+            if stream is None:
+                stream = device.device_to_host_stream
+                self._order_after_producer(device, stream)
+            base, ref = executor._scratch.pair
+            base.opaque, base.size, base.payload = self._buffer.address, nbytes, 0
+            executor._copy("memcpy_dtoh", stream, nbytes, stream._handle,
+                           out.__array_interface__["data"][0], ref, nbytes)
+            _wait_for_stream(device, stream)
         else:  # a synchronous copy may write to any host memory
             self._wait_for_producer(device)
-            executor.sync_memcpy_dtoh(out, self._buffer.memory(), out.nbytes)
+            executor.sync_memcpy_dtoh(out, self._buffer.memory(), nbytes)
         return out
+
+    def _producer_stream(self, device: PluggableDevice):
+        """The stream whose work so far includes this tensor's producer, when it is one of
+        the device's open streams: the compute stream for kernel outputs and small uploads,
+        the stream of a pending marker otherwise. None when that stream was replaced."""
+        ready = self._ready
+        if ready is None or ready.event is None:
+            return device.compute_stream
+        stream = ready.stream
+        return None if stream.is_closed else stream
 
     def _order_after_producer(self, device: PluggableDevice, stream) -> None:
         """Makes ``stream`` wait for the work that produced this tensor: its marker, or the
@@ -274,7 +295,7 @@ class Tensor:
         if self._ready is not None:
             self._ready.synchronize()
         else:
-            device.executor.event_manager.mark(device.compute_stream).synchronize()
+            _wait_for_stream(device, device.compute_stream)
 
     # -- DLPack (pluggable.dlpack) -----------------------------------------------------------
     def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
@@ -686,27 +707,57 @@ def _convert_exactly(array: np.ndarray, dtype: DType) -> np.ndarray:
     return converted
 
 
+#: Copies of at most this many bytes take the short paths: uploads through the staging ring
+#: (`pluggable.staging`) on the compute stream, downloads on the producer's stream; measured
+#: with `benchmarks/bench_transfer.py --sweep` (BENCHMARKS.md, "Host <-> device transfers").
+STAGE_LIMIT = 1 << 20
+_EVENT_ERROR = int(SE_EventStatus.SE_EVENT_ERROR)
+_SMALL_COPY = 4096  # below this, bytes() and one memmove copy into staging fastest
+
+
+def _wait_for_stream(device: PluggableDevice, stream) -> None:
+    """Blocks until the work enqueued on ``stream`` so far is done (one pooled event,
+    bounded by the deadline); raises the stream's error if that work failed."""
+    if device.executor.event_manager.wait(stream) == _EVENT_ERROR:
+        device.check_stream(stream)  # raises the stream's own error, when it reports one
+        raise device.executor._error(
+            TF_Code.TF_INTERNAL, "the stream reached the point with an error",
+            "SP_StreamExecutor.get_event_status")
+
+
 def _upload(array: np.ndarray, dtype: DType, device: PluggableDevice, owned: bool) -> Tensor:
     """Copies a C-contiguous host array to ``device``. When ``owned`` is False the array is
-    the caller's, so the copy completes before returning."""
+    the caller's, which may change once this returns: small arrays are copied into staging
+    memory first, large ones are waited for."""
     executor = device.executor
-    buffer = DeviceBuffer(executor, array.nbytes)
+    nbytes = array.nbytes
+    buffer = DeviceBuffer(executor, nbytes)
     shape = tuple(array.shape)
-    if not array.nbytes:
+    if not nbytes:
         return Tensor(shape, dtype, device, buffer=buffer)
-    stream = device.host_to_device_stream
     try:
+        if nbytes <= STAGE_LIMIT and executor._fns.get("host_memory_allocate") is not None:
+            _staged_upload(executor, device.compute_stream, buffer, array, nbytes)
+            # On the compute stream, as the ops that read it: `_ready` None says just that.
+            return Tensor(shape, dtype, device, buffer=buffer)
+        stream = device.host_to_device_stream
         stream.wait_for(device.compute_stream)  # the new memory may be in use there still
         if device.platform.has_capability(PLUGGABLE_PLATFORM_PAGEABLE_ASYNC_COPY):
-            marker = executor.memcpy_htod(stream, buffer.memory(), array, array.nbytes)
+            if not owned:  # straight from the caller's array, waited for: no hand-off
+                executor._copy("memcpy_htod", stream, nbytes, stream._handle,
+                               buffer.memory()._ref, array.__array_interface__["data"][0],
+                               nbytes)
+                _wait_for_stream(device, stream)
+                return Tensor(shape, dtype, device, buffer=buffer)
+            marker = executor.memcpy_htod(stream, buffer.memory(), array, nbytes)
         elif executor._fns.get("host_memory_allocate") is None:
             # Neither pageable nor pinned memory for asynchronous copies: a synchronous one.
-            executor.sync_memcpy_htod(buffer.memory(), array, array.nbytes)
+            executor.sync_memcpy_htod(buffer.memory(), array, nbytes)
             return Tensor(shape, dtype, device, buffer=buffer)
         else:
             staged, free_staged = _stage_in_pinned_memory(executor, array)
             try:
-                executor.memcpy_htod(stream, buffer.memory(), staged, array.nbytes)
+                executor.memcpy_htod(stream, buffer.memory(), staged, nbytes)
             except BaseException:
                 free_staged()  # the copy was refused: nothing reads the staged bytes
                 raise
@@ -727,6 +778,28 @@ def _upload(array: np.ndarray, dtype: DType, device: PluggableDevice, owned: boo
             buffer.release_now()
             raise
     return Tensor(shape, dtype, device, buffer=buffer, ready=marker)
+
+
+def _staged_upload(executor: "StreamExecutor", stream, buffer: DeviceBuffer,
+                   array: np.ndarray, nbytes: int) -> None:
+    """Copies ``array`` into the staging ring and enqueues the device copy from there on
+    ``stream``: the caller's array is free once this returns, and nothing waits."""
+    if nbytes <= _SMALL_COPY:
+        data = array.tobytes()
+    else:
+        data = array.reshape(-1).view(np.uint8)
+    destination = buffer.address
+
+    def enqueue(address: int) -> None:
+        if type(data) is bytes:
+            ctypes.memmove(address, data, nbytes)
+        else:
+            np.copyto(np.frombuffer(_staged_view(address, nbytes), np.uint8), data)
+        base, ref = executor._scratch.pair
+        base.opaque, base.size, base.payload = destination, nbytes, 0
+        executor._copy("memcpy_htod", stream, nbytes, stream._handle, ref, address, nbytes)
+
+    executor.staging.copy(stream, nbytes, enqueue)
 
 
 def _keep_buffer(buffer: DeviceBuffer):

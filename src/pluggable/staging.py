@@ -1,0 +1,148 @@
+"""The staging ring: pinned host memory that small copies go through without a hand-off.
+
+A small upload copies the caller's bytes into the ring on the calling thread and enqueues the
+device copy from there; nothing waits and nothing is handed to the event manager's thread.
+The ring is one block of the executor's pinned host pool (`StreamExecutor.host_allocator`),
+given out in order, round and round. A region may be given out again only once the device
+copy that reads (or writes) it is done; the ring learns that from *fences*: every eighth of
+the ring, one pooled event is recorded on each stream that copied through the ring since
+the previous fence. Only when the ring comes round to a region whose fence is not passed
+yet does a caller wait for it (bounded by the deadline, as every host wait), so a steady
+stream of small copies costs one event per eighth of the ring, not one per copy.
+
+Regions are handed out under one lock, which is also held while the copy is enqueued: a
+fence recorded after a region was handed out is then always recorded after its copy.
+"""
+from __future__ import annotations
+
+import collections
+import ctypes
+import threading
+from typing import TYPE_CHECKING, Callable, Deque, Dict, List, Tuple
+
+from .errors import FailedPreconditionError
+
+if TYPE_CHECKING:
+    from .event import Event
+    from .executor import StreamExecutor
+    from .stream import Stream
+
+#: Bytes of the ring (pinned host memory, taken from the host pool on first use).
+RING_BYTES = 4 << 20
+#: A fence every this many bytes handed out.
+FENCE_EVERY = RING_BYTES // 8
+_ALIGN = 64
+
+
+class StagingRing:
+    """Pinned host memory for small copies of one executor, reused in stream order."""
+
+    def __init__(self, executor: "StreamExecutor", capacity: int = RING_BYTES):
+        self._executor = executor
+        self._capacity = capacity
+        self._lock = threading.Lock()
+        self._base = 0  # the ring's address, once allocated
+        # Absolute positions (they only grow; the address is base + position % capacity).
+        self._head = 0  # where the next region starts
+        self._tail = 0  # every copy through a region before this is done
+        self._fenced = 0  # fences cover every region before this
+        self._fences: Deque[Tuple[int, List[Tuple["Event", "Stream"]]]] = collections.deque()
+        self._unfenced: Dict[int, "Stream"] = {}  # streams that copied since the last fence
+        self._closed = False
+
+    @property
+    def held_events(self) -> int:
+        """Events of the event manager's pool that fences hold right now."""
+        return sum(len(events) for _, events in self._fences)
+
+    def copy(self, stream: "Stream", nbytes: int, enqueue: Callable[[int], None]) -> int:
+        """Hands out ``nbytes`` of the ring, calls ``enqueue(address)`` to fill or enqueue
+        the copy through it on ``stream``, and returns the address. If ``enqueue`` raises,
+        the region goes back at once (nothing uses it)."""
+        size = -(-nbytes // _ALIGN) * _ALIGN
+        with self._lock:
+            if self._closed:
+                raise FailedPreconditionError(
+                    f"{self._executor.name} is closed; its staging memory is gone",
+                    plugin=self._executor.platform.label, call="staging")
+            if not self._base:
+                self._base = self._executor.host_allocator.allocate(self._capacity)
+            start = self._head
+            offset = start % self._capacity
+            if offset + size > self._capacity:  # no region wraps: start the next lap
+                start += self._capacity - offset
+                offset = 0
+            if self._tail < start + size - self._capacity:
+                self._reclaim(start + size - self._capacity)
+            address = self._base + offset
+            enqueue(address)
+            self._head = start + size
+            self._unfenced[id(stream)] = stream
+            if self._head - self._fenced >= FENCE_EVERY:
+                self._fence()
+            return address
+
+    def _fence(self) -> None:
+        """Records a fence on every stream that copied through the ring since the last one.
+        With the lock held."""
+        manager = self._executor.event_manager
+        events: List[Tuple["Event", "Stream"]] = []
+        try:
+            for stream in self._unfenced.values():
+                if stream.is_closed:  # destroying a stream finishes its work
+                    continue
+                event = manager.take_event()
+                try:
+                    event.record(stream)
+                except BaseException:
+                    manager.give_back(event)
+                    raise
+                events.append((event, stream))
+        except BaseException:
+            # No fence: wait for the streams themselves, so the regions are free all the same.
+            for event, _ in events:
+                manager.give_back(event)
+            for stream in self._unfenced.values():
+                if not stream.is_closed:
+                    self._executor.block_host_until_done(stream)
+            self._unfenced.clear()
+            self._fenced = self._tail = self._head
+            self._fences.clear()
+            return
+        self._unfenced.clear()
+        self._fenced = self._head
+        self._fences.append((self._head, events))
+
+    def _reclaim(self, needed: int) -> None:
+        """Waits until the regions before ``needed`` are free. With the lock held."""
+        if self._fenced < needed:
+            self._fence()
+        manager = self._executor.event_manager
+        while self._tail < needed:
+            position, events = self._fences[0]
+            for event, stream in events:
+                if not (event.is_closed or stream.is_closed):
+                    # A failed copy reads nothing more: its region is free either way, and
+                    # the stream reports the error to whoever uses its results.
+                    self._executor.await_event(event._handle, "staging")
+            self._fences.popleft()
+            for event, _ in events:
+                manager.give_back(event)
+            self._tail = position
+
+    def close(self) -> None:
+        """Gives the fences' events back to the event manager (which destroys its pool when
+        it closes); the memory goes with the host pool."""
+        with self._lock:
+            self._closed = True
+            manager = self._executor._event_manager
+            while self._fences:
+                _, events = self._fences.popleft()
+                for event, _ in events:
+                    if manager is not None:
+                        manager.give_back(event)
+
+
+def staged_view(address: int, nbytes: int):
+    """``nbytes`` of host memory at ``address`` as a ctypes array (for NumPy views)."""
+    return (ctypes.c_char * nbytes).from_address(address)
