@@ -110,6 +110,7 @@ class EventManager:
         self._pending: List[Marker] = []
         self._pool: List[Event] = []
         self._thread: Optional[threading.Thread] = None
+        self._running = 0  # passed markers whose functions are running right now
         self._closed = False
 
     # -- public ----------------------------------------------------------------------------
@@ -180,7 +181,7 @@ class EventManager:
     def synchronize(self) -> None:
         """Waits until every function handed over so far has run."""
         with self._cond:
-            while self._pending:
+            while self._pending or self._running:
                 self._cond.wait(0.05)
 
     def close(self, timeout: Optional[float] = None) -> bool:
@@ -285,8 +286,13 @@ class EventManager:
                 fns, marker._fns = marker._fns, []
                 marker.error = error
                 self._complete(marker)
-                self._cond.notify_all()
-            self._run(fns)
+                self._running += 1
+            try:
+                self._run(fns)
+            finally:
+                with self._cond:
+                    self._running -= 1
+                    self._cond.notify_all()
             ran += 1
         return ran
 

@@ -29,8 +29,10 @@ if TYPE_CHECKING:
 
 #: Bytes of the ring (pinned host memory, taken from the host pool on first use).
 RING_BYTES = 4 << 20
-#: A fence every this many bytes handed out.
-FENCE_EVERY = RING_BYTES // 8
+#: The smallest ring worth having, when the plugin's pinned memory is short.
+MIN_RING_BYTES = 64 << 10
+#: A fence every ring size / this many bytes handed out.
+FENCES_PER_LAP = 8
 _ALIGN = 64
 
 
@@ -40,6 +42,7 @@ class StagingRing:
     def __init__(self, executor: "StreamExecutor", capacity: int = RING_BYTES):
         self._executor = executor
         self._capacity = capacity
+        self._fence_every = max(_ALIGN, capacity // FENCES_PER_LAP)
         self._lock = threading.Lock()
         self._base = 0  # the ring's address, once allocated
         # Absolute positions (they only grow; the address is base + position % capacity).
@@ -55,18 +58,25 @@ class StagingRing:
         """Events of the event manager's pool that fences hold right now."""
         return sum(len(events) for _, events in self._fences)
 
+    @property
+    def capacity(self) -> int:
+        return self._capacity
+
     def copy(self, stream: "Stream", nbytes: int, enqueue: Callable[[int], None]) -> int:
         """Hands out ``nbytes`` of the ring, calls ``enqueue(address)`` to fill or enqueue
-        the copy through it on ``stream``, and returns the address. If ``enqueue`` raises,
-        the region goes back at once (nothing uses it)."""
+        the copy through it on ``stream``, and returns the address; 0 (and no call) when
+        ``nbytes`` is more than a quarter of the ring, which then goes another way. If
+        ``enqueue`` raises, the region goes back at once (nothing uses it)."""
         size = -(-nbytes // _ALIGN) * _ALIGN
         with self._lock:
             if self._closed:
                 raise FailedPreconditionError(
                     f"{self._executor.name} is closed; its staging memory is gone",
                     plugin=self._executor.platform.label, call="staging")
-            if not self._base:
-                self._base = self._executor.host_allocator.allocate(self._capacity)
+            if not self._base and self._capacity:
+                self._get_memory()
+            if size > self._capacity // 4:  # a quarter: a lap holds several copies
+                return 0
             start = self._head
             offset = start % self._capacity
             if offset + size > self._capacity:  # no region wraps: start the next lap
@@ -78,9 +88,26 @@ class StagingRing:
             enqueue(address)
             self._head = start + size
             self._unfenced[id(stream)] = stream
-            if self._head - self._fenced >= FENCE_EVERY:
+            if self._head - self._fenced >= self._fence_every:
                 self._fence()
             return address
+
+    def _get_memory(self) -> None:
+        """Takes the ring's block from the host pool: the full size, else the largest power
+        of two down to `MIN_RING_BYTES` that the plugin gives; without one the ring stays
+        empty and every copy goes another way. With the lock held."""
+        from .errors import ResourceExhaustedError
+
+        while True:
+            try:
+                self._base = self._executor.host_allocator.allocate(self._capacity)
+                return
+            except ResourceExhaustedError:
+                self._capacity //= 2
+                if self._capacity < MIN_RING_BYTES:
+                    self._capacity = 0
+                    return
+                self._fence_every = max(_ALIGN, self._capacity // FENCES_PER_LAP)
 
     def _fence(self) -> None:
         """Records a fence on every stream that copied through the ring since the last one.
@@ -130,10 +157,17 @@ class StagingRing:
                 manager.give_back(event)
             self._tail = position
 
-    def close(self) -> None:
-        """Gives the fences' events back to the event manager (which destroys its pool when
-        it closes); the memory goes with the host pool."""
+    def close(self, wait: bool = False) -> None:
+        """Stops handing out memory and gives the fences' events back to the event manager
+        (which destroys its pool when it closes). With ``wait``, first waits for every copy
+        through the ring and returns the ring's memory to the host pool; without, the memory
+        goes with the pool (the executor closes it once the device's work is done)."""
         with self._lock:
+            if wait and self._base and not self._closed:
+                if self._head > self._tail:
+                    self._reclaim(self._head)
+                self._executor.host_allocator.deallocate(self._base)
+                self._base = 0
             self._closed = True
             manager = self._executor._event_manager
             while self._fences:

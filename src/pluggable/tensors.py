@@ -256,12 +256,12 @@ class Tensor:
         if not nbytes:
             return out
         if device.platform.has_capability(PLUGGABLE_PLATFORM_PAGEABLE_ASYNC_COPY):
-            # Straight into the new array, then one event: small copies on the producer's
-            # own stream (no stream dependency), large ones on the device-to-host stream.
-            stream = self._producer_stream(device) if nbytes <= STAGE_LIMIT else None
-            if stream is None:
-                stream = device.device_to_host_stream
-                self._order_after_producer(device, stream)
+            # Straight into the new array, then one event: small copies on the compute
+            # stream, where kernel outputs and small uploads are made (no stream
+            # dependency), large ones on the device-to-host stream.
+            stream = device.compute_stream if nbytes <= STAGE_LIMIT else \
+                device.device_to_host_stream
+            self._order_after_producer(device, stream)
             base, ref = executor._scratch.pair
             base.opaque, base.size, base.payload = self._buffer.address, nbytes, 0
             executor._copy("memcpy_dtoh", stream, nbytes, stream._handle,
@@ -272,22 +272,12 @@ class Tensor:
             executor.sync_memcpy_dtoh(out, self._buffer.memory(), nbytes)
         return out
 
-    def _producer_stream(self, device: PluggableDevice):
-        """The stream whose work so far includes this tensor's producer, when it is one of
-        the device's open streams: the compute stream for kernel outputs and small uploads,
-        the stream of a pending marker otherwise. None when that stream was replaced."""
-        ready = self._ready
-        if ready is None or ready.event is None:
-            return device.compute_stream
-        stream = ready.stream
-        return None if stream.is_closed else stream
-
     def _order_after_producer(self, device: PluggableDevice, stream) -> None:
         """Makes ``stream`` wait for the work that produced this tensor: its marker, or the
         device's compute stream for kernel outputs."""
         if self._ready is not None:
             self._ready.make_wait(stream)
-        else:
+        elif stream is not device.compute_stream:
             stream.wait_for(device.compute_stream)
 
     def _wait_for_producer(self, device: PluggableDevice) -> None:
@@ -736,8 +726,8 @@ def _upload(array: np.ndarray, dtype: DType, device: PluggableDevice, owned: boo
     if not nbytes:
         return Tensor(shape, dtype, device, buffer=buffer)
     try:
-        if nbytes <= STAGE_LIMIT and executor._fns.get("host_memory_allocate") is not None:
-            _staged_upload(executor, device.compute_stream, buffer, array, nbytes)
+        if (nbytes <= STAGE_LIMIT and executor._fns.get("host_memory_allocate") is not None
+                and _staged_upload(executor, device.compute_stream, buffer, array, nbytes)):
             # On the compute stream, as the ops that read it: `_ready` None says just that.
             return Tensor(shape, dtype, device, buffer=buffer)
         stream = device.host_to_device_stream
@@ -781,9 +771,10 @@ def _upload(array: np.ndarray, dtype: DType, device: PluggableDevice, owned: boo
 
 
 def _staged_upload(executor: "StreamExecutor", stream, buffer: DeviceBuffer,
-                   array: np.ndarray, nbytes: int) -> None:
+                   array: np.ndarray, nbytes: int) -> bool:
     """Copies ``array`` into the staging ring and enqueues the device copy from there on
-    ``stream``: the caller's array is free once this returns, and nothing waits."""
+    ``stream``: the caller's array is free once this returns, and nothing waits. False
+    when the ring is too small for it (the plugin's pinned memory is short)."""
     if nbytes <= _SMALL_COPY:
         data = array.tobytes()
     else:
@@ -799,7 +790,7 @@ def _staged_upload(executor: "StreamExecutor", stream, buffer: DeviceBuffer,
         base.opaque, base.size, base.payload = destination, nbytes, 0
         executor._copy("memcpy_htod", stream, nbytes, stream._handle, ref, address, nbytes)
 
-    executor.staging.copy(stream, nbytes, enqueue)
+    return executor.staging.copy(stream, nbytes, enqueue) != 0
 
 
 def _keep_buffer(buffer: DeviceBuffer):
