@@ -11,8 +11,11 @@
   0.9x `np.copyto`'s speed, i.e. a time ratio of at most 1.11. `np.array(copy=True)` (a
   fresh array, as `numpy()` must return) is shown for what page faults cost.
 - `--sweep`: upload and download times from 4 bytes to 1 MiB against `np.copyto` of the
-  same size, through the staging pool and straight (PLUGGABLE_STAGE_LIMIT moves the
+  same size, through the staging ring and straight (`pluggable.tensors.STAGE_LIMIT` is the
   threshold between them), to see where staging stops paying.
+- `--against OTHER_SRC`: A/B of two source trees (each built in place): this tree's `src`
+  and OTHER_SRC (a `src` directory) in alternating child processes, each measuring the round
+  trip, 4-byte and 1 MiB copies; prints this tree's time / the other's per round.
 
 Each sample is the fastest of a few batches (`_ratios.best_per_call`); the table gives each
 row's median time and its per-round ratio to the reference, min / median / max, with the
@@ -120,6 +123,52 @@ def sweep(device) -> None:
         print_table(f"{nbytes} bytes", table, "np.copyto", "µs", 1e6)
 
 
+def child() -> None:
+    """One process's figures for `--against`, as JSON: seconds per call (best batch)."""
+    import json
+
+    device = pluggable.get_device("XPU:0")
+    h = np.ones(1, np.float32)
+    small = pluggable.tensor(h, device=device)
+    mib = np.ones(1 << 20, np.uint8)
+    on_device = pluggable.tensor(mib, device=device)
+    figures = {
+        "round trip (tensor, add, numpy)": best_per_call(
+            lambda: ops.add(pluggable.tensor(h, device=device), small).numpy(), 200, 5),
+        "upload 4 bytes": best_per_call(lambda: pluggable.tensor(h, device=device), 200, 5),
+        "numpy() 4 bytes": best_per_call(small.numpy, 200, 5),
+        "upload 1 MiB": best_per_call(lambda: pluggable.tensor(mib, device=device), 20, 5),
+        "numpy() 1 MiB": best_per_call(on_device.numpy, 20, 5),
+    }
+    print(json.dumps({name: sample() for name, sample in figures.items()}))
+
+
+def against(other_src: str) -> None:
+    import json
+    import statistics
+    import subprocess
+
+    from _ratios import load
+
+    here = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
+    samples = {"this": [], "other": []}
+    for _ in range(ARGS.rounds):
+        for label, src in (("this", here), ("other", other_src)):
+            env = dict(os.environ, PYTHONPATH=src)
+            out = subprocess.run([sys.executable, os.path.abspath(__file__), "--child"],
+                                 env=env, capture_output=True, text=True, check=True)
+            samples[label].append(json.loads(out.stdout.strip().splitlines()[-1]))
+    print(f"\nthis tree / {other_src}, {ARGS.rounds} alternating rounds ({load()})")
+    print(f"  {'':<36} {'this':>9} {'other':>9} {'ratio min':>9} {'median':>7} {'max':>7}")
+    for name in samples["this"][0]:
+        mine = [r[name] for r in samples["this"]]
+        theirs = [r[name] for r in samples["other"]]
+        ratios = sorted(a / b for a, b in zip(mine, theirs))
+        print(f"  {name:<36} {statistics.median(mine) * 1e6:7.1f}µs "
+              f"{statistics.median(theirs) * 1e6:7.1f}µs {ratios[0]:9.2f} "
+              f"{statistics.median(ratios):7.2f} {ratios[-1]:7.2f}")
+
+
 def main() -> None:
     global ARGS
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -127,7 +176,15 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=300, help="round trips per batch")
     parser.add_argument("--sizes", default="1,64", help="MiB, comma-separated")
     parser.add_argument("--sweep", action="store_true")
+    parser.add_argument("--against", metavar="OTHER_SRC")
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ARGS = parser.parse_args()
+    if ARGS.child:
+        child()
+        return
+    if ARGS.against:
+        against(ARGS.against)
+        return
     device = pluggable.get_device("XPU:0")
     if ARGS.sweep:
         sweep(device)
