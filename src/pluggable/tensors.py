@@ -6,11 +6,15 @@ is returned to it only once the device is done with it (the event manager tracks
 that used it). Each tensor on a plugin device carries a `Marker` for the work that produced
 it, so `numpy()` and copies wait for that work only.
 
-Copies take the shortest path the plugin allows: straight from and to NumPy's buffer when
-the plugin accepts pageable host memory (``PLUGGABLE_PLATFORM_PAGEABLE_ASYNC_COPY``), else
-staged through the pinned host pool; between devices of one plugin with a peer copy on the
-destination's device-to-device stream (``PLUGGABLE_PLATFORM_PEER_DTOD``), else through the
-host.
+Copies hand nothing to another host thread. An upload of up to `STAGE_LIMIT` bytes copies
+the data into the staging ring (`pluggable.staging`, pinned host memory) and enqueues the
+device copy on the compute stream, where the ops that read it run: it returns without
+waiting, and the caller's array is free at once. A download enqueues its copy behind the
+tensor's producer and waits on one event. Larger copies take the shortest path the plugin
+allows: straight from and to NumPy's buffer when the plugin accepts pageable host memory
+(``PLUGGABLE_PLATFORM_PAGEABLE_ASYNC_COPY``), else staged through the pinned host pool;
+between devices of one plugin with a peer copy on the destination's device-to-device stream
+(``PLUGGABLE_PLATFORM_PEER_DTOD``), else through the host.
 """
 from __future__ import annotations
 
@@ -30,7 +34,7 @@ from .abi.tf_status import TF_Code
 from .allocator import _BFCDeallocate
 from .devices import PluggableDevice, parse_device_name
 from .dtypes import DType, as_dtype
-from .errors import FailedPreconditionError, InvalidArgumentError
+from .errors import DeadlineExceededError, FailedPreconditionError, InvalidArgumentError
 from .memory import DeviceMemory
 from .staging import staged_view as _staged_view
 
@@ -266,7 +270,7 @@ class Tensor:
             base.opaque, base.size, base.payload = self._buffer.address, nbytes, 0
             executor._copy("memcpy_dtoh", stream, nbytes, stream._handle,
                            out.__array_interface__["data"][0], ref, nbytes)
-            _wait_for_stream(device, stream)
+            _wait_for_stream(device, stream, keep=out)
         else:  # a synchronous copy may write to any host memory
             self._wait_for_producer(device)
             executor.sync_memcpy_dtoh(out, self._buffer.memory(), nbytes)
@@ -698,17 +702,28 @@ def _convert_exactly(array: np.ndarray, dtype: DType) -> np.ndarray:
 
 
 #: Copies of at most this many bytes take the short paths: uploads through the staging ring
-#: (`pluggable.staging`) on the compute stream, downloads on the producer's stream; measured
+#: (`pluggable.staging`), both directions on the compute stream; measured
 #: with `benchmarks/bench_transfer.py --sweep` (BENCHMARKS.md, "Host <-> device transfers").
 STAGE_LIMIT = 1 << 20
 _EVENT_ERROR = int(SE_EventStatus.SE_EVENT_ERROR)
 _SMALL_COPY = 4096  # below this, bytes() and one memmove copy into staging fastest
 
 
-def _wait_for_stream(device: PluggableDevice, stream) -> None:
+def _wait_for_stream(device: PluggableDevice, stream, keep: Any = None,
+                     buffer: Optional[DeviceBuffer] = None) -> None:
     """Blocks until the work enqueued on ``stream`` so far is done (one pooled event,
-    bounded by the deadline); raises the stream's error if that work failed."""
-    if device.executor.event_manager.wait(stream) == _EVENT_ERROR:
+    bounded by the deadline); raises the stream's error if that work failed. Past the
+    deadline the work is still queued: ``keep`` (host memory it reads or writes) is handed
+    to the event manager, and ``buffer`` (device memory it writes) gets the marker as a use,
+    so neither is freed under the device's feet."""
+    try:
+        state = device.executor.event_manager.wait(stream)
+    except DeadlineExceededError:
+        marker = device.executor._keep_until_done(stream, keep)
+        if buffer is not None and marker is not None:
+            buffer.used_by(marker)
+        raise
+    if state == _EVENT_ERROR:
         device.check_stream(stream)  # raises the stream's own error, when it reports one
         raise device.executor._error(
             TF_Code.TF_INTERNAL, "the stream reached the point with an error",
@@ -737,7 +752,7 @@ def _upload(array: np.ndarray, dtype: DType, device: PluggableDevice, owned: boo
                 executor._copy("memcpy_htod", stream, nbytes, stream._handle,
                                buffer.memory()._ref, array.__array_interface__["data"][0],
                                nbytes)
-                _wait_for_stream(device, stream)
+                _wait_for_stream(device, stream, keep=array, buffer=buffer)
                 return Tensor(shape, dtype, device, buffer=buffer)
             marker = executor.memcpy_htod(stream, buffer.memory(), array, nbytes)
         elif executor._fns.get("host_memory_allocate") is None:
@@ -754,7 +769,8 @@ def _upload(array: np.ndarray, dtype: DType, device: PluggableDevice, owned: boo
             marker = executor.after_work(stream, free_staged)
             owned = True
     except BaseException:
-        buffer.release_now()
+        if not buffer.uses:  # with uses (a wait past the deadline), freed once they pass
+            buffer.release_now()
         raise
     if marker is None:  # the copy was waited for: nothing is pending
         return Tensor(shape, dtype, device, buffer=buffer)

@@ -244,10 +244,34 @@ def test_a_download_is_bounded_by_the_deadline(stream_delay):
         y = ops.add(x, x)
         with pytest.raises(DeadlineExceededError, match="deadline"):
             y.numpy()
+        # The copy is still queued: its destination array went to the event manager.
+        assert device.executor.event_manager.pending >= 1
     finally:
         limits.set_deadline(None)
         stream_delay(0)
     assert y.numpy().tolist() == [2]
+
+
+def test_a_large_upload_past_the_deadline_frees_its_memory_once_copied(stream_delay):
+    device = pluggable.get_device("XPU:0")
+    executor = device.executor
+    host = np.ones(tensors.STAGE_LIMIT // 4 + 1, np.float32)
+    pluggable.tensor(host, device=device)
+    executor.event_manager.synchronize()
+    in_use = executor.allocator.stats()["bytes_in_use"]
+    limits.set_deadline(0.2)
+    try:
+        stream_delay(1_000_000)  # 1 s per stream operation
+        with pytest.raises(DeadlineExceededError, match="deadline"):
+            pluggable.tensor(host, device=device)
+        # Still queued: the device memory it writes is not free yet.
+        assert executor.allocator.stats()["bytes_in_use"] > in_use
+    finally:
+        limits.set_deadline(None)
+        stream_delay(0)
+    device.synchronize()
+    executor.event_manager.synchronize()
+    assert executor.allocator.stats()["bytes_in_use"] == in_use
 
 
 def test_copies_to_a_closed_device_are_refused(run_python):
