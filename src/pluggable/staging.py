@@ -20,7 +20,7 @@ import ctypes
 import threading
 from typing import TYPE_CHECKING, Callable, Deque, Dict, List, Tuple
 
-from .errors import FailedPreconditionError
+from .errors import DeadlineExceededError, FailedPreconditionError, PluggableError
 
 if TYPE_CHECKING:
     from .event import Event
@@ -89,7 +89,7 @@ class StagingRing:
             self._head = start + size
             self._unfenced[id(stream)] = stream
             if self._head - self._fenced >= self._fence_every:
-                self._fence()
+                self._fence_later()
             return address
 
     def _get_memory(self) -> None:
@@ -111,7 +111,7 @@ class StagingRing:
 
     def _fence(self) -> None:
         """Records a fence on every stream that copied through the ring since the last one.
-        With the lock held."""
+        With the lock held. Raises (the ring unchanged) when an event cannot be recorded."""
         manager = self._executor.event_manager
         events: List[Tuple["Event", "Stream"]] = []
         try:
@@ -119,31 +119,34 @@ class StagingRing:
                 if stream.is_closed:  # destroying a stream finishes its work
                     continue
                 event = manager.take_event()
-                try:
-                    event.record(stream)
-                except BaseException:
-                    manager.give_back(event)
-                    raise
                 events.append((event, stream))
+                event.record(stream)
         except BaseException:
-            # No fence: wait for the streams themselves, so the regions are free all the same.
             for event, _ in events:
                 manager.give_back(event)
-            for stream in self._unfenced.values():
-                if not stream.is_closed:
-                    self._executor.block_host_until_done(stream)
-            self._unfenced.clear()
-            self._fenced = self._tail = self._head
-            self._fences.clear()
-            return
+            raise
         self._unfenced.clear()
         self._fenced = self._head
         self._fences.append((self._head, events))
 
-    def _reclaim(self, needed: int) -> None:
-        """Waits until the regions before ``needed`` are free. With the lock held."""
-        if self._fenced < needed:
+    def _fence_later(self) -> None:
+        """`_fence`, or nothing if it fails: the copy was enqueued, and the fence is tried
+        again by the next copy or, when the memory is needed, by `_reclaim`."""
+        try:
             self._fence()
+        except PluggableError:
+            pass
+
+    def _reclaim(self, needed: int) -> None:
+        """Waits until the regions before ``needed`` are free. With the lock held; nothing
+        is enqueued yet, so it may raise (past the deadline, say) and leave the ring as it
+        was."""
+        if self._fenced < needed:
+            try:
+                self._fence()
+            except PluggableError:
+                self._wait_for_every_stream()
+                return
         manager = self._executor.event_manager
         while self._tail < needed:
             position, events = self._fences[0]
@@ -156,6 +159,31 @@ class StagingRing:
             for event, _ in events:
                 manager.give_back(event)
             self._tail = position
+
+    def _wait_for_every_stream(self) -> None:
+        """Frees the whole ring without fences (no event could be recorded): waits for every
+        stream that copied through it. With the lock held."""
+        streams = dict(self._unfenced)
+        for _, events in self._fences:
+            streams.update((id(stream), stream) for _, stream in events)
+        for stream in streams.values():
+            if not stream.is_closed:
+                try:
+                    self._executor.block_host_until_done(stream)
+                except DeadlineExceededError:
+                    raise
+                except PluggableError:
+                    if stream.is_closed or not stream.status().ok:
+                        continue  # a failed stream runs no more copies
+                    raise  # the wait itself failed: the ring stays as it is
+        manager = self._executor._event_manager
+        for _, events in self._fences:
+            for event, _ in events:
+                if manager is not None:
+                    manager.give_back(event)
+        self._fences.clear()
+        self._unfenced.clear()
+        self._fenced = self._tail = self._head
 
     def close(self, wait: bool = False) -> None:
         """Stops handing out memory and gives the fences' events back to the event manager

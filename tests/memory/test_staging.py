@@ -317,3 +317,22 @@ print("left", ex._staging.held_events, len(ex._event_manager._pool))
     out = run_python(code).stdout.splitlines()
     assert out[0] == "held 3"
     assert out[1] == "left 0 0"  # handed back, then destroyed with the pool
+
+
+def test_without_fences_the_ring_never_reuses_memory_still_queued(small_ring, faults,
+                                                                  stream_delay):
+    device = pluggable.get_device("XPU:0")
+    stream_delay(200)
+    faults("record_event")  # no event can be recorded: no fence, and no bounded wait
+    uploads = []
+    with pytest.raises(InternalError, match="injected fault"):
+        for i in range(40):  # 1 KiB each through 16 KiB: the ring comes round
+            uploads.append(pluggable.tensor(np.full(128, i, np.int64), device=device))
+    assert 8 <= len(uploads) < 40  # refused when it needed memory it could not see free
+    faults("")
+    stream_delay(0)
+    for i in range(len(uploads), 40):  # with events again, the ring reclaims and goes on
+        uploads.append(pluggable.tensor(np.full(128, i, np.int64), device=device))
+    assert small_ring._head > 2 * small_ring.capacity
+    for i, t in enumerate(uploads):
+        assert t.numpy().tolist() == [i] * 128
