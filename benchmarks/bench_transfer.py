@@ -1,59 +1,200 @@
-"""Host <-> device throughput of tensors: `pluggable.tensor(array, device=xpu)` and
-`Tensor.numpy()` on 64 MiB, against `np.copyto` of the same size measured in the same run.
+"""Host <-> device copies of tensors, each against a reference measured in the same run.
 
-    python benchmarks/bench_transfer.py [--mib 64] [--repeats 30]
+    python benchmarks/bench_transfer.py [--rounds 7] [--sizes 1,64]
 
-`np.copyto` writes into an array that is already allocated and touched; `np.array(copy)`
-(also shown) allocates a fresh array each time, as `numpy()` must. Each figure is the median
-of the repeats, after a warm-up that lets the device allocator reuse its memory.
+- Round trip: upload 1 float32 element (`pluggable.tensor(h, device=XPU:0)`), `ops.add`,
+  `.numpy()`, against PyTorch's CPU round trip (`torch.from_numpy(h).clone()`, `torch.add`,
+  `.numpy()`, one thread) and NumPy's (`h.copy()`, `np.add`). Goal: at most 2x PyTorch.
+  Skipped rows: PyTorch when it is not installed (`pip install torch==2.13.0`, CPU build).
+- Transfers of `--sizes` MiB of uint8 each way: `pluggable.tensor(array, device=XPU:0)` and
+  `Tensor.numpy()` against `np.copyto` into a touched array of the same size. Goal: at least
+  0.9x `np.copyto`'s speed, i.e. a time ratio of at most 1.11. `np.array(copy=True)` (a
+  fresh array, as `numpy()` must return) is shown for what page faults cost.
+- `--sweep`: upload and download times from 4 bytes to 1 MiB against `np.copyto` of the
+  same size, through the staging ring and straight (`pluggable.tensors.STAGE_LIMIT` is the
+  threshold between them), to see where staging stops paying.
+- `--against OTHER_SRC`: A/B of two source trees (each built in place): this tree's `src`
+  and OTHER_SRC (a `src` directory) in alternating child processes, each measuring the round
+  trip, 4-byte and 1 MiB copies; prints this tree's time / the other's per round.
+
+Each sample is the fastest of a few batches (`_ratios.best_per_call`); the table gives each
+row's median time and its per-round ratio to the reference, min / median / max, with the
+machine's load.
 """
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
+import os
+import sys
 
 import numpy as np
 
-import pluggable
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _ratios import best_per_call, print_table, rounds  # noqa: E402
+
+import pluggable  # noqa: E402
+from pluggable import ops  # noqa: E402
 
 
-def measure(fn, repeats: int) -> float:
-    fn()  # warm-up
-    samples = []
-    for _ in range(repeats):
-        started = time.perf_counter()
-        fn()
-        samples.append(time.perf_counter() - started)
-    return statistics.median(samples)
+def round_trip(device, count: int) -> None:
+    h = np.ones(1, np.float32)
+
+    def xpu():
+        ops.add(pluggable.tensor(h, device=device), pluggable.tensor(h, device=device)).numpy()
+
+    def xpu_one_upload():
+        x = pluggable.tensor(h, device=device)
+        ops.add(x, x).numpy()
+
+    samplers = {}
+    try:
+        import torch
+
+        torch.set_num_threads(1)
+
+        def torch_round_trip():
+            t = torch.from_numpy(h).clone()
+            torch.add(t, t).numpy()
+
+        samplers["torch: from_numpy().clone(), add, numpy()"] = best_per_call(
+            torch_round_trip, count, 5)
+        reference = "torch: from_numpy().clone(), add, numpy()"
+    except ImportError:
+        reference = "numpy: copy(), add"
+    samplers["numpy: copy(), add"] = best_per_call(lambda: np.add(h.copy(), h), count, 5)
+    samplers["pluggable: tensor(h), add(x, x), numpy()"] = best_per_call(
+        xpu_one_upload, count, 5)
+    samplers["pluggable: two uploads, add, numpy()"] = best_per_call(xpu, count, 5)
+    assert float(ops.add(pluggable.tensor(h, device=device),
+                         pluggable.tensor(h, device=device)).numpy()[0]) == 2.0
+    print_table("upload 1 float32 + add + numpy(), per round trip", rounds(samplers, ARGS.rounds),
+                reference, "µs", 1e6, goal=2.0,
+                goal_rows=["pluggable: tensor(h), add(x, x), numpy()"])
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--mib", type=int, default=64)
-    parser.add_argument("--repeats", type=int, default=30)
-    args = parser.parse_args()
-    nbytes = args.mib << 20
+def transfers(device, mib: int) -> None:
+    nbytes = mib << 20
     source = np.random.default_rng(0).integers(0, 255, nbytes, dtype=np.uint8)
     target = np.empty_like(source)
     target[:] = 1
-    device = pluggable.get_device("XPU:0")
     on_device = pluggable.tensor(source, device=device)
+    assert np.array_equal(on_device.numpy(), source)
+    calls = max(1, (64 << 20) // nbytes // 4)
+    batches = 3
+    samplers = {
+        "np.copyto into a touched array": best_per_call(lambda: np.copyto(target, source),
+                                                        calls, batches),
+        "np.array(copy=True)": best_per_call(lambda: np.array(source, copy=True), calls,
+                                             batches),
+        "pluggable.tensor(array, device=XPU:0)": best_per_call(
+            lambda: pluggable.tensor(source, device=device), calls, batches),
+        "Tensor.numpy() from XPU:0": best_per_call(on_device.numpy, calls, batches),
+    }
+    print_table(f"{mib} MiB uint8 each way (time ratio; goal <= 1.11, i.e. >= 0.9x the speed)",
+                rounds(samplers, ARGS.rounds), "np.copyto into a touched array", "ms", 1e3,
+                goal=1.11, goal_rows=["pluggable.tensor(array, device=XPU:0)",
+                                      "Tensor.numpy() from XPU:0"])
 
-    rows = [
-        ("np.copyto (reference)", measure(lambda: np.copyto(target, source), args.repeats)),
-        ("np.array(copy=True)", measure(lambda: np.array(source, copy=True), args.repeats)),
-        ("pluggable.tensor(array, device=XPU:0)",
-         measure(lambda: pluggable.tensor(source, device=device), args.repeats)),
-        ("Tensor.numpy() from XPU:0", measure(on_device.numpy, args.repeats)),
-    ]
-    reference = rows[0][1]
-    print(f"{args.mib} MiB, median of {args.repeats}")
-    print(f"{'operation':<40} {'time':>9} {'GB/s':>7} {'vs copyto':>10}")
-    for name, seconds in rows:
-        print(f"{name:<40} {seconds * 1e3:7.2f}ms {nbytes / seconds / 1e9:7.2f} "
-              f"{reference / seconds:9.0%}")
 
+def sweep(device) -> None:
+    from pluggable import tensors
+
+    for nbytes in (4, 256, 4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20):
+        source = np.ones(nbytes, np.uint8)
+        target = np.empty_like(source)
+        on_device = pluggable.tensor(source, device=device)
+        samplers = {"np.copyto": best_per_call(lambda: np.copyto(target, source), 200, 5)}
+        saved = tensors.STAGE_LIMIT
+        for label, limit in (("staged", 1 << 62), ("straight", 0)):
+            def up(limit=limit):
+                tensors.STAGE_LIMIT = limit
+                pluggable.tensor(source, device=device)
+
+            def down(limit=limit):
+                tensors.STAGE_LIMIT = limit
+                on_device.numpy()
+
+            samplers[f"upload, {label}"] = best_per_call(up, 200, 5)
+            samplers[f"download, {label}"] = best_per_call(down, 200, 5)
+        try:
+            table = rounds(samplers, ARGS.rounds)
+        finally:
+            tensors.STAGE_LIMIT = saved
+        print_table(f"{nbytes} bytes", table, "np.copyto", "µs", 1e6)
+
+
+def child() -> None:
+    """One process's figures for `--against`, as JSON: seconds per call (best batch)."""
+    import json
+
+    device = pluggable.get_device("XPU:0")
+    h = np.ones(1, np.float32)
+    small = pluggable.tensor(h, device=device)
+    mib = np.ones(1 << 20, np.uint8)
+    on_device = pluggable.tensor(mib, device=device)
+    figures = {
+        "round trip (tensor, add, numpy)": best_per_call(
+            lambda: ops.add(pluggable.tensor(h, device=device), small).numpy(), 200, 5),
+        "upload 4 bytes": best_per_call(lambda: pluggable.tensor(h, device=device), 200, 5),
+        "numpy() 4 bytes": best_per_call(small.numpy, 200, 5),
+        "upload 1 MiB": best_per_call(lambda: pluggable.tensor(mib, device=device), 20, 5),
+        "numpy() 1 MiB": best_per_call(on_device.numpy, 20, 5),
+    }
+    print(json.dumps({name: sample() for name, sample in figures.items()}))
+
+
+def against(other_src: str) -> None:
+    import json
+    import statistics
+    import subprocess
+
+    from _ratios import load
+
+    here = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
+    samples = {"this": [], "other": []}
+    for _ in range(ARGS.rounds):
+        for label, src in (("this", here), ("other", other_src)):
+            env = dict(os.environ, PYTHONPATH=src)
+            out = subprocess.run([sys.executable, os.path.abspath(__file__), "--child"],
+                                 env=env, capture_output=True, text=True, check=True)
+            samples[label].append(json.loads(out.stdout.strip().splitlines()[-1]))
+    print(f"\nthis tree / {other_src}, {ARGS.rounds} alternating rounds ({load()})")
+    print(f"  {'':<36} {'this':>9} {'other':>9} {'ratio min':>9} {'median':>7} {'max':>7}")
+    for name in samples["this"][0]:
+        mine = [r[name] for r in samples["this"]]
+        theirs = [r[name] for r in samples["other"]]
+        ratios = sorted(a / b for a, b in zip(mine, theirs))
+        print(f"  {name:<36} {statistics.median(mine) * 1e6:7.1f}µs "
+              f"{statistics.median(theirs) * 1e6:7.1f}µs {ratios[0]:9.2f} "
+              f"{statistics.median(ratios):7.2f} {ratios[-1]:7.2f}")
+
+
+def main() -> None:
+    global ARGS
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--calls", type=int, default=300, help="round trips per batch")
+    parser.add_argument("--sizes", default="1,64", help="MiB, comma-separated")
+    parser.add_argument("--sweep", action="store_true")
+    parser.add_argument("--against", metavar="OTHER_SRC")
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    ARGS = parser.parse_args()
+    if ARGS.child:
+        child()
+        return
+    if ARGS.against:
+        against(ARGS.against)
+        return
+    device = pluggable.get_device("XPU:0")
+    if ARGS.sweep:
+        sweep(device)
+        return
+    round_trip(device, ARGS.calls)
+    for mib in (int(s) for s in ARGS.sizes.split(",") if s):
+        transfers(device, mib)
+
+
+ARGS = None
 
 if __name__ == "__main__":
     main()

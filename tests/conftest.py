@@ -113,7 +113,7 @@ def stream_delay(xpu_control):
 
 def user_handles(executor):
     """The executor's live plugin handles, less those the host keeps on purpose: pooled
-    events of the event manager, the streams of open PluggableDevices and the internal
+    events of the event manager (and those the staging ring's fences hold), the streams of open PluggableDevices and the internal
     stream of synchronous-copy fallbacks."""
     import gc
 
@@ -124,6 +124,8 @@ def user_handles(executor):
     counts = executor.live_handles()
     if executor._event_manager is not None:
         counts["events"] -= len(executor._event_manager._pool)
+    if executor._staging is not None:  # the staging ring's fences: pooled events on loan
+        counts["events"] -= executor._staging.held_events
     devices = pluggable.manager().devices._devices.values()
     counts["streams"] -= sum(4 for d in devices if d.executor is executor and not d.is_closed)
     counts["streams"] -= executor._internal_stream is not None

@@ -903,7 +903,10 @@ static void xpu_destroy_event(const SP_Device* device, SP_Event event) {
 }
 
 /* SP_StreamExecutor.get_event_status: UNKNOWN if never recorded, else the latest recording's
- * state; a foreign or destroyed handle reads as SE_EVENT_ERROR. */
+ * state; a foreign or destroyed handle reads as SE_EVENT_ERROR. A host that polls a recorded
+ * event is taken to wait for results (hosts poll events to bound their waits), as in
+ * block_host_for_event: the workers stay in latency mode rather than napping, also when the
+ * poll finds the event complete at once (the host will wait again). */
 static SE_EventStatus xpu_get_event_status(const SP_Device* device, SP_Event event) {
   XpuDevice* dev = xpu_device_get(device, "get_event_status", NULL);
   if (dev == NULL) return SE_EVENT_ERROR;
@@ -918,6 +921,7 @@ static SE_EventStatus xpu_get_event_status(const SP_Device* device, SP_Event eve
   } else {
     result = event->error_code == TF_OK ? SE_EVENT_COMPLETE : SE_EVENT_ERROR;
   }
+  if (result != SE_EVENT_UNKNOWN) host_waits_on_device(dev); /* a host polling waits */
   pthread_mutex_unlock(&dev->mu);
   return result;
 }

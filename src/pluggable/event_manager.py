@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from .stream import Stream
 
 _DONE = (EventStatus.COMPLETE, EventStatus.ERROR)
+ERROR = int(EventStatus.ERROR)
 
 
 class Keep:
@@ -109,6 +110,7 @@ class EventManager:
         self._pending: List[Marker] = []
         self._pool: List[Event] = []
         self._thread: Optional[threading.Thread] = None
+        self._running = 0  # passed markers whose functions are running right now
         self._closed = False
 
     # -- public ----------------------------------------------------------------------------
@@ -119,6 +121,40 @@ class EventManager:
     def then_execute(self, stream: "Stream", fn: Callable[[], object]) -> Marker:
         """Runs ``fn()`` on the poller thread once ``stream`` has passed this point."""
         return self._enqueue(stream, fn)
+
+    def take_event(self) -> Event:
+        """An event of the pool (or a new one) for the caller's own use; `give_back` returns
+        it. The pool is shared with the markers, so no event sits idle in two places."""
+        with self._cond:
+            if self._closed:
+                raise FailedPreconditionError(
+                    f"{self._executor.name} is being closed (or was): no more work can be "
+                    f"queued on it. Close devices only once every thread is done with them",
+                    plugin=self._executor.platform.label, call="EventManager")
+            if self._pool:
+                return self._pool.pop()
+        return self._executor.create_event()
+
+    def give_back(self, event: Event) -> None:
+        """Returns an event from `take_event` to the pool."""
+        with self._cond:
+            if not self._closed:
+                self._pool.append(event)
+                return
+        event.close()  # the pool is gone: nothing would destroy it
+
+    def wait(self, stream: "Stream") -> int:
+        """Blocks until the work enqueued on ``stream`` so far is done: one pooled event,
+        recorded and polled on the calling thread (bounded by the deadline), with nothing
+        handed to the poller thread. Returns the event's final state (COMPLETE, or ERROR
+        when that work failed)."""
+        event = self.take_event()
+        executor = self._executor
+        try:
+            executor._call("record_event", stream._handle, event._handle)
+            return executor.await_event(event._handle, "block_host_for_event")
+        finally:
+            self.give_back(event)
 
     @staticmethod
     def when_done(markers: List[Optional[Marker]], fn: Callable[[], object]) -> None:
@@ -145,7 +181,7 @@ class EventManager:
     def synchronize(self) -> None:
         """Waits until every function handed over so far has run."""
         with self._cond:
-            while self._pending:
+            while self._pending or self._running:
                 self._cond.wait(0.05)
 
     def close(self, timeout: Optional[float] = None) -> bool:
@@ -189,15 +225,7 @@ class EventManager:
 
     # -- internals -------------------------------------------------------------------------
     def _enqueue(self, stream: "Stream", fn) -> Marker:
-        with self._cond:
-            if self._closed:
-                raise FailedPreconditionError(
-                    f"{self._executor.name} is being closed (or was): no more work can be "
-                    f"queued on it. Close devices only once every thread is done with them",
-                    plugin=self._executor.platform.label, call="EventManager")
-            event = self._pool.pop() if self._pool else None
-        if event is None:
-            event = self._executor.create_event()
+        event = self.take_event()
         try:
             event.record(stream)
         except BaseException:
@@ -258,8 +286,13 @@ class EventManager:
                 fns, marker._fns = marker._fns, []
                 marker.error = error
                 self._complete(marker)
-                self._cond.notify_all()
-            self._run(fns)
+                self._running += 1
+            try:
+                self._run(fns)
+            finally:
+                with self._cond:
+                    self._running -= 1
+                    self._cond.notify_all()
             ran += 1
         return ran
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ctypes
 import operator
+import os
 import threading
 import time
 import warnings
@@ -45,6 +46,10 @@ if TYPE_CHECKING:
 
 _TIMER_FNS = ("create_timer", "destroy_timer", "start_timer", "stop_timer")
 _EVENT_STATES = frozenset(int(v) for v in SE_EventStatus)
+_COMPLETE, _ERROR = int(SE_EventStatus.SE_EVENT_COMPLETE), int(SE_EventStatus.SE_EVENT_ERROR)
+# How long a host wait polls an event with only a yield between polls (see await_event).
+_SPIN_SECONDS = 50e-6
+_sched_yield = getattr(os, "sched_yield", lambda: None)
 
 _STATS_FIELDS = (
     "num_allocs", "bytes_in_use", "peak_bytes_in_use", "largest_alloc_size", "bytes_limit",
@@ -174,7 +179,7 @@ class StreamExecutor:
         self._internal_stream: Optional["Stream"] = None
         # Made on first use; `allocator_options` may be changed until then (config).
         self.allocator_options: Dict[str, Any] = {}
-        self._allocator = self._host_allocator = self._event_manager = None
+        self._allocator = self._host_allocator = self._event_manager = self._staging = None
         self._create_device()
         try:
             self._create_device_fns()
@@ -554,6 +559,18 @@ class StreamExecutor:
         return self._host_allocator
 
     @property
+    def staging(self):
+        """The `pluggable.staging.StagingRing` small copies go through, made on first use."""
+        if self._staging is None:
+            from .staging import StagingRing
+
+            with self._lock:
+                if self._staging is None:
+                    self._check_open()
+                    self._staging = StagingRing(self)
+        return self._staging
+
+    @property
     def event_manager(self):
         """The device's `EventManager` (one poller thread, started on first use)."""
         if self._event_manager is None:
@@ -843,22 +860,42 @@ class StreamExecutor:
         return value
 
     def _poll_event(self, handle: Any, call: str, limit: float) -> None:
-        """Polls the event's status with backoff until it completes, fails, or ``limit``
-        seconds (0: no limit) have passed."""
-        started = time.monotonic()
+        """Polls the event's status until it completes, fails (raised), or ``limit`` seconds
+        (0: no limit) have passed."""
+        if self.await_event(handle, call, limit) == SE_EventStatus.SE_EVENT_ERROR:
+            raise self._error(TF_Code.TF_INTERNAL, "the event completed with an error",
+                              "SP_StreamExecutor.get_event_status")
+
+    def await_event(self, handle: Any, call: str, limit: Optional[float] = None) -> int:
+        """Waits until the event ``handle`` is COMPLETE or ERROR and returns which; raises
+        `DeadlineExceededError` past ``limit`` seconds (default: the deadline; 0: none).
+
+        The status is polled: for the first ``_SPIN_SECONDS`` with only a yield of the CPU
+        between polls (a small copy or kernel is done within microseconds, while even
+        ``time.sleep(0)`` costs 50-100 µs of timer slack), then with sleeps that double up
+        to 1 ms. Each poll is a plugin call, which lets other threads have the GIL."""
+        state = self.event_state(handle)
+        if state == _COMPLETE or state == _ERROR:
+            return state
+        if limit is None:
+            limit = limits.deadline()
+        clock = time.monotonic
+        started = clock()
+        spin_until = started + _SPIN_SECONDS
         delay = 0.0
         while True:
+            if delay:
+                time.sleep(delay)
+            else:
+                _sched_yield()
             state = self.event_state(handle)
-            if state == SE_EventStatus.SE_EVENT_COMPLETE:
-                return
-            if state == SE_EventStatus.SE_EVENT_ERROR:
-                raise self._error(TF_Code.TF_INTERNAL, "the event completed with an error",
-                                  "SP_StreamExecutor.get_event_status")
-            waited = time.monotonic() - started
-            if limit and waited > limit:
-                raise self._deadline_error(call, limit, waited)
-            time.sleep(delay)
-            delay = min(0.001, delay * 2 or 0.00002)
+            if state == _COMPLETE or state == _ERROR:
+                return state
+            now = clock()
+            if limit and now - started > limit:
+                raise self._deadline_error(call, limit, now - started)
+            if now > spin_until:
+                delay = min(0.001, delay * 2 or 0.00002)
 
     def _deadline_error(self, call: str, limit: float, waited: float) -> DeadlineExceededError:
         return DeadlineExceededError(
@@ -905,6 +942,8 @@ class StreamExecutor:
         if self._closed:
             return
         _native.fast.invalidate()  # plans and buffers of this device check it again
+        if self._staging is not None:
+            self._staging.close()  # its fences' events go back to the event manager's pool
         if self._event_manager is not None:
             if not self._event_manager.close(timeout):  # runs the pending releases
                 self._closed = True  # left behind on purpose: the plugin still works on it

@@ -6,11 +6,15 @@ is returned to it only once the device is done with it (the event manager tracks
 that used it). Each tensor on a plugin device carries a `Marker` for the work that produced
 it, so `numpy()` and copies wait for that work only.
 
-Copies take the shortest path the plugin allows: straight from and to NumPy's buffer when
-the plugin accepts pageable host memory (``PLUGGABLE_PLATFORM_PAGEABLE_ASYNC_COPY``), else
-staged through the pinned host pool; between devices of one plugin with a peer copy on the
-destination's device-to-device stream (``PLUGGABLE_PLATFORM_PEER_DTOD``), else through the
-host.
+Copies hand nothing to another host thread. An upload of up to `STAGE_LIMIT` bytes copies
+the data into the staging ring (`pluggable.staging`, pinned host memory) and enqueues the
+device copy on the compute stream, where the ops that read it run: it returns without
+waiting, and the caller's array is free at once. A download enqueues its copy behind the
+tensor's producer and waits on one event. Larger copies take the shortest path the plugin
+allows: straight from and to NumPy's buffer when the plugin accepts pageable host memory
+(``PLUGGABLE_PLATFORM_PAGEABLE_ASYNC_COPY``), else staged through the pinned host pool;
+between devices of one plugin with a peer copy on the destination's device-to-device stream
+(``PLUGGABLE_PLATFORM_PEER_DTOD``), else through the host.
 """
 from __future__ import annotations
 
@@ -26,12 +30,15 @@ import numpy as np
 from ._handle import finalizer
 from .abi.plugin_ext import PLUGGABLE_PLATFORM_PAGEABLE_ASYNC_COPY
 from ._native import fast as _fast
-
-_run = _fast.run  # an op's first output (bound to pluggable.dispatch when it is imported)
+from .abi.stream_executor import SE_EventStatus
+from .abi.tf_status import TF_Code
 from .devices import PluggableDevice, parse_device_name
 from .dtypes import DType, as_dtype
-from .errors import FailedPreconditionError, InvalidArgumentError
+from .errors import DeadlineExceededError, FailedPreconditionError, InvalidArgumentError
 from .memory import DeviceMemory
+from .staging import staged_view as _staged_view
+
+_run = _fast.run  # an op's first output (bound to pluggable.dispatch when it is imported)
 
 if TYPE_CHECKING:
     from .event_manager import Marker
@@ -228,17 +235,25 @@ class Tensor:
             return self._array
         device = self._live_device()
         executor = device.executor
-        out = _HOST_ARRAYS.empty(self._shape, self._dtype, self.nbytes)
-        if not out.nbytes:
+        nbytes = self.nbytes
+        out = _HOST_ARRAYS.empty(self._shape, self._dtype, nbytes)
+        if not nbytes:
             return out
         if device.platform.has_capability(PLUGGABLE_PLATFORM_PAGEABLE_ASYNC_COPY):
-            stream = device.device_to_host_stream
+            # Straight into the new array, then one event: small copies on the compute
+            # stream, where kernel outputs and small uploads are made (no stream
+            # dependency), large ones on the device-to-host stream.
+            stream = device.compute_stream if nbytes <= STAGE_LIMIT else \
+                device.device_to_host_stream
             self._order_after_producer(device, stream)
-            executor.memcpy_dtoh(stream, out, self._buffer.memory(), out.nbytes)
-            device.synchronize_stream(stream)
+            base, ref = executor._scratch.pair
+            base.opaque, base.size, base.payload = self._buffer.address, nbytes, 0
+            executor._copy("memcpy_dtoh", stream, nbytes, stream._handle,
+                           out.__array_interface__["data"][0], ref, nbytes)
+            _wait_for_stream(device, stream, keep=out)
         else:  # a synchronous copy may write to any host memory
             self._wait_for_producer(device)
-            executor.sync_memcpy_dtoh(out, self._buffer.memory(), out.nbytes)
+            executor.sync_memcpy_dtoh(out, self._buffer.memory(), nbytes)
         return out
 
     def _order_after_producer(self, device: PluggableDevice, stream) -> None:
@@ -246,7 +261,7 @@ class Tensor:
         device's compute stream for kernel outputs."""
         if self._ready is not None:
             self._ready.make_wait(stream)
-        else:
+        elif stream is not device.compute_stream:
             stream.wait_for(device.compute_stream)
 
     def _wait_for_producer(self, device: PluggableDevice) -> None:
@@ -254,7 +269,7 @@ class Tensor:
         if self._ready is not None:
             self._ready.synchronize()
         else:
-            device.executor.event_manager.mark(device.compute_stream).synchronize()
+            _wait_for_stream(device, device.compute_stream)
 
     # -- DLPack (pluggable.dlpack) -----------------------------------------------------------
     def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
@@ -664,34 +679,76 @@ def _convert_exactly(array: np.ndarray, dtype: DType) -> np.ndarray:
     return converted
 
 
+#: Copies of at most this many bytes take the short paths: uploads through the staging ring
+#: (`pluggable.staging`), both directions on the compute stream; measured
+#: with `benchmarks/bench_transfer.py --sweep` (BENCHMARKS.md, "Host <-> device transfers").
+STAGE_LIMIT = 1 << 20
+_EVENT_ERROR = int(SE_EventStatus.SE_EVENT_ERROR)
+_SMALL_COPY = 4096  # below this, bytes() and one memmove copy into staging fastest
+
+
+def _wait_for_stream(device: PluggableDevice, stream, keep: Any = None,
+                     buffer: Optional[DeviceBuffer] = None) -> None:
+    """Blocks until the work enqueued on ``stream`` so far is done (one pooled event,
+    bounded by the deadline); raises the stream's error if that work failed. Past the
+    deadline the work is still queued: ``keep`` (host memory it reads or writes) is handed
+    to the event manager, and ``buffer`` (device memory it writes) gets the marker as a use,
+    so neither is freed under the device's feet."""
+    try:
+        state = device.executor.event_manager.wait(stream)
+    except DeadlineExceededError:
+        marker = device.executor._keep_until_done(stream, keep)
+        if buffer is not None and marker is not None:
+            buffer.used_by(marker)
+        raise
+    if state == _EVENT_ERROR:
+        device.check_stream(stream)  # raises the stream's own error, when it reports one
+        raise device.executor._error(
+            TF_Code.TF_INTERNAL, "the stream reached the point with an error",
+            "SP_StreamExecutor.get_event_status")
+
+
 def _upload(array: np.ndarray, dtype: DType, device: PluggableDevice, owned: bool) -> Tensor:
     """Copies a C-contiguous host array to ``device``. When ``owned`` is False the array is
-    the caller's, so the copy completes before returning."""
+    the caller's, which may change once this returns: small arrays are copied into staging
+    memory first, large ones are waited for."""
     executor = device.executor
-    buffer = DeviceBuffer(executor, array.nbytes)
+    nbytes = array.nbytes
+    buffer = DeviceBuffer(executor, nbytes)
     shape = tuple(array.shape)
-    if not array.nbytes:
+    if not nbytes:
         return Tensor(shape, dtype, device, buffer=buffer)
-    stream = device.host_to_device_stream
     try:
+        if (nbytes <= STAGE_LIMIT and executor._fns.get("host_memory_allocate") is not None
+                and _staged_upload(executor, device.compute_stream, buffer, array, nbytes)):
+            # On the compute stream, as the ops that read it: `_ready` None says just that.
+            return Tensor(shape, dtype, device, buffer=buffer)
+        stream = device.host_to_device_stream
         stream.wait_for(device.compute_stream)  # the new memory may be in use there still
         if device.platform.has_capability(PLUGGABLE_PLATFORM_PAGEABLE_ASYNC_COPY):
-            marker = executor.memcpy_htod(stream, buffer.memory(), array, array.nbytes)
+            if not owned:  # straight from the caller's array, waited for: no hand-off
+                executor._copy("memcpy_htod", stream, nbytes, stream._handle,
+                               buffer.memory()._ref, array.__array_interface__["data"][0],
+                               nbytes)
+                _wait_for_stream(device, stream, keep=array, buffer=buffer)
+                return Tensor(shape, dtype, device, buffer=buffer)
+            marker = executor.memcpy_htod(stream, buffer.memory(), array, nbytes)
         elif executor._fns.get("host_memory_allocate") is None:
             # Neither pageable nor pinned memory for asynchronous copies: a synchronous one.
-            executor.sync_memcpy_htod(buffer.memory(), array, array.nbytes)
+            executor.sync_memcpy_htod(buffer.memory(), array, nbytes)
             return Tensor(shape, dtype, device, buffer=buffer)
         else:
             staged, free_staged = _stage_in_pinned_memory(executor, array)
             try:
-                executor.memcpy_htod(stream, buffer.memory(), staged, array.nbytes)
+                executor.memcpy_htod(stream, buffer.memory(), staged, nbytes)
             except BaseException:
                 free_staged()  # the copy was refused: nothing reads the staged bytes
                 raise
             marker = executor.after_work(stream, free_staged)
             owned = True
     except BaseException:
-        buffer.release_now()
+        if not buffer.uses:  # with uses (a wait past the deadline), freed once they pass
+            buffer.release_now()
         raise
     if marker is None:  # the copy was waited for: nothing is pending
         return Tensor(shape, dtype, device, buffer=buffer)
@@ -705,6 +762,29 @@ def _upload(array: np.ndarray, dtype: DType, device: PluggableDevice, owned: boo
             buffer.release_now()
             raise
     return Tensor(shape, dtype, device, buffer=buffer, ready=marker)
+
+
+def _staged_upload(executor: "StreamExecutor", stream, buffer: DeviceBuffer,
+                   array: np.ndarray, nbytes: int) -> bool:
+    """Copies ``array`` into the staging ring and enqueues the device copy from there on
+    ``stream``: the caller's array is free once this returns, and nothing waits. False
+    when the ring is too small for it (the plugin's pinned memory is short)."""
+    if nbytes <= _SMALL_COPY:
+        data = array.tobytes()
+    else:
+        data = array.reshape(-1).view(np.uint8)
+    destination = buffer.address
+
+    def enqueue(address: int) -> None:
+        if type(data) is bytes:
+            ctypes.memmove(address, data, nbytes)
+        else:
+            np.copyto(np.frombuffer(_staged_view(address, nbytes), np.uint8), data)
+        base, ref = executor._scratch.pair
+        base.opaque, base.size, base.payload = destination, nbytes, 0
+        executor._copy("memcpy_htod", stream, nbytes, stream._handle, ref, address, nbytes)
+
+    return executor.staging.copy(stream, nbytes, enqueue) != 0
 
 
 def _keep_buffer(buffer: DeviceBuffer):

@@ -91,3 +91,37 @@ ex.event_manager.close()
 print("closed", flush=True)
 """).stdout.split()
     assert out == ["ran", "closed"]
+
+
+def test_synchronize_waits_for_a_function_still_running(xpu, manager):
+    finished = []
+
+    def slow():
+        import time
+
+        time.sleep(0.2)  # the marker is already passed while this runs
+        finished.append(True)
+
+    with xpu.create_stream() as stream:
+        manager.then_execute(stream, slow)
+        manager.synchronize()
+        assert finished == [True]
+
+
+def test_wait_uses_one_pooled_event_and_nothing_on_the_poller(xpu, manager, stream_delay):
+    with xpu.create_stream() as stream, xpu.allocate(16) as memory:
+        manager.synchronize()
+        pool = len(manager._pool)
+        stream_delay(20_000)
+        xpu.memset(stream, memory, 7)
+        seen = bytearray(1)
+        xpu.memcpy_dtoh(stream, seen, memory, 1)
+        manager.synchronize()  # the copy's host buffer is kept by a marker: drop it first
+        stream_delay(0)
+        xpu.memset(stream, memory, 9)
+        assert manager.wait(stream) == 3  # SE_EVENT_COMPLETE
+        assert manager.pending == 0
+        assert len(manager._pool) == max(pool, 1)  # the event went back to the pool
+        out = bytearray(1)
+        xpu.sync_memcpy_dtoh(out, memory, 1)
+        assert out[0] == 9 and seen[0] == 7

@@ -204,12 +204,21 @@ def test_staging_through_pinned_memory(monkeypatch):
     platform = pluggable.get_platform("REF_XPU")
     monkeypatch.setattr(platform, "capabilities",
                         platform.capabilities & ~PLUGGABLE_PLATFORM_PAGEABLE_ASYNC_COPY)
+    from pluggable import staging, tensors
+
+    executor = platform.executor(0)
+    # Small: through the staging ring, which keeps its one block of the pool.
     values = sample(dtypes.float64, (3000,), seed=5)
     t = pluggable.tensor(values, device="xpu:0")
     assert same_bits(t.numpy(), values)
-    pool = platform.executor(0).host_allocator
-    pluggable.get_device("XPU:0").executor.event_manager.synchronize()
-    assert pool.memory_info()["current"] == 0
+    pool = executor.host_allocator
+    assert pool.memory_info()["current"] == staging.RING_BYTES
+    # Large: a block of its own, given back once the copy is done.
+    values = sample(dtypes.float64, (tensors.STAGE_LIMIT // 8 + 1,), seed=6)
+    t = pluggable.tensor(values, device="xpu:0")
+    assert same_bits(t.numpy(), values)
+    executor.event_manager.synchronize()
+    assert pool.memory_info()["current"] == staging.RING_BYTES
 
 
 def test_tensor_on_a_closed_device(run_python):

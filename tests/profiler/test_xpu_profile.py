@@ -66,9 +66,8 @@ def test_mlp_on_two_xpus(tmp_path):
                 assert kernel.duration_ns > 0
                 assert kernel.start_ns >= launch.start_ns
                 assert kernel.stats.get("op_type", name) == name
-        # Copies on the copy streams' lines, with their byte counts.
-        for host_name, line in (("MemcpyH2D", "host_to_device"),
-                                ("MemcpyD2H", "device_to_host")):
+        # Copies with their byte counts; small ones on the compute stream's line.
+        for host_name, line in (("MemcpyH2D", "compute"), ("MemcpyD2H", "compute")):
             sent = [e.stats["bytes"] for e in host if e.name == host_name
                     and e.stats["device"] == plane]
             seen = [e.stats["bytes"] for e in device_events if e.name == host_name]
