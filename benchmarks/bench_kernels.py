@@ -14,10 +14,11 @@ ratio XPU / NumPy, min / median / max. Goals: add <= 1.2x NumPy at every size, M
 <= 1.2x NumPy at every size.
 
 `--grain` measures where splitting element-wise work across the helper threads starts to
-pay: child processes with XPU_KERNEL_THREADS=1 and with the default (all CPUs) alternate,
-each timing a stream of AddV2 at sizes 2^14..2^20, and the ratio all-threads / one-thread
-per size is printed (below 1: splitting helps). The kernels split outputs into tasks of
-XPU_PARALLEL_GRAIN (xpu_kernels.h) elements, so work is split from twice that size on.
+pay: child processes with XPU_KERNEL_THREADS=1 and with all CPUs and XPU_ELEMENTWISE_SPLIT=0
+(every output of 2 x 32768 elements or more split into tasks of 32768) alternate, each timing
+a stream of AddV2 at sizes 2^16..2^24, and the ratio split / one-thread per size is printed
+(below 1: splitting helps). The plugin's default XPU_ELEMENTWISE_SPLIT (xpu_internal.h) is
+set from these figures.
 """
 from __future__ import annotations
 
@@ -49,7 +50,7 @@ def timed(fn, repeat: int, wait=None):
     return sample
 
 
-GRAIN_SIZES = [1 << p for p in range(14, 21)]
+GRAIN_SIZES = [1 << p for p in range(16, 25)]
 
 
 def grain_child() -> None:
@@ -70,12 +71,16 @@ def grain(rounds: int) -> None:
         for threads in results:
             env = dict(os.environ)
             env.pop("XPU_KERNEL_THREADS", None)
+            env.pop("XPU_ELEMENTWISE_SPLIT", None)
             if threads == "1":
                 env["XPU_KERNEL_THREADS"] = "1"
+            else:
+                env["XPU_ELEMENTWISE_SPLIT"] = "0"
             child = subprocess.run([sys.executable, __file__, "--grain-child"], env=env,
                                    capture_output=True, text=True, check=True)
             results[threads].append(json.loads(child.stdout.splitlines()[-1]))
-    print(f"add on XPU:0, all threads / XPU_KERNEL_THREADS=1, {rounds} rounds  ({load()})")
+    print(f"add on XPU:0, split across all threads / XPU_KERNEL_THREADS=1, {rounds} rounds  "
+          f"({load()})")
     for i, n in enumerate(GRAIN_SIZES):
         lo, mid, hi = ratio_stats([r[i] for r in results["all"]], [r[i] for r in results["1"]])
         print(f"  {n:>8} elements  {lo:6.2f} {mid:6.2f} {hi:6.2f}")
