@@ -330,6 +330,8 @@ typedef struct XpuGemm {
 bool xpu_gemm(const XpuGemm* g);
 /* The micro-kernel variant in use: "avx512", "avx2" or "generic". */
 const char* xpu_gemm_isa(void);
+/* Whether the kernels may use AVX2 (the GEMM's choice above is avx2 or avx512). */
+bool xpu_kernel_isa_has_avx2(void);
 
 #pragma GCC visibility pop
 

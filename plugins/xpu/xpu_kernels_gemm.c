@@ -158,6 +158,8 @@ static const GemmArch* gemm_arch(void) {
 
 const char* xpu_gemm_isa(void) { return gemm_arch()->name; }
 
+bool xpu_kernel_isa_has_avx2(void) { return gemm_arch() != &kArchGeneric; }
+
 /* ---- packing ---------------------------------------------------------------------------- */
 
 /* The full nr-wide pieces of row p of a B block, each to its panel, as copies of constant

@@ -27,6 +27,8 @@ PACKED = {
     "cast_f32_f64": {"cvtps2pd"},
     "sum_f32_run": {"addps"},
     "sum_f64_rows": {"addpd"},
+    "add_f32_avx2": {"addps"},
+    "mul_f64_avx2": {"mulpd"},
 }
 
 INSTRUCTION = re.compile(r"^\s+[0-9a-f]+:\s+(\S+)", re.M)
@@ -60,6 +62,15 @@ def test_loop_has_packed_arithmetic(disassembly, symbol):
     assert found, f"{symbol} has no instructions"
     packed = PACKED[symbol] & set(found)
     assert packed, f"{symbol} has no packed {sorted(PACKED[symbol])}: only {sorted(set(found))}"
+
+
+def test_avx2_loops_use_32_byte_vectors(disassembly):
+    # The float arithmetic loops chosen on CPUs with AVX2 work on ymm registers; the
+    # baseline ones stay in xmm registers, which every x86-64 CPU has.
+    body = re.search(r"^[0-9a-f]+ <add_f32_avx2>:\n(.*?)(?:\n\n|\Z)", disassembly, re.S | re.M)
+    assert body is not None and "%ymm" in body.group(1)
+    baseline = re.search(r"^[0-9a-f]+ <add_f32>:\n(.*?)(?:\n\n|\Z)", disassembly, re.S | re.M)
+    assert baseline is not None and "%ymm" not in baseline.group(1)
 
 
 def test_scalar_helpers_are_told_apart(disassembly):
