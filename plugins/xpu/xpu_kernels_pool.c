@@ -19,9 +19,10 @@
  * of) are split only from XPU_ELEMENTWISE_SPLIT elements on. Below that, waking a helper and,
  * on a busy machine, waiting at the end for a helper the scheduler preempted in the middle of
  * its task cost more than the second core gives. On the shared 2-core machine of
- * BENCHMARKS.md (load 4.5-5), AddV2 float32 split across 2 threads took 1.1-1.4x the time
- * of one thread at 2^20-2^21 elements and gained only from about 2^22-2^23 on (medians of
- * interleaved runs; `benchmarks/bench_kernels.py --grain` measures it).
+ * BENCHMARKS.md (load 3.3-4.9), AddV2 float32 split across 2 threads was no faster than one
+ * thread up to 2^21 elements (0.91-1.22x its time, medians; 1.11-1.18x the unsplit op in an
+ * interleaved A/B at 2^20-2^21), faster at 2^22 (0.60-0.74x) and mixed above (0.87-1.45x);
+ * `benchmarks/bench_kernels.py --grain` measures it.
  */
 #include "xpu_internal.h"
 
