@@ -11,13 +11,15 @@ array (the XPU's output comes from its warm allocator, so NumPy gets no page fau
 and `np.matmul` (OpenBLAS, its own threads); `torch.add(..., out=)` / `torch.matmul` with
 PyTorch's default intra-op threads. Rounds interleave the three; the figure is the per-round
 ratio XPU / NumPy, min / median / max. Goals: add <= 1.2x NumPy at every size, MatMul
-<= 1.2x NumPy at every size.
+<= 1.2x NumPy at every size. Each sample starts once no thread of the process is using the
+CPU any more (settle: OpenBLAS's idle threads spin for ~50 ms after each call).
 
 `--grain` measures where splitting element-wise work across the helper threads starts to
-pay: child processes with XPU_KERNEL_THREADS=1 and with the default (all CPUs) alternate,
-each timing a stream of AddV2 at sizes 2^14..2^20, and the ratio all-threads / one-thread
-per size is printed (below 1: splitting helps). The kernels split outputs into tasks of
-XPU_PARALLEL_GRAIN (xpu_kernels.h) elements, so work is split from twice that size on.
+pay: child processes with XPU_KERNEL_THREADS=1 and with all CPUs and XPU_ELEMENTWISE_SPLIT=0
+(every output of 2 x 32768 elements or more split into tasks of 32768) alternate, each timing
+a stream of AddV2 at sizes 2^16..2^24, and the ratio split / one-thread per size is printed
+(below 1: splitting helps). The plugin's default XPU_ELEMENTWISE_SPLIT (xpu_internal.h) is
+set from these figures.
 """
 from __future__ import annotations
 
@@ -37,9 +39,27 @@ import pluggable  # noqa: E402
 from pluggable import ops  # noqa: E402
 
 
+def settle(limit: float = 0.5) -> None:
+    """Waits until no other thread of this process uses the CPU (at most `limit` seconds).
+
+    OpenBLAS's threads spin for about 50 ms of CPU after each call before they sleep (PyTorch's
+    OpenMP threads do the same); a sample taken right after one would share the cores with
+    the previous candidate's spinning threads (with a 1024² MatMul of ~15 ms, a whole core of
+    the two). Every sample therefore starts once the process is quiet."""
+    # The kernel accounts other threads' CPU time in ticks of a few ms: windows of 20 ms,
+    # two in a row without a tick.
+    deadline, quiet = time.perf_counter() + limit, 0
+    while time.perf_counter() < deadline and quiet < 2:
+        cpu = time.process_time()
+        time.sleep(0.02)
+        quiet = quiet + 1 if time.process_time() - cpu < 0.002 else 0
+
+
 def timed(fn, repeat: int, wait=None):
-    """A sampler: seconds per call of `fn` over `repeat` calls in a row, then `wait()`."""
+    """A sampler: seconds per call of `fn` over `repeat` calls in a row, then `wait()`; it
+    starts once the process is quiet (settle)."""
     def sample() -> float:
+        settle()
         started = time.perf_counter()
         for _ in range(repeat):
             fn()
@@ -49,7 +69,7 @@ def timed(fn, repeat: int, wait=None):
     return sample
 
 
-GRAIN_SIZES = [1 << p for p in range(14, 21)]
+GRAIN_SIZES = [1 << p for p in range(16, 25)]
 
 
 def grain_child() -> None:
@@ -70,12 +90,16 @@ def grain(rounds: int) -> None:
         for threads in results:
             env = dict(os.environ)
             env.pop("XPU_KERNEL_THREADS", None)
+            env.pop("XPU_ELEMENTWISE_SPLIT", None)
             if threads == "1":
                 env["XPU_KERNEL_THREADS"] = "1"
+            else:
+                env["XPU_ELEMENTWISE_SPLIT"] = "0"
             child = subprocess.run([sys.executable, __file__, "--grain-child"], env=env,
                                    capture_output=True, text=True, check=True)
             results[threads].append(json.loads(child.stdout.splitlines()[-1]))
-    print(f"add on XPU:0, all threads / XPU_KERNEL_THREADS=1, {rounds} rounds  ({load()})")
+    print(f"add on XPU:0, split across all threads / XPU_KERNEL_THREADS=1, {rounds} rounds  "
+          f"({load()})")
     for i, n in enumerate(GRAIN_SIZES):
         lo, mid, hi = ratio_stats([r[i] for r in results["all"]], [r[i] for r in results["1"]])
         print(f"  {n:>8} elements  {lo:6.2f} {mid:6.2f} {hi:6.2f}")

@@ -323,6 +323,13 @@ bool xpu_parse_kernel_threads(const char* text, int* out, char* err, size_t err_
 /* Sets how many threads work on one kernel, the stream worker included (0: the number of
  * online CPUs). Takes effect the next time the pool starts its helpers. */
 void xpu_pool_configure(int threads);
+/* Element-wise kernels over fewer elements than this run on the stream worker alone
+ * (XPU_ELEMENTWISE_SPLIT; default XPU_ELEMENTWISE_SPLIT_DEFAULT, see xpu_kernels_pool.c). */
+#define XPU_ELEMENTWISE_SPLIT_DEFAULT ((int64_t)1 << 22)
+/* Parses XPU_ELEMENTWISE_SPLIT text (0..2^62 elements); false with a reason in err. */
+bool xpu_parse_elementwise_split(const char* text, int64_t* out, char* err, size_t err_size);
+void xpu_pool_configure_elementwise_split(int64_t elements);
+int64_t xpu_pool_elementwise_split(void);
 /* The pool lives while streams do: create_stream retains it, destroy_stream releases it, and
  * the last release joins the helpers (started lazily by the first parallel job). */
 void xpu_pool_retain(void);

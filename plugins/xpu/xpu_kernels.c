@@ -698,6 +698,10 @@ int64_t xpu_task_count(int64_t count, int64_t grain) {
   return tasks > 4096 ? 4096 : tasks;
 }
 
+int64_t xpu_elementwise_tasks(int64_t count) {
+  return count < xpu_pool_elementwise_split() ? 1 : xpu_task_count(count, XPU_PARALLEL_GRAIN);
+}
+
 void xpu_task_range(int64_t count, int64_t tasks, int64_t t, int64_t* begin, int64_t* end) {
   /* Even split; the arithmetic avoids overflow for any count below 2^62. */
   int64_t q = count / tasks, r = count % tasks;

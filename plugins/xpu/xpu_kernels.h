@@ -33,8 +33,9 @@ typedef struct TF_OpKernelContext TF_OpKernelContext;
 
 /* Highest tensor rank the kernels accept (TensorFlow allows 254; more is INVALID_ARGUMENT). */
 #define XPU_MAX_RANK 64
-/* Element counts below this run on the stream worker alone; larger ones are split into tasks
- * of about this many elements for the helper-thread pool. */
+/* Work is split into tasks of about this many elements for the helper-thread pool, from
+ * twice this many on (element-wise kernels: from XPU_ELEMENTWISE_SPLIT elements on, see
+ * xpu_elementwise_tasks). */
 #define XPU_PARALLEL_GRAIN 32768
 
 /* ---- shapes and NumPy broadcasting (xpu_kernels.c) -------------------------------------- */
@@ -76,6 +77,9 @@ const char* xpu_shape_str(const XpuShape* s, char* buf, size_t size);
 /* Splits [0, count) into tasks of about `grain` items (one task when count < 2 * grain), the
  * same for any number of threads; xpu_task_range gives task t's [begin, end). */
 int64_t xpu_task_count(int64_t count, int64_t grain);
+/* The task count of an element-wise kernel over `count` elements: 1 below
+ * XPU_ELEMENTWISE_SPLIT (xpu_internal.h), else tasks of XPU_PARALLEL_GRAIN elements. */
+int64_t xpu_elementwise_tasks(int64_t count);
 void xpu_task_range(int64_t count, int64_t tasks, int64_t t, int64_t* begin, int64_t* end);
 
 /* Bytes per element of the fixed-size types the kernels handle; 0 for others. */
@@ -326,6 +330,8 @@ typedef struct XpuGemm {
 bool xpu_gemm(const XpuGemm* g);
 /* The micro-kernel variant in use: "avx512", "avx2" or "generic". */
 const char* xpu_gemm_isa(void);
+/* Whether the kernels may use AVX2 (the GEMM's choice above is avx2 or avx512). */
+bool xpu_kernel_isa_has_avx2(void);
 
 #pragma GCC visibility pop
 

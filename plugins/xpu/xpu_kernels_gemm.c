@@ -7,8 +7,11 @@
  * micro-panels of MR rows, zero-padded, so that the micro-kernel reads both sequentially.
  * The micro-kernel keeps an MR x NR block of C in vector registers and, for every k, adds
  * the outer product of an A column (broadcast scalars) and a B row (NR / lanes vectors):
- * MR * NR / lanes fused multiply-adds per k. A micro-panel of B (KC x NR) stays in L1 while
- * all A micro-panels of the block (in L2) stream past it.
+ * MR * NR / lanes fused multiply-adds per k. A micro-panel of A (MR x KC, the broadcast
+ * operand; 12 KiB of floats on AVX-512) stays in L1 while the B micro-panels of the packed
+ * B block (KC x NC, in L2) stream past it; the other order kept a 32 KiB B micro-panel, all
+ * of L1, beside the streaming A panels. Row-major operands are packed with vector moves: B row by row in
+ * NR-wide pieces, A through 4 x 4 (2 x 2 for double) register transposes.
  *
  * The micro-kernels are written with GCC vector extensions and compiled three times: for
  * AVX-512F (zmm, 32 registers), for AVX2+FMA (ymm, 16 registers) and for baseline x86-64 /
@@ -155,7 +158,14 @@ static const GemmArch* gemm_arch(void) {
 
 const char* xpu_gemm_isa(void) { return gemm_arch()->name; }
 
+bool xpu_kernel_isa_has_avx2(void) { return gemm_arch() != &kArchGeneric; }
+
 /* ---- packing ---------------------------------------------------------------------------- */
+
+/* The full nr-wide pieces of row p of a B block, each to its panel, as copies of constant
+ * size (inlined vector moves instead of a memcpy call per piece). */
+#define PACK_B_PIECES(NR) \
+  for (; jp < full; jp += NR) memcpy(d + jp * kc, src + jp, NR * sizeof *src)
 
 /* Defines the packers for element type T (suffix S):
  *   pack_b_S: B rows [k0, k0 + kc) x columns [j0, j0 + nc) into micro-panels of nr columns,
@@ -166,21 +176,36 @@ const char* xpu_gemm_isa(void) { return gemm_arch()->name; }
 #define DEFINE_PACKERS(S, T)                                                               \
   static void pack_b_##S(const T* b, int64_t rs, int64_t cs, int64_t k0, int64_t kc,       \
                          int64_t j0, int64_t nc, int nr, T* dst) {                         \
+    if (cs == 1) {                                                                         \
+      /* Row by row: each row of the block is read once, in order, and its nr-wide pieces \
+       * go to their panels; a full piece is a copy of constant size (inlined). */        \
+      int64_t full = nc / nr * nr;                                                         \
+      for (int64_t p = 0; p < kc; p++) {                                                   \
+        const T* src = b + (k0 + p) * rs + j0;                                             \
+        T* d = dst + p * nr;                                                               \
+        int64_t jp = 0;                                                                    \
+        switch (nr) {                                                                      \
+          case 32: PACK_B_PIECES(32); break;                                               \
+          case 16: PACK_B_PIECES(16); break;                                               \
+          case 8: PACK_B_PIECES(8); break;                                                 \
+          case 4: PACK_B_PIECES(4); break;                                                 \
+          default: break;                                                                  \
+        }                                                                                  \
+        for (; jp < nc; jp += nr) {                                                        \
+          int64_t w = nc - jp < nr ? nc - jp : nr;                                         \
+          for (int64_t j = 0; j < nr; j++) d[jp * kc + j] = j < w ? src[jp + j] : 0;       \
+        }                                                                                  \
+      }                                                                                    \
+      return;                                                                              \
+    }                                                                                      \
     for (int64_t jp = 0; jp < nc; jp += nr, dst += kc * nr) {                              \
       int64_t w = nc - jp < nr ? nc - jp : nr;                                             \
       const T* src = b + k0 * rs + (j0 + jp) * cs;                                         \
-      if (cs == 1) {                                                                       \
-        for (int64_t p = 0; p < kc; p++) {                                                 \
-          memcpy(dst + p * nr, src + p * rs, (size_t)w * sizeof(T));                       \
-          for (int64_t j = w; j < nr; j++) dst[p * nr + j] = 0;                            \
-        }                                                                                  \
-      } else {                                                                             \
-        for (int64_t j = 0; j < nr; j++) {                                                 \
-          if (j < w) {                                                                     \
-            for (int64_t p = 0; p < kc; p++) dst[p * nr + j] = src[p * rs + j * cs];       \
-          } else {                                                                         \
-            for (int64_t p = 0; p < kc; p++) dst[p * nr + j] = 0;                          \
-          }                                                                                \
+      for (int64_t j = 0; j < nr; j++) {                                                   \
+        if (j < w) {                                                                       \
+          for (int64_t p = 0; p < kc; p++) dst[p * nr + j] = src[p * rs + j * cs];         \
+        } else {                                                                           \
+          for (int64_t p = 0; p < kc; p++) dst[p * nr + j] = 0;                            \
         }                                                                                  \
       }                                                                                    \
     }                                                                                      \
@@ -191,7 +216,20 @@ const char* xpu_gemm_isa(void) { return gemm_arch()->name; }
       int64_t h = mc - ip < mr ? mc - ip : mr;                                             \
       const T* src = a + (i0 + ip) * rs + k0 * cs;                                         \
       if (cs == 1) {                                                                       \
-        for (int64_t i = 0; i < mr; i++) {                                                 \
+        /* A transpose, in square blocks of one 16-byte vector per row (4 floats, 2       \
+         * doubles), rows of a block read in order. */                                    \
+        enum { L = 16 / sizeof(T) };                                                       \
+        int64_t i = 0, kc_blocks = kc / L * L;                                             \
+        for (; i + L <= h; i += L) {                                                       \
+          int64_t p = 0;                                                                   \
+          for (; p < kc_blocks; p += L) {                                                  \
+            transpose_block_##S(src + i * rs + p, rs, dst + p * mr + i, mr);               \
+          }                                                                                \
+          for (; p < kc; p++) {                                                            \
+            for (int64_t q = 0; q < L; q++) dst[p * mr + i + q] = src[(i + q) * rs + p];   \
+          }                                                                                \
+        }                                                                                  \
+        for (; i < mr; i++) {                                                              \
           if (i < h) {                                                                     \
             for (int64_t p = 0; p < kc; p++) dst[p * mr + i] = src[i * rs + p];            \
           } else {                                                                         \
@@ -235,6 +273,40 @@ const char* xpu_gemm_isa(void) { return gemm_arch()->name; }
       }                                                                                    \
     }                                                                                      \
   }
+/* Transposes a square block of 16-byte vectors: row q of the block (at src + q * rs) becomes
+ * column q (dst + r * ld + q for every r). */
+static inline void transpose_block_f32(const float* src, int64_t rs, float* dst, int64_t ld) {
+  f32x4 r0, r1, r2, r3;
+  memcpy(&r0, src, sizeof r0);
+  memcpy(&r1, src + rs, sizeof r1);
+  memcpy(&r2, src + 2 * rs, sizeof r2);
+  memcpy(&r3, src + 3 * rs, sizeof r3);
+  typedef int i32x4 __attribute__((vector_size(16)));
+  f32x4 t0 = __builtin_shuffle(r0, r1, (i32x4){0, 4, 1, 5});
+  f32x4 t1 = __builtin_shuffle(r0, r1, (i32x4){2, 6, 3, 7});
+  f32x4 t2 = __builtin_shuffle(r2, r3, (i32x4){0, 4, 1, 5});
+  f32x4 t3 = __builtin_shuffle(r2, r3, (i32x4){2, 6, 3, 7});
+  f32x4 c0 = __builtin_shuffle(t0, t2, (i32x4){0, 1, 4, 5});
+  f32x4 c1 = __builtin_shuffle(t0, t2, (i32x4){2, 3, 6, 7});
+  f32x4 c2 = __builtin_shuffle(t1, t3, (i32x4){0, 1, 4, 5});
+  f32x4 c3 = __builtin_shuffle(t1, t3, (i32x4){2, 3, 6, 7});
+  memcpy(dst, &c0, sizeof c0);
+  memcpy(dst + ld, &c1, sizeof c1);
+  memcpy(dst + 2 * ld, &c2, sizeof c2);
+  memcpy(dst + 3 * ld, &c3, sizeof c3);
+}
+
+static inline void transpose_block_f64(const double* src, int64_t rs, double* dst, int64_t ld) {
+  f64x2 r0, r1;
+  memcpy(&r0, src, sizeof r0);
+  memcpy(&r1, src + rs, sizeof r1);
+  typedef long long i64x2 __attribute__((vector_size(16)));
+  f64x2 c0 = __builtin_shuffle(r0, r1, (i64x2){0, 2});
+  f64x2 c1 = __builtin_shuffle(r0, r1, (i64x2){1, 3});
+  memcpy(dst, &c0, sizeof c0);
+  memcpy(dst + ld, &c1, sizeof c1);
+}
+
 DEFINE_PACKERS(f32, float)
 DEFINE_PACKERS(f64, double)
 
@@ -349,12 +421,12 @@ static void gemm_task(void* ctx, int64_t t) {
       int64_t mc = r1 - i0 < w->mc ? r1 - i0 : w->mc;
       char* c = (char*)g->c + ((b * g->m + i0) * g->n + j0) * (int64_t)sz;
       pack_a_block(w, b, i0, mc, k0, kc, ap);
-      for (int64_t jr = 0; jr < nc; jr += kern->nr) {
-        int64_t wd = nc - jr < kern->nr ? nc - jr : kern->nr;
-        const char* bpanel = bp + (jr * kc) * (int64_t)sz;
-        for (int64_t ir = 0; ir < mc; ir += kern->mr) {
-          int64_t h = mc - ir < kern->mr ? mc - ir : kern->mr;
-          const char* apanel = ap + (ir * kc) * (int64_t)sz;
+      for (int64_t ir = 0; ir < mc; ir += kern->mr) {
+        int64_t h = mc - ir < kern->mr ? mc - ir : kern->mr;
+        const char* apanel = ap + (ir * kc) * (int64_t)sz;
+        for (int64_t jr = 0; jr < nc; jr += kern->nr) {
+          int64_t wd = nc - jr < kern->nr ? nc - jr : kern->nr;
+          const char* bpanel = bp + (jr * kc) * (int64_t)sz;
           char* cij = c + (ir * ldc + jr) * (int64_t)sz;
           if (h == kern->mr && wd == kern->nr) {
             kern->ukr(kc, apanel, bpanel, cij, ldc, accumulate);

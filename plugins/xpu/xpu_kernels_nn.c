@@ -60,6 +60,7 @@ typedef struct AddNWork {
   int n;
   int64_t count;
   void* out;
+  int64_t tasks; /* of the pool job, set by the stream work */
   const void* in[];
 } AddNWork;
 
@@ -86,7 +87,7 @@ ADDN_TASK(addn_i64, int64_t, WRAP_ADD64)
 static void addn_task(void* ctx, int64_t t) {
   AddNWork* w = ctx;
   int64_t begin, end;
-  xpu_task_range(w->count, xpu_task_count(w->count, XPU_PARALLEL_GRAIN), t, &begin, &end);
+  xpu_task_range(w->count, w->tasks, t, &begin, &end);
   switch (w->dtype) {
     case TF_FLOAT: addn_f32(w, begin, end); break;
     case TF_DOUBLE: addn_f64(w, begin, end); break;
@@ -99,7 +100,8 @@ static TF_Code addn_work(void* arg, char* message, size_t size) {
   (void)message;
   (void)size;
   AddNWork* w = arg;
-  xpu_parallel_for(xpu_task_count(w->count, XPU_PARALLEL_GRAIN), addn_task, w);
+  w->tasks = xpu_elementwise_tasks(w->count);
+  xpu_parallel_for(w->tasks, addn_task, w);
   return TF_OK;
 }
 
@@ -146,6 +148,7 @@ typedef struct ReluGradWork {
   const void* features;
   void* out;
   int64_t count;
+  int64_t tasks; /* of the pool job, set by the stream work */
 } ReluGradWork;
 
 #define RELU_GRAD_TASK(NAME, T)                                                       \
@@ -163,7 +166,7 @@ RELU_GRAD_TASK(relu_grad_i64, int64_t)
 static void relu_grad_task(void* ctx, int64_t t) {
   ReluGradWork* w = ctx;
   int64_t begin, end;
-  xpu_task_range(w->count, xpu_task_count(w->count, XPU_PARALLEL_GRAIN), t, &begin, &end);
+  xpu_task_range(w->count, w->tasks, t, &begin, &end);
   switch (w->dtype) {
     case TF_FLOAT: relu_grad_f32(w, begin, end); break;
     case TF_DOUBLE: relu_grad_f64(w, begin, end); break;
@@ -176,7 +179,8 @@ static TF_Code relu_grad_work(void* arg, char* message, size_t size) {
   (void)message;
   (void)size;
   ReluGradWork* w = arg;
-  xpu_parallel_for(xpu_task_count(w->count, XPU_PARALLEL_GRAIN), relu_grad_task, w);
+  w->tasks = xpu_elementwise_tasks(w->count);
+  xpu_parallel_for(w->tasks, relu_grad_task, w);
   return TF_OK;
 }
 

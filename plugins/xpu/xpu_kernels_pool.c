@@ -14,6 +14,15 @@
  * The split into tasks is chosen by the kernels from the problem size only, never from the
  * number of threads, so results (floating-point sums in particular) do not depend on
  * XPU_KERNEL_THREADS. The pool lock is a leaf lock: tasks run without it.
+ *
+ * Element-wise kernels (a few bytes of memory traffic per element, no arithmetic to speak
+ * of) are split only from XPU_ELEMENTWISE_SPLIT elements on. Below that, waking a helper and,
+ * on a busy machine, waiting at the end for a helper the scheduler preempted in the middle of
+ * its task cost more than the second core gives. On the shared 2-core machine of
+ * BENCHMARKS.md (load 3.3-4.9), AddV2 float32 split across 2 threads was no faster than one
+ * thread up to 2^21 elements (0.91-1.22x its time, medians; 1.11-1.18x the unsplit op in an
+ * interleaved A/B at 2^20-2^21), faster at 2^22 (0.60-0.74x) and mixed above (0.87-1.45x);
+ * `benchmarks/bench_kernels.py --grain` measures it.
  */
 #include "xpu_internal.h"
 
@@ -66,6 +75,31 @@ bool xpu_parse_kernel_threads(const char* text, int* out, char* err, size_t err_
   *out = value;
   return true;
 }
+
+static atomic_int_fast64_t g_elementwise_split = XPU_ELEMENTWISE_SPLIT_DEFAULT;
+
+bool xpu_parse_elementwise_split(const char* text, int64_t* out, char* err, size_t err_size) {
+  int64_t value = 0;
+  bool ok = *text != '\0';
+  for (const char* p = text; ok && *p != '\0'; p++) {
+    ok = *p >= '0' && *p <= '9' && value <= ((int64_t)1 << 62) / 10;
+    if (ok) value = value * 10 + (*p - '0');
+  }
+  if (!ok || value > ((int64_t)1 << 62)) {
+    snprintf(err, err_size,
+             "XPU_ELEMENTWISE_SPLIT='%s' is not valid: expected a whole number of elements "
+             "from 0 to 2^62 (element-wise kernels with fewer run on one thread)", text);
+    return false;
+  }
+  *out = value;
+  return true;
+}
+
+void xpu_pool_configure_elementwise_split(int64_t elements) {
+  atomic_store(&g_elementwise_split, elements);
+}
+
+int64_t xpu_pool_elementwise_split(void) { return atomic_load(&g_elementwise_split); }
 
 void xpu_pool_configure(int threads) {
   pthread_mutex_lock(&g_pool.mu);

@@ -45,13 +45,14 @@ typedef struct FillWork {
   char* dst;
   size_t size;
   int64_t count;
+  int64_t tasks; /* of the pool job, set by the stream work */
 } FillWork;
 
 /* One task of a fill: writes a slice by doubling copies of the first element. */
 static void fill_task(void* ctx, int64_t t) {
   FillWork* w = ctx;
   int64_t begin, end;
-  xpu_task_range(w->count, xpu_task_count(w->count, XPU_PARALLEL_GRAIN), t, &begin, &end);
+  xpu_task_range(w->count, w->tasks, t, &begin, &end);
   char* p = w->dst + begin * (int64_t)w->size;
   size_t total = (size_t)(end - begin) * w->size;
   if (total == 0) return;
@@ -76,7 +77,8 @@ static TF_Code fill_work(void* arg, char* message, size_t size) {
   (void)size;
   FillWork* w = arg;
   if (w->src != NULL) memcpy(w->value, w->src, w->size);
-  xpu_parallel_for(xpu_task_count(w->count, XPU_PARALLEL_GRAIN), fill_task, w);
+  w->tasks = xpu_elementwise_tasks(w->count);
+  xpu_parallel_for(w->tasks, fill_task, w);
   return TF_OK;
 }
 

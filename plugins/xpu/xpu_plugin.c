@@ -547,6 +547,13 @@ __attribute__((visibility("default"))) void SE_InitPlugin(SE_PlatformRegistratio
     xpu_status(status, TF_INVALID_ARGUMENT, "XPU plugin: %s", err);
     return;
   }
+  const char* split_text = getenv("XPU_ELEMENTWISE_SPLIT");
+  int64_t elementwise_split = XPU_ELEMENTWISE_SPLIT_DEFAULT;
+  if (split_text != NULL &&
+      !xpu_parse_elementwise_split(split_text, &elementwise_split, err, sizeof err)) {
+    xpu_status(status, TF_INVALID_ARGUMENT, "XPU plugin: %s", err);
+    return;
+  }
   const char* fail_text = getenv("XPU_FAIL");
   XpuFaultSpec* faults = NULL;
   if (fail_text != NULL && !xpu_faults_parse(fail_text, "XPU_FAIL", &faults, err, sizeof err)) {
@@ -571,6 +578,7 @@ __attribute__((visibility("default"))) void SE_InitPlugin(SE_PlatformRegistratio
   if (fail_text != NULL) xpu_faults_install(faults);
   if (delay_text != NULL) XPU_SetStreamDelayUs(delay);
   if (threads_text != NULL) xpu_pool_configure(kernel_threads);
+  if (split_text != NULL) xpu_pool_configure_elementwise_split(elementwise_split);
 
   xp->info.struct_size = PLUGGABLE_PLATFORM_INFO_EXT_STRUCT_SIZE;
   xp->info.type = PLUGGABLE_EXT_PLATFORM_INFO;

@@ -4,9 +4,12 @@ The loops are static functions of libxpu_plugin.so (their addresses sit in the k
 dispatch tables, so each keeps its symbol). The test disassembles them with objdump and
 looks for packed arithmetic: `addps` works on four floats at once, `addss` on one. A build
 with -O2 (GCC 12) or without `restrict` on the loops' pointers has only scalar forms there.
+On CPUs with AVX2 the float arithmetic runs in separate 32-byte loops; they give the same
+bits as the 16-byte ones and as NumPy.
 """
 from __future__ import annotations
 
+import json
 import platform
 import re
 import shutil
@@ -27,6 +30,8 @@ PACKED = {
     "cast_f32_f64": {"cvtps2pd"},
     "sum_f32_run": {"addps"},
     "sum_f64_rows": {"addpd"},
+    "add_f32_avx2": {"addps"},
+    "mul_f64_avx2": {"mulpd"},
 }
 
 INSTRUCTION = re.compile(r"^\s+[0-9a-f]+:\s+(\S+)", re.M)
@@ -62,8 +67,50 @@ def test_loop_has_packed_arithmetic(disassembly, symbol):
     assert packed, f"{symbol} has no packed {sorted(PACKED[symbol])}: only {sorted(set(found))}"
 
 
+def test_avx2_loops_use_32_byte_vectors(disassembly):
+    # The float arithmetic loops chosen on CPUs with AVX2 work on ymm registers; the
+    # baseline ones stay in xmm registers, which every x86-64 CPU has.
+    body = re.search(r"^[0-9a-f]+ <add_f32_avx2>:\n(.*?)(?:\n\n|\Z)", disassembly, re.S | re.M)
+    assert body is not None and "%ymm" in body.group(1)
+    baseline = re.search(r"^[0-9a-f]+ <add_f32>:\n(.*?)(?:\n\n|\Z)", disassembly, re.S | re.M)
+    assert baseline is not None and "%ymm" not in baseline.group(1)
+
+
 def test_scalar_helpers_are_told_apart(disassembly):
     # The check reads the right function: a loop over one element at a time, the scalar
     # combiner of a reduction, has scalar forms and none of the packed ones.
     found = set(mnemonics(disassembly, "sum_f32_combine"))
     assert "addss" in found and "addps" not in found
+
+
+EXACT_OPS = r"""
+import json
+import numpy as np
+import pluggable
+from pluggable import raw_ops
+
+rng = np.random.default_rng(5)
+special = np.array([0.0, -0.0, 1.0, -1.0, np.inf, -np.inf, np.nan, 1e-45, 3e38, -3e38])
+results = {}
+for dtype in (np.float32, np.float64):
+    x = np.concatenate([rng.standard_normal(1003) * 1e3, special, special]).astype(dtype)
+    y = np.concatenate([rng.standard_normal(1003), special, special[::-1]]).astype(dtype)
+    X, Y = pluggable.tensor(x, device="xpu:0"), pluggable.tensor(y, device="xpu:0")
+    with np.errstate(all="ignore"):
+        want = {"AddV2": x + y, "Sub": x - y, "Mul": x * y, "RealDiv": x / y,
+                "Maximum": np.maximum(x, y), "Minimum": np.minimum(x, y)}
+    for op, expected in want.items():
+        got = getattr(raw_ops, op)(x=X, y=Y).numpy()
+        results[f"{op} {np.dtype(dtype).name}"] = bool(
+            np.array_equal(got.view(f"u{got.itemsize}"), expected.view(f"u{got.itemsize}")))
+print(json.dumps(results))
+"""
+
+
+@pytest.mark.parametrize("isa", ["generic", "best"])
+def test_float_arithmetic_is_bit_exact_in_every_vector_width(run_python, isa):
+    # XPU_KERNEL_ISA=generic keeps the 16-byte loops; otherwise this CPU's AVX2 loops run.
+    # Both give NumPy's bits, NaN and signed zeros included.
+    result = run_python(EXACT_OPS, env={"XPU_KERNEL_ISA": isa if isa != "best" else None})
+    exact = json.loads(result.stdout.splitlines()[-1])
+    assert exact == dict.fromkeys(exact, True) and len(exact) == 12, exact
