@@ -37,6 +37,12 @@ XPU_CONTROL_EXPORT const char* XPU_LastControlError(void);
  * (XPU_STREAM_DELAY_US at run time). 0 disables the delay. Values above 60 s are clamped. */
 XPU_CONTROL_EXPORT void XPU_SetStreamDelayUs(uint64_t us);
 
+/* Operations of at most `bytes` bytes (a copy's size, a kernel's inputs and outputs) enqueued
+ * on an idle stream run at once on the calling thread (XPU_INLINE_BYTES at run time; 64 KiB
+ * by default). 0 runs every operation on the stream's worker. Values above 1 GiB are
+ * clamped. */
+XPU_CONTROL_EXPORT void XPU_SetInlineBytes(uint64_t bytes);
+
 /* How many deallocations (deallocate, unified_memory_deallocate, host_memory_deallocate) of
  * memory the plugin did not hand out, or had already taken back, were ignored since the
  * plugin was loaded. */

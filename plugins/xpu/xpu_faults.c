@@ -32,6 +32,7 @@ static XpuFaultSpec* g_spec;                        /* guarded by g_fault_mu */
 static uint64_t g_calls[XPU_FAULT_KIND_COUNT];      /* guarded by g_fault_mu */
 static atomic_bool g_spec_active;                   /* lets calls skip the lock when no spec */
 static atomic_uint_fast64_t g_stream_delay_us;
+static atomic_uint_fast64_t g_inline_bytes = XPU_DEFAULT_INLINE_BYTES;
 static atomic_uint_fast64_t g_invalid_frees;
 static _Thread_local char tl_control_error[512];
 
@@ -179,26 +180,40 @@ void xpu_fault_status(TF_Status* status, XpuFaultKind kind, uint64_t call, const
              fn, xpu_fault_name(kind), call);
 }
 
-bool xpu_parse_stream_delay(const char* text, uint64_t* out, char* err, size_t err_size) {
+/* A whole number from 0 to `max` in `text`; else false with a message naming `variable`. */
+static bool parse_whole(const char* variable, const char* unit, const char* text, uint64_t max,
+                        uint64_t* out, char* err, size_t err_size) {
   const char* p = text;
   uint64_t v = 0;
   bool ok = *p != '\0';
   for (; ok && *p != '\0'; p++) {
-    if (*p < '0' || *p > '9' || v > XPU_MAX_STREAM_DELAY_US) {
+    if (*p < '0' || *p > '9' || v > max) {
       ok = false;
       break;
     }
     v = v * 10 + (uint64_t)(*p - '0');
   }
-  if (!ok || v > XPU_MAX_STREAM_DELAY_US) {
+  if (!ok || v > max) {
     snprintf(err, err_size,
-             "XPU_STREAM_DELAY_US='%s' is not valid: expected a whole number of microseconds "
-             "from 0 to %" PRIu64, text, XPU_MAX_STREAM_DELAY_US);
+             "%s='%s' is not valid: expected a whole number of %s from 0 to %" PRIu64,
+             variable, text, unit, max);
     return false;
   }
   *out = v;
   return true;
 }
+
+bool xpu_parse_stream_delay(const char* text, uint64_t* out, char* err, size_t err_size) {
+  return parse_whole("XPU_STREAM_DELAY_US", "microseconds", text, XPU_MAX_STREAM_DELAY_US, out,
+                     err, err_size);
+}
+
+bool xpu_parse_inline_bytes(const char* text, uint64_t* out, char* err, size_t err_size) {
+  return parse_whole("XPU_INLINE_BYTES", "bytes", text, XPU_MAX_INLINE_BYTES, out, err,
+                     err_size);
+}
+
+uint64_t xpu_inline_max_bytes(void) { return (uint64_t)atomic_load(&g_inline_bytes); }
 
 uint64_t xpu_stream_delay_us(void) { return (uint64_t)atomic_load(&g_stream_delay_us); }
 
@@ -218,6 +233,12 @@ int XPU_SetFaults(const char* spec) {
 }
 
 const char* XPU_LastControlError(void) { return tl_control_error; }
+
+void XPU_SetInlineBytes(uint64_t bytes) {
+  tl_control_error[0] = '\0';
+  if (bytes > XPU_MAX_INLINE_BYTES) bytes = XPU_MAX_INLINE_BYTES;
+  atomic_store(&g_inline_bytes, bytes);
+}
 
 void XPU_SetStreamDelayUs(uint64_t us) {
   tl_control_error[0] = '\0';

@@ -65,6 +65,8 @@ void SE_InitializePlugin(SE_PlatformRegistrationParams* params, TF_Status* statu
 #define XPU_MIN_MEMORY_BYTES ((uint64_t)4 << 10)
 #define XPU_MAX_MEMORY_BYTES ((uint64_t)1 << 40)
 #define XPU_MAX_STREAM_DELAY_US ((uint64_t)60 * 1000 * 1000)
+#define XPU_DEFAULT_INLINE_BYTES ((uint64_t)64 * 1024)
+#define XPU_MAX_INLINE_BYTES ((uint64_t)1 << 30)
 /* Every device allocation starts and ends on this boundary, as on real accelerators. */
 #define XPU_ALIGNMENT ((uint64_t)256)
 
@@ -379,6 +381,10 @@ const char* xpu_fault_name(XpuFaultKind kind);
 /* Parses XPU_STREAM_DELAY_US text; false with a reason in err when invalid. */
 bool xpu_parse_stream_delay(const char* text, uint64_t* out, char* err, size_t err_size);
 uint64_t xpu_stream_delay_us(void);
+/* Operations of at most this many bytes, enqueued on an idle stream, run on the caller's
+ * thread (xpu_stream.c: submit); 0 runs everything on the workers. */
+bool xpu_parse_inline_bytes(const char* text, uint64_t* out, char* err, size_t err_size);
+uint64_t xpu_inline_max_bytes(void);
 
 #pragma GCC visibility pop
 

@@ -540,6 +540,12 @@ __attribute__((visibility("default"))) void SE_InitPlugin(SE_PlatformRegistratio
     xpu_status(status, TF_INVALID_ARGUMENT, "XPU plugin: %s", err);
     return;
   }
+  const char* inline_text = getenv("XPU_INLINE_BYTES");
+  uint64_t inline_bytes = 0;
+  if (inline_text != NULL && !xpu_parse_inline_bytes(inline_text, &inline_bytes, err, sizeof err)) {
+    xpu_status(status, TF_INVALID_ARGUMENT, "XPU plugin: %s", err);
+    return;
+  }
   const char* threads_text = getenv("XPU_KERNEL_THREADS");
   int kernel_threads = 0;
   if (threads_text != NULL &&
@@ -577,6 +583,7 @@ __attribute__((visibility("default"))) void SE_InitPlugin(SE_PlatformRegistratio
   /* Unset variables leave the run-time settings (xpu_control.h) as they are. */
   if (fail_text != NULL) xpu_faults_install(faults);
   if (delay_text != NULL) XPU_SetStreamDelayUs(delay);
+  if (inline_text != NULL) XPU_SetInlineBytes(inline_bytes);
   if (threads_text != NULL) xpu_pool_configure(kernel_threads);
   if (split_text != NULL) xpu_pool_configure_elementwise_split(elementwise_split);
 

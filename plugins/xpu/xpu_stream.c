@@ -103,6 +103,7 @@ struct SP_Stream_st {
   bool shutdown;    /* the worker exits once the queue is empty */
   TF_Code error_code; /* TF_OK until an operation fails, then sticky */
   char* error_message;
+  bool inline_running;      /* a host thread runs the head operation itself (submit) */
   bool sleeping;            /* the worker waits on work_cv: enqueue must wake it */
   bool napping;             /* the worker naps on work_cv with a timeout: only a waiter wakes it */
   atomic_uint_fast64_t enqueued; /* operations ever enqueued; read unlocked while spinning */
@@ -278,6 +279,44 @@ static void enqueue(SP_Stream s, XpuOp* op) {
     s->sleeping = false; /* one wake-up is enough: the worker drains the whole queue */
     pthread_cond_signal(&s->work_cv);
   }
+}
+
+static bool run_op(SP_Stream s, XpuOp* op);
+static void profile_op(SP_Stream s, XpuOp* op, uint64_t start_ns);
+static void op_release(SP_Stream s, XpuOp* op);
+
+/* Enqueues `op` (of `bytes` bytes of work), or runs it at once on the calling thread when
+ * that cannot be told apart from the worker running it at once: the stream is idle (nothing
+ * queued or running), the work is small (xpu_inline_max_bytes), no stream delay is set and
+ * the caller is not a stream worker. A real device's launch has a fixed cost; here handing a
+ * small operation to a sleeping worker thread and waiting for it costs more than the work,
+ * and on a host with few cores the worker competes with the caller. The operation goes
+ * through the same steps as on the worker (faults, profiling, events, errors), holding the
+ * head of the queue while it runs; a worker that wakes meanwhile waits (stream_worker).
+ * Under dev->mu, which run_op releases while the work runs. */
+static void submit(SP_Stream s, XpuOp* op, uint64_t bytes) {
+  if (s->head != NULL || s->inline_running || s->closing || s->shutdown ||
+      bytes > xpu_inline_max_bytes() || tl_worker_stream != NULL || xpu_stream_delay_us() > 0) {
+    enqueue(s, op);
+    return;
+  }
+  XpuDevice* dev = s->dev;
+  op->ticket = ++dev->next_ticket;
+  s->last_ticket = op->ticket;
+  s->head = s->tail = op;
+  s->inline_running = true;
+  bool profiling = xpu_prof_active();
+  uint64_t start_ns = profiling ? xpu_prof_now_ns() : 0;
+  if (run_op(s, op) && profiling) profile_op(s, op, start_ns);
+  s->head = op->next; /* work other threads enqueued meanwhile */
+  if (s->head == NULL) s->tail = NULL;
+  s->inline_running = false;
+  op_release(s, op);
+  if (s->head != NULL && s->sleeping) {
+    s->sleeping = false;
+    pthread_cond_signal(&s->work_cv);
+  }
+  pthread_cond_broadcast(&dev->state_cv);
 }
 
 /* A host thread is about to block until `s` reaches some point: from now on the worker reacts
@@ -624,6 +663,10 @@ static void* stream_worker(void* arg) {
   for (;;) {
     wait_for_work(s);
     if (s->head == NULL) break;
+    if (s->inline_running) { /* a host thread runs the head: wait until it is done */
+      pthread_cond_wait(&dev->state_cv, &dev->mu);
+      continue;
+    }
     XpuOp* op = s->head;
     uint64_t delay = xpu_stream_delay_us();
     if (delay > 0) {
@@ -943,7 +986,7 @@ static void xpu_record_event(const SP_Device* device, SP_Stream stream, SP_Event
     op->u.event.event = event;
     op->u.event.gen = ++event->recorded_gen;
     event->refs++;
-    enqueue(stream, op);
+    submit(stream, op, 0);
   }
   pthread_mutex_unlock(&dev->mu);
 }
@@ -1135,7 +1178,7 @@ static void enqueue_copy(const SP_Device* device, SP_Stream stream, const char* 
     op->u.copy.direction = !dst_on_device ? XPU_PROF_MEMCPY_D2H
                            : src_on_device ? XPU_PROF_MEMCPY_D2D : XPU_PROF_MEMCPY_H2D;
     pin = NULL;
-    enqueue(stream, op);
+    submit(stream, op, size);
   }
   pthread_mutex_unlock(&dev->mu);
   xpu_mapping_unref(pin); /* not enqueued */
@@ -1210,7 +1253,7 @@ static void enqueue_fill(const SP_Device* device, SP_Stream stream, const char* 
     op->u.fill.pattern = pattern;
     op->u.fill.width = width;
     op->u.fill.size = size;
-    enqueue(stream, op);
+    submit(stream, op, size);
   }
   pthread_mutex_unlock(&dev->mu);
 }
@@ -1264,6 +1307,13 @@ static void free_work_arg(void* arg, bool copied, void (*free_arg)(void*)) {
  * xpu_stream_enqueue_work (`work_size` bytes at `work` are copied into the operation's
  * payload, which is recycled with the operation; `arg` is NULL). `node` (node_len bytes, not
  * NUL-terminated) names the kernel's node for a profiling session. */
+/* The bytes a kernel reads and writes: its inputs' and outputs' device ranges. */
+static uint64_t work_bytes(const XpuDeviceRange* ranges, size_t count) {
+  uint64_t total = 0;
+  for (size_t i = 0; i < count; i++) total += ranges[i].size;
+  return total;
+}
+
 static bool enqueue_kernel_work(SP_Stream stream, const char* name, const char* node,
                                 size_t node_len, XpuStreamFn fn, void* arg, const void* work,
                                 size_t work_size, void (*free_arg)(void*),
@@ -1324,7 +1374,7 @@ static bool enqueue_kernel_work(SP_Stream stream, const char* name, const char* 
     }
     op->prof_name = prof_name;
     prof_name = NULL;
-    enqueue(stream, op);
+    submit(stream, op, work_bytes(ranges, range_count));
   }
   bool queued = ok && (fn == NULL || op != NULL);
   if (queued && fn != NULL && wait && tl_worker_stream != stream) {
