@@ -11,11 +11,11 @@ host-to-device, device-to-host and device-to-device copy streams, as TensorFlow'
 """
 from __future__ import annotations
 
-import dataclasses
 import re
 import threading
 from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
 
+from ._record import record
 from .errors import FailedPreconditionError, InvalidArgumentError, NotFoundError
 
 if TYPE_CHECKING:
@@ -135,7 +135,7 @@ class PluggableDevice:
         return f"<PluggableDevice {self.name} ({self.subdevice_type})>"
 
 
-@dataclasses.dataclass
+@record
 class _Provider:
     platform: "Platform"
     priority: int

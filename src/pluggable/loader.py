@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import atexit
 import ctypes
-import dataclasses
 import os
 import site
 import stat
@@ -38,6 +37,7 @@ from typing import TYPE_CHECKING, Dict, Iterator, List, Optional, Tuple
 
 from . import _native  # noqa: F401  (loads the runtime library, RTLD_GLOBAL, before plugins)
 from . import limits
+from ._record import record
 from .errors import PluggableError, PluginLoadError, PluginLoadWarning
 from .platform import Platform, PlatformRegistry, PluginCallError
 
@@ -81,7 +81,7 @@ _ADVICE = {
 }
 
 
-@dataclasses.dataclass
+@record
 class PluginRecord:
     """What happened to one discovered or explicitly loaded plugin file."""
 

@@ -16,7 +16,6 @@ use the same probe; `inspect` gathers what ``doctor`` prints.
 """
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 import os
@@ -24,6 +23,7 @@ import sys
 from typing import Any, Callable, Dict, List, Optional
 
 from . import limits
+from ._record import record
 
 # Bumped when what the child checks changes: older cached verdicts are then ignored.
 PROTOCOL = 1
@@ -32,7 +32,7 @@ _STEPS = ("dlopen", "symbol lookup", "init", "validation", "device count", "devi
           "kernels", "profiler", "shutdown")
 
 
-@dataclasses.dataclass
+@record
 class ProbeResult:
     """What the probe found. ``ok`` is False when any step failed; ``step`` is the last step
     reached (the failing one), ``reason`` says why, ``signal`` names the signal that killed
@@ -46,13 +46,15 @@ class ProbeResult:
     signal: Optional[str] = None
     timed_out: bool = False
     seconds: float = 0.0
-    steps: List[str] = dataclasses.field(default_factory=list)
-    report: Dict[str, Any] = dataclasses.field(default_factory=dict)
+    steps: List[str] = []  # (a record copies a list or dict default per instance)
+    report: Dict[str, Any] = {}
     output: str = ""
     cached: bool = False
 
     def as_dict(self) -> Dict[str, Any]:
-        return dataclasses.asdict(self)
+        import copy
+
+        return {f: copy.deepcopy(getattr(self, f)) for f in self._fields}
 
 
 # -- the parent's side ------------------------------------------------------------------------
