@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import operator
 import os
-from typing import Any, Dict, List, Optional, Union
 
 from ._record import record
 from .devices import parse_device_name
 from .errors import InvalidArgumentError, NotFoundError
 from .loader import PluginRecord, manager
+
+TYPE_CHECKING = False  # typing's constant, without importing typing at start-up
+if TYPE_CHECKING:
+    from typing import Any, Dict, List, Optional, Union
 
 __all__ = ["PhysicalDevice", "list_physical_devices", "get_device_details", "list_plugins",
            "set_subdevice_mapping", "set_memory_growth", "get_memory_growth",

@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import re
 import threading
-from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
 
 from ._record import record
 from .errors import FailedPreconditionError, InvalidArgumentError, NotFoundError
 
+TYPE_CHECKING = False  # typing's constant, without importing typing at start-up
 if TYPE_CHECKING:
+    from typing import Dict, List, Optional, Tuple
     from .executor import StreamExecutor
     from .loader import PluginManager, PluginRecord
     from .platform import Platform

@@ -17,7 +17,6 @@ import threading
 import time
 import warnings
 import weakref
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
 
 from . import _native, limits
 from .abi import plugin_ext
@@ -37,7 +36,9 @@ from .validation import (
     ValidationError, alloc_struct, negotiate, optional_callback, read_c_string,
     require_callbacks)
 
+TYPE_CHECKING = False  # typing's constant, without importing typing at start-up
 if TYPE_CHECKING:
+    from typing import Any, Callable, Dict, List, Optional, Tuple
     from .event import Event
     from .platform import Platform
     from .stream import Stream

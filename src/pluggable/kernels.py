@@ -24,9 +24,8 @@ import threading
 import warnings
 import weakref
 from array import array as _array
+from collections import namedtuple
 from threading import get_ident as _get_ident
-from typing import (TYPE_CHECKING, Any, Dict, FrozenSet, Iterable, List, Mapping, NamedTuple,
-                    Optional, Sequence, Tuple)
 
 from . import _native
 from ._handle import finalizer
@@ -36,7 +35,11 @@ from .abi.tf_status import TF_Code
 from .errors import (FailedPreconditionError, InvalidArgumentError, PluginLoadWarning,
                      error_for_code)
 
+TYPE_CHECKING = False  # typing's constant, without importing typing at start-up
 if TYPE_CHECKING:
+    from typing import (Any, Dict, FrozenSet, Iterable, List, Mapping, Optional, Sequence,
+                        Tuple)
+
     from .dtypes import DType  # noqa: F401  (NumPy, imported on first use only)
     from .executor import StreamExecutor
     from .platform import Platform
@@ -138,27 +141,25 @@ _KIND_CTYPES = {"int": ctypes.c_int64, "float": ctypes.c_float, "bool": ctypes.c
 
 
 # -- public value types ---------------------------------------------------------------------
-class AttrList(NamedTuple):
+class AttrList(namedtuple("AttrList", "kind values", defaults=((),))):
     """A list attribute with an explicit element kind: "int", "float", "bool", "type" or
-    "string". Needed only for an empty list whose kind matters; ``[1, 2]`` is a list of
-    ints."""
+    "string" (``kind``), and its ``values`` (a tuple, default empty). Needed only for an
+    empty list whose kind matters; ``[1, 2]`` is a list of ints."""
 
-    kind: str
-    values: Tuple[Any, ...] = ()
-
-
-class KernelInput(NamedTuple):
-    """One input of `Kernel.run`: device memory (host memory with ``host_memory``) the
-    kernel reads during the call. ``dtype`` is a ``TF_DataType`` code."""
-
-    address: int
-    nbytes: int
-    dtype: int
-    shape: Tuple[int, ...]
-    host_memory: bool = False
+    __slots__ = ()
 
 
-class KernelOutput(NamedTuple):
+class KernelInput(namedtuple("KernelInput", "address nbytes dtype shape host_memory",
+                             defaults=(False,))):
+    """One input of `Kernel.run`: ``nbytes`` of device memory at ``address`` (host memory
+    with ``host_memory``, default False) the kernel reads during the call. ``dtype`` is a
+    ``TF_DataType`` code, ``shape`` a tuple of ints."""
+
+    __slots__ = ()
+
+
+class KernelOutput(namedtuple("KernelOutput", "address nbytes dtype shape owned aliased_input "
+                              "host_memory", defaults=(False,))):
     """One output of `Kernel.run`.
 
     - ``owned``: ``address`` is fresh memory the caller now owns: device memory of the run's
@@ -167,15 +168,12 @@ class KernelOutput(NamedTuple):
     - ``aliased_input >= 0``: the kernel made the output a view of that input; ``address``
       lies inside the input's memory, nothing to free;
     - neither (``nbytes == 0``): an empty output, address 0.
+
+    ``dtype`` is a ``TF_DataType`` code, ``shape`` a tuple of ints, ``aliased_input`` -1 when
+    owned or empty, ``host_memory`` (default False) whether the output is in host memory.
     """
 
-    address: int
-    nbytes: int
-    dtype: int
-    shape: Tuple[int, ...]
-    owned: bool
-    aliased_input: int  # -1 when owned or empty
-    host_memory: bool = False
+    __slots__ = ()
 
 
 def free_host_output(address: int) -> None:

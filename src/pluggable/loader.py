@@ -33,7 +33,6 @@ import sys
 import sysconfig
 import threading
 import warnings
-from typing import TYPE_CHECKING, Dict, Iterator, List, Optional, Tuple
 
 from . import _native  # noqa: F401  (loads the runtime library, RTLD_GLOBAL, before plugins)
 from . import limits
@@ -41,7 +40,9 @@ from ._record import record
 from .errors import PluggableError, PluginLoadError, PluginLoadWarning
 from .platform import Platform, PlatformRegistry, PluginCallError
 
+TYPE_CHECKING = False  # typing's constant, without importing typing at start-up
 if TYPE_CHECKING:
+    from typing import Dict, Iterator, List, Optional, Tuple
     from .plugin_profiler import PluginProfiler
 
 PLUGIN_DIRECTORY = "tensorflow-plugins"

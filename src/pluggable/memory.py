@@ -10,13 +10,14 @@ executor alive.
 from __future__ import annotations
 
 import ctypes
-from typing import TYPE_CHECKING, Optional
 
 from ._handle import finalizer
 from .abi.stream_executor import SP_DeviceMemoryBase
 from .errors import FailedPreconditionError, InvalidArgumentError
 
+TYPE_CHECKING = False  # typing's constant, without importing typing at start-up
 if TYPE_CHECKING:
+    from typing import Optional
     from .executor import StreamExecutor
 
 

@@ -19,12 +19,13 @@ from __future__ import annotations
 
 import ctypes
 import re
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
 from . import _native
 from .errors import UnimplementedError, error_for_code
 
+TYPE_CHECKING = False  # typing's constant, without importing typing at start-up
 if TYPE_CHECKING:
+    from typing import Any, Dict, List, Optional, Tuple
     from .dtypes import DType
     from .op_defs import Arg, Attr, OpDef
 

@@ -16,12 +16,15 @@ from __future__ import annotations
 
 import ctypes
 import re
-from typing import Iterable, Type, TypeVar
 
 from .abi._struct import ABIStruct
 from .limits import MAX_STRUCT_SIZE, safe_text
 
-S = TypeVar("S", bound=ABIStruct)
+TYPE_CHECKING = False  # typing's constant, without importing typing at start-up
+if TYPE_CHECKING:
+    from typing import Iterable, Type, TypeVar
+
+    S = TypeVar("S", bound=ABIStruct)
 
 # Room behind every plugin-filled struct for fields of layouts newer than the host's.
 _SLACK_BYTES = 512
