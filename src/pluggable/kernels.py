@@ -134,6 +134,8 @@ _OUT_OWNED, _OUT_HOST_MEMORY = 1, 2
 _MAX_OUTPUT_DIMS = 254
 _MASK64 = (1 << 64) - 1
 _addressof = ctypes.addressof
+_byref = ctypes.byref
+_INFO_SIZE = ctypes.sizeof(PG_KernelInfo)
 
 _ATTR_KINDS = {"int": 0, "float": 1, "bool": 2, "type": 3, "string": 4}  # PG_ATTR_*
 _KIND_CTYPES = {"int": ctypes.c_int64, "float": ctypes.c_float, "bool": ctypes.c_ubyte,
@@ -214,30 +216,35 @@ class KernelRegistration:
                  "host_memory", "plugin", "is_async", "error_code", "error_message", "_enabled")
 
     def __init__(self, registration_id: int):
+        # Every kernel of every plugin is mirrored at load: each field is read once, and
+        # arrays by slicing (one ctypes call each).
         info = PG_KernelInfo()
-        info.struct_size = ctypes.sizeof(PG_KernelInfo)
-        if _Info(registration_id, ctypes.byref(info)):
+        info.struct_size = _INFO_SIZE
+        if _Info(registration_id, _byref(info)):
             raise InvalidArgumentError(f"no kernel registration has id {registration_id}",
                                        call="KernelRegistration")
-        text = lambda raw: raw.decode("utf-8", "replace") if raw else ""  # noqa: E731
         self.id = registration_id
-        self.op = text(info.op)
-        self.device_type = text(info.device_type)
-        self.kernel_name = text(info.kernel_name)
-        self.label = text(info.label)
-        self.priority = int(info.priority)
-        self.plugin = info.source.decode("utf-8", "surrogateescape") if info.source else ""
+        self.op = (info.op or b"").decode("utf-8", "replace")
+        self.device_type = (info.device_type or b"").decode("utf-8", "replace")
+        self.kernel_name = (info.kernel_name or b"").decode("utf-8", "replace")
+        self.label = (info.label or b"").decode("utf-8", "replace")
+        self.priority = info.priority
+        self.plugin = (info.source or b"").decode("utf-8", "surrogateescape")
         self.is_async = bool(info.is_async)
-        self.error_code = int(info.error_code)
-        self.error_message = text(info.error_message)
+        self.error_code = info.error_code
+        self.error_message = (info.error_message or b"").decode("utf-8", "replace")
         constraints: Dict[str, FrozenSet[int]] = {}
-        for i in range(info.num_constraints):
-            types = info.constraint_types[i]
-            constraints[text(info.constraint_attrs[i])] = frozenset(
-                int(types[j]) for j in range(info.constraint_num_types[i]))
+        n = info.num_constraints
+        if n:
+            for attr, count, types in zip(info.constraint_attrs[:n],
+                                          info.constraint_num_types[:n],
+                                          info.constraint_types[:n]):
+                constraints[(attr or b"").decode("utf-8", "replace")] = frozenset(types[:count])
         self.constraints = constraints
-        self.host_memory = frozenset(text(info.host_memory_args[i])
-                                     for i in range(info.num_host_memory_args))
+        n = info.num_host_memory_args
+        self.host_memory = frozenset(
+            (a or b"").decode("utf-8", "replace") for a in info.host_memory_args[:n]) \
+            if n else frozenset()
         self._enabled = bool(info.enabled)
 
     @property
