@@ -183,35 +183,55 @@ def _file_identity(real_path: str) -> Dict[str, Any]:
             "protocol": PROTOCOL, "python": sys.executable}
 
 
-def verdict(path: str, timeout: Optional[float] = None) -> ProbeResult:
+def verdict(path: str, timeout: Optional[float] = None, report: bool = True) -> ProbeResult:
     """The probe's verdict on ``path``: from the cache when this very file (real path, inode,
-    size, mtime) was probed before by this host version, else from a new probe, cached."""
+    size, mtime) was probed before by this host version, else from a new probe, cached.
+
+    With ``report=False`` a verdict from the cache comes with an empty ``report``: the
+    report (the plugin's every kernel and callback) is most of a cache entry, and discovery
+    needs only ``ok``, ``step`` and ``reason``."""
     real_path = os.path.realpath(path)
     identity = _file_identity(real_path)
     cache_file = _cache_file(real_path)
     try:
-        with open(cache_file, encoding="utf-8") as f:
-            stored = json.load(f)
+        stored = _load(cache_file, report)
         if stored.get("identity") == identity:
             result = ProbeResult(**stored["result"])
             result.cached = True
             return result
-    except (OSError, ValueError, TypeError, KeyError):
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
         pass  # absent, stale or unreadable: probe again
     result = run(real_path, timeout)
     if result.steps:  # a child that reached no step tells nothing about the plugin
-        _store(cache_file, {"identity": identity, "result": result.as_dict()})
+        _store(cache_file, identity, result)
     return result
 
 
-def _store(cache_file: str, data: Dict[str, Any]) -> None:
+# A cache entry is one JSON object on two lines: the identity and the verdict on the first,
+# the report on the second. The first line alone, closed, is the verdict without the report.
+def _load(cache_file: str, report: bool) -> Dict[str, Any]:
+    with open(cache_file, encoding="utf-8") as f:
+        if not report:
+            head = f.readline()
+            if head.endswith(",\n"):
+                return json.loads(head[:-2] + "}")
+            f.seek(0)
+        stored = json.load(f)
+    stored["result"]["report"] = stored.pop("report")
+    return stored
+
+
+def _store(cache_file: str, identity: Dict[str, Any], result: ProbeResult) -> None:
     import tempfile
 
+    fields = result.as_dict()
+    report = fields.pop("report")
+    head = json.dumps({"identity": identity, "result": fields})  # one line: no indent
     try:
         os.makedirs(os.path.dirname(cache_file), mode=0o700, exist_ok=True)
         fd, temporary = tempfile.mkstemp(dir=os.path.dirname(cache_file), suffix=".tmp")
         with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(data, f)
+            f.write(f"{head[:-1]},\n\"report\": {json.dumps(report)}}}\n")
         os.replace(temporary, cache_file)
     except OSError:
         pass  # a read-only cache costs a probe per start, not a failure
