@@ -100,6 +100,9 @@ _PROTOTYPES = {
     "pluggable_KernelRegistrationInfo": (ctypes.c_int,
                                          (ctypes.c_int64, ctypes.POINTER(PG_KernelInfo))),
     #   int (int64_t id, PG_KernelInfo* info)   -> 0, or -1 for an unknown id
+    "pluggable_KernelRegistrationKeys": (ctypes.c_int64, (ctypes.c_int64, ctypes.c_int64, _p,
+                                                          ctypes.c_int64)),
+    #   int64_t (int64_t start, int64_t end, char* buffer, int64_t capacity)  -> bytes, or -1
     "pluggable_KernelRegistrationSetEnabled": (ctypes.c_int, (ctypes.c_int64, ctypes.c_int)),
     #   int (int64_t id, int enabled)
     "pluggable_KernelCreate": (_p, (ctypes.c_int64, ctypes.c_char_p, _p, ctypes.c_int32, _p)),
@@ -119,6 +122,7 @@ _Begin = _fns["pluggable_BeginKernelRegistration"]
 _End = _fns["pluggable_EndKernelRegistration"]
 _Count = _fns["pluggable_KernelRegistrationCount"]
 _Info = _fns["pluggable_KernelRegistrationInfo"]
+_Keys = _fns["pluggable_KernelRegistrationKeys"]
 _SetEnabled = _fns["pluggable_KernelRegistrationSetEnabled"]
 _Create = _fns["pluggable_KernelCreate"]
 _Delete = _fns["pluggable_KernelDelete"]
@@ -215,9 +219,30 @@ class KernelRegistration:
     __slots__ = ("id", "op", "device_type", "kernel_name", "label", "priority", "constraints",
                  "host_memory", "plugin", "is_async", "error_code", "error_message", "_enabled")
 
-    def __init__(self, registration_id: int):
-        # Every kernel of every plugin is mirrored at load: each field is read once, and
-        # arrays by slicing (one ctypes call each).
+    def __init__(self, registration_id: int, keys: Optional[Sequence[bytes]] = None):
+        # Every kernel of every plugin is mirrored at load, from its keys (op, device type,
+        # source, error code, enabled: `_mirror` reads them for all at once); the other
+        # fields are read on first use.
+        if keys is None:
+            self._read(registration_id)
+            return
+        op, device_type, source, code, enabled = keys
+        self.id = registration_id
+        self.op = op.decode("utf-8", "replace")
+        self.device_type = device_type.decode("utf-8", "replace")
+        self.plugin = source.decode("utf-8", "surrogateescape")
+        self.error_code = int(code)
+        self._enabled = enabled == b"1"
+
+    def __getattr__(self, name: str):
+        # Only for a field not read yet (slots that are set never come here).
+        if name not in _DETAILS:
+            raise AttributeError(f"'KernelRegistration' object has no attribute {name!r}")
+        self._read(self.id)
+        return object.__getattribute__(self, name)
+
+    def _read(self, registration_id: int) -> None:
+        """Reads every field from the runtime (each once; arrays by slicing)."""
         info = PG_KernelInfo()
         info.struct_size = _INFO_SIZE
         if _Info(registration_id, _byref(info)):
@@ -410,14 +435,29 @@ _by_op: Dict[str, List[KernelRegistration]] = {}
 _loaded: Dict[int, List[KernelRegistration]] = {}  # TF_InitKernel address -> accepted
 
 
+# The fields `KernelRegistration` reads on first use rather than when mirrored.
+_DETAILS = frozenset(("kernel_name", "label", "priority", "constraints", "host_memory",
+                      "is_async", "error_message"))
+
+
+def _mirror(start: int, end: int) -> List[KernelRegistration]:
+    """Registrations ``start .. end - 1``, from their keys, read in one call."""
+    size = _Keys(start, end, None, 0)
+    buffer = ctypes.create_string_buffer(max(1, size))
+    if size < 0 or _Keys(start, end, buffer, size) != size:
+        return [KernelRegistration(i) for i in range(start, end)]
+    keys = buffer.raw[:size].split(b"\0")
+    return [KernelRegistration(i, keys[k:k + 5])
+            for i, k in zip(range(start, end), range(0, 5 * (end - start), 5))]
+
+
 def _refresh() -> None:
     """Mirrors registrations made since the last call."""
     count = _Count()
     if count == len(_registrations):
         return
     with _registry_lock:
-        for i in range(len(_registrations), _Count()):
-            _registrations.append(KernelRegistration(i))
+        _registrations.extend(_mirror(len(_registrations), _Count()))
         _rebuild_index()
 
 
@@ -501,6 +541,10 @@ def load_kernels(platform: "Platform",
         mine = [r for r in _registrations[start:] if r.plugin == platform.path]
         accepted = []
         for r in mine:
+            if r.error_code == TF_Code.TF_OK and r.device_type in known \
+                    and r.device_type != "CPU":
+                accepted.append(r)
+                continue
             where = (f"pluggable: plugin {platform.path}: kernel {r.kernel_name!r} for op "
                      f"{r.op!r} on device type {r.device_type!r}")
             if r.error_code != TF_Code.TF_OK:
@@ -513,7 +557,7 @@ def load_kernels(platform: "Platform",
                     f"{where} is ignored: CPU is the host's own device, whose kernels are "
                     f"NumPy's; plugins register kernels for the device types they provide "
                     f"({platform.device_type})")
-            elif r.device_type not in known:
+            else:  # a device type no loaded plugin provides
                 r.set_enabled(False)
                 messages.append(
                     f"{where} is ignored: no loaded plugin provides device type "
@@ -521,8 +565,6 @@ def load_kernels(platform: "Platform",
                     f"Register kernels for the plugin's own device type "
                     f"({platform.device_type}), or load the plugin that provides "
                     f"{r.device_type!r} first")
-            else:
-                accepted.append(r)
         _rebuild_index()
         _loaded[init] = accepted
     for message in messages:  # after every decision: a warning may be raised as an error

@@ -550,6 +550,36 @@ int pluggable_KernelRegistrationInfo(int64_t id, PG_KernelInfo* info) {
   return 0;
 }
 
+/* Appends `text` and its NUL at `at` when it fits in `capacity`; returns the bytes it takes. */
+static int64_t put_key(char* buffer, int64_t capacity, int64_t at, const char* text) {
+  int64_t n = (int64_t)strlen(text) + 1;
+  if (buffer != NULL && at + n <= capacity) memcpy(buffer + at, text, (size_t)n);
+  return n;
+}
+
+int64_t pluggable_KernelRegistrationKeys(int64_t start, int64_t end, char* buffer,
+                                         int64_t capacity) {
+  int64_t at = 0;
+  pthread_mutex_lock(&registry_mu);
+  if (start < 0 || end < start || end > registry_count) {
+    pthread_mutex_unlock(&registry_mu);
+    return -1;
+  }
+  for (int64_t i = start; i < end; i++) {
+    const PG_Registration* r = registry[i];
+    char code[16], enabled[4];
+    snprintf(code, sizeof code, "%d", (int)r->error_code);
+    snprintf(enabled, sizeof enabled, "%d", r->enabled ? 1 : 0);
+    at += put_key(buffer, capacity, at, r->b->op);
+    at += put_key(buffer, capacity, at, r->b->device_type);
+    at += put_key(buffer, capacity, at, r->source);
+    at += put_key(buffer, capacity, at, code);
+    at += put_key(buffer, capacity, at, enabled);
+  }
+  pthread_mutex_unlock(&registry_mu);
+  return at;
+}
+
 int pluggable_KernelRegistrationSetEnabled(int64_t id, int enabled) {
   PG_Registration* r = registration_get(id);
   if (r == NULL || (enabled && r->error_code != TF_OK)) return -1;
