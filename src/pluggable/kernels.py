@@ -18,7 +18,6 @@ lists or tuples of one of those; an empty list whose kind matters is ``AttrList(
 from __future__ import annotations
 
 import ctypes
-import numbers
 import struct as _struct
 import threading
 import warnings
@@ -30,7 +29,6 @@ from threading import get_ident as _get_ident
 from . import _native
 from ._handle import finalizer
 from .abi.kernels import TF_InitKernel_fn
-from .abi.tf_datatype import TF_DataType
 from .abi.tf_status import TF_Code
 from .errors import (FailedPreconditionError, InvalidArgumentError, PluginLoadWarning,
                      error_for_code)
@@ -197,6 +195,8 @@ def _type_code(value: Any) -> int:
     code = getattr(value, "tf_code", None)  # a pluggable.DType
     if code is not None:
         return int(code)
+    import numbers  # here: kernel loading at start-up never needs it
+
     if isinstance(value, numbers.Integral) and not isinstance(value, bool):
         return int(value)
     from .dtypes import as_dtype  # NumPy: only when names or NumPy types are used
@@ -205,6 +205,8 @@ def _type_code(value: Any) -> int:
 
 
 def _is_type(value: Any) -> bool:
+    from .abi.tf_datatype import TF_DataType  # here: start-up needs no dtype enum
+
     return isinstance(value, TF_DataType) or getattr(value, "tf_code", None) is not None
 
 
@@ -343,6 +345,8 @@ class KernelRegistration:
 
 
 def _attr_kind(name: str, value: Any) -> str:
+    import numbers
+
     if isinstance(value, (bool,)) or type(value).__name__ == "bool_":
         return "bool"
     if _is_type(value):
