@@ -388,9 +388,8 @@ class StreamExecutor:
     # -- memory ------------------------------------------------------------------------------
     def allocate(self, size: int, memory_space: int = 0) -> DeviceMemory:
         """Allocates ``size`` bytes of device memory."""
-        if self._closed:
+        if self._closed or self._pending_releases:
             self._check_open()
-        if self._pending_releases:
             self.flush_releases()
         if type(size) is not int or size < 0:
             size = _non_negative(size, "size", "allocate")
@@ -399,7 +398,17 @@ class StreamExecutor:
         base, ref = self._scratch.pair
         self._allocate(self._device_ptr, size, memory_space, ref)
         address = base.opaque
-        if size and not address:
+        if address:
+            # Built here, slot by slot, rather than through DeviceMemory.__init__: this is
+            # the hot path of every small allocation.
+            memory = _new_object(DeviceMemory)
+            memory.executor = self
+            memory._range = values = (address, base.size, base.payload)
+            memory._struct = memory._owner = None
+            key = memory._key = _weakref(memory, self._on_memory_collected)
+            self._live_memory[key] = values
+            return memory
+        if size:
             free_total = self.memory_usage()
             detail = (f"; {free_total[0]} of {free_total[1]} bytes are free"
                       if free_total else "")
@@ -408,18 +417,8 @@ class StreamExecutor:
                 f"could not allocate {size} bytes in memory space {memory_space}{detail}. "
                 f"Free device memory (close() tensors and buffers) or allocate less",
                 plugin=self.platform.label, call="SP_StreamExecutor.allocate")
-        if not address:  # nothing to own (size 0)
-            return DeviceMemory(self, SP_DeviceMemoryBase.new(size=base.size,
-                                                              payload=base.payload))
-        # Built here, slot by slot, rather than through DeviceMemory.__init__: this is the
-        # hot path of every small allocation.
-        memory = _new_object(DeviceMemory)
-        memory.executor = self
-        memory._range = values = (address, base.size, base.payload)
-        memory._struct = memory._owner = None
-        key = memory._key = _weakref(memory, self._on_memory_collected)
-        self._live_memory[key] = values
-        return memory
+        # nothing to own (size 0)
+        return DeviceMemory(self, SP_DeviceMemoryBase.new(size=base.size, payload=base.payload))
 
     def deallocate(self, memory: DeviceMemory) -> None:
         memory.close()

@@ -111,9 +111,10 @@ class DeviceMemory:
         # Exactly once: dict.pop is atomic, and whoever removes the key frees the memory.
         # Dropping the weak reference first means no callback when this object dies (no
         # local variable holds it: `allocate(n).close()` ends this object's life on return).
-        executor = self.executor
-        if self._key and executor._live_memory.pop(self._key, None) is not None:
+        key = self._key
+        if key and self.executor._live_memory.pop(key, None) is not None:
             self._key = False
+            executor = self.executor
             if not executor._closed:  # destroying the executor released everything
                 base, ref = executor._scratch.pair
                 base.opaque, base.size, base.payload = self._range
