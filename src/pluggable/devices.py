@@ -11,7 +11,6 @@ host-to-device, device-to-host and device-to-device copy streams, as TensorFlow'
 """
 from __future__ import annotations
 
-import re
 import threading
 
 from ._record import record
@@ -144,7 +143,6 @@ class _Provider:
     record: "PluginRecord"
 
 
-_DEVICE_COMPONENT = re.compile(r"(?:^|/)(?:physical_)?device:(?!.*/(?:physical_)?device:)")
 
 
 def parse_device_name(spec: str) -> Tuple[str, int]:
@@ -154,10 +152,15 @@ def parse_device_name(spec: str) -> Tuple[str, int]:
         raise InvalidArgumentError(f"a device name must be a non-empty string, not {spec!r}",
                                    call="device name")
     text = spec.strip()
-    # "device:" counts only as a whole path component: "/my_device:0" is device type MY_DEVICE.
-    marker = _DEVICE_COMPONENT.search(text)
-    if marker:
-        text = text[marker.end():]
+    # What follows the last path component that starts with "device:" or "physical_device:"
+    # ("/my_device:0" is device type MY_DEVICE: "device:" counts only as a whole component).
+    components = text.split("/")
+    for i in range(len(components) - 1, -1, -1):
+        component = components[i]
+        if component.startswith(("device:", "physical_device:")):
+            components[i] = component.partition("device:")[2]
+            text = "/".join(components[i:])
+            break
     text = text.lstrip("/")
     parts = text.split(":")
     try:

@@ -18,7 +18,6 @@ unusable here, said with a `PluginLoadWarning`.
 from __future__ import annotations
 
 import ctypes
-import re
 
 from . import _native
 from .errors import UnimplementedError, error_for_code
@@ -128,6 +127,8 @@ def parse_attr(spec: str) -> Attr:
             break
     kind_text, has_default, default_text = rest[:split].strip(), split < len(rest), \
         rest[split + 1:]
+    import re
+
     minimum = None
     m = re.fullmatch(r"(.*?)\s*>=\s*(-?\d+)", kind_text)
     if m:
@@ -176,6 +177,8 @@ def parse_arg(spec: str, attrs: Dict[str, Attr]) -> Arg:
     from .op_defs import Arg
 
     name, _, rest = spec.partition(":")
+    import re
+
     name, rest = name.strip(), rest.strip()
     number = None
     m = re.fullmatch(r"(\w+)\s*\*\s*(\w+)", rest)

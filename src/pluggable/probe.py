@@ -16,7 +16,6 @@ use the same probe; `inspect` gathers what ``doctor`` prints.
 """
 from __future__ import annotations
 
-import json
 import os
 import sys
 
@@ -125,6 +124,8 @@ def _signal_name(number: int) -> str:
 
 def _interpret(path: str, lines: List[bytes], returncode: int, timed_out: bool,
                timeout: float, output: str) -> ProbeResult:
+    import json
+
     steps: List[str] = []
     report: Dict[str, Any] = {}
     error: Optional[Dict[str, str]] = None
@@ -214,14 +215,45 @@ def _load(cache_file: str, report: bool) -> Dict[str, Any]:
         if not report:
             head = f.readline()
             if head.endswith(",\n"):
-                return json.loads(head[:-2] + "}")
+                return _json_loads(head[:-2] + "}")
             f.seek(0)
-        stored = json.load(f)
+        text = f.read()
+    stored = _json_loads(text)
     stored["result"]["report"] = stored.pop("report")
     return stored
 
 
+class _PlainJSON:
+    """The settings json's C scanner reads from its decoder: plain JSON to Python's types."""
+
+    strict = True
+    object_hook = object_pairs_hook = None
+    parse_float = parse_constant = float
+    parse_int = int
+
+
+def _json_loads(text: str) -> Any:
+    """``json.loads(text)``; with CPython's C scanner (the one `json` itself uses) where
+    there is one: importing `json` pulls in `re` and costs a warm start more than the
+    rest of the cache lookup."""
+    try:
+        from _json import make_scanner
+        scan = make_scanner(_PlainJSON())
+    except (ImportError, AttributeError, TypeError):
+        import json
+
+        return json.loads(text)
+    try:
+        value, end = scan(text, 0)
+    except StopIteration:
+        raise ValueError("the text is not JSON") from None
+    if text[end:].strip():
+        raise ValueError("the text holds more than one JSON value")
+    return value
+
+
 def _store(cache_file: str, identity: Dict[str, Any], result: ProbeResult) -> None:
+    import json
     import tempfile
 
     fields = result.as_dict()
@@ -406,6 +438,8 @@ def _present(view, name: str) -> bool:
 
 def child_main(argv: List[str]) -> int:
     """``python -m pluggable._probe_child PLUGIN REPORT``: the child's whole life."""
+    import json
+
     path, report_path = argv
     fd = os.open(report_path, os.O_WRONLY | os.O_APPEND)
 
