@@ -68,15 +68,20 @@ def _all_structs() -> tuple:
             *dlpack.STRUCTS, *grappler.STRUCTS, *tf_tstring.STRUCTS)
 
 
-def __getattr__(name: str):
-    import importlib
+def _submodule(name: str):
+    import sys
 
+    __import__(f"{__name__}.{name}")  # importlib.import_module, without importing importlib
+    return sys.modules[f"{__name__}.{name}"]
+
+
+def __getattr__(name: str):
     if name == "ALL_STRUCTS":
         value = _all_structs()
     elif name in _SUBMODULES:
-        value = importlib.import_module(f".{name}", __name__)
+        value = _submodule(name)
     elif name in _HOME:
-        value = getattr(importlib.import_module(f".{_HOME[name]}", __name__), name)
+        value = getattr(_submodule(_HOME[name]), name)
     else:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     globals()[name] = value
