@@ -550,34 +550,35 @@ int pluggable_KernelRegistrationInfo(int64_t id, PG_KernelInfo* info) {
   return 0;
 }
 
-/* Appends `text` and its NUL at `at` when it fits in `capacity`; returns the bytes it takes. */
-static int64_t put_key(char* buffer, int64_t capacity, int64_t at, const char* text) {
-  int64_t n = (int64_t)strlen(text) + 1;
-  if (buffer != NULL && at + n <= capacity) memcpy(buffer + at, text, (size_t)n);
-  return n;
-}
-
-int64_t pluggable_KernelRegistrationKeys(int64_t start, int64_t end, char* buffer,
-                                         int64_t capacity) {
+/* Writes (with `buffer`) or measures (without) the keys of registrations start .. end - 1;
+ * returns their bytes. Called with registry_mu held. */
+static int64_t registration_keys(int64_t start, int64_t end, char* buffer) {
   int64_t at = 0;
-  pthread_mutex_lock(&registry_mu);
-  if (start < 0 || end < start || end > registry_count) {
-    pthread_mutex_unlock(&registry_mu);
-    return -1;
-  }
   for (int64_t i = start; i < end; i++) {
     const PG_Registration* r = registry[i];
     char code[16], enabled[4];
     snprintf(code, sizeof code, "%d", (int)r->error_code);
     snprintf(enabled, sizeof enabled, "%d", r->enabled ? 1 : 0);
-    at += put_key(buffer, capacity, at, r->b->op);
-    at += put_key(buffer, capacity, at, r->b->device_type);
-    at += put_key(buffer, capacity, at, r->source);
-    at += put_key(buffer, capacity, at, code);
-    at += put_key(buffer, capacity, at, enabled);
+    const char* keys[5] = {r->b->op, r->b->device_type, r->source, code, enabled};
+    for (int k = 0; k < 5; k++) {
+      size_t n = strlen(keys[k]) + 1;
+      if (buffer != NULL) memcpy(buffer + at, keys[k], n);
+      at += (int64_t)n;
+    }
+  }
+  return at;
+}
+
+int64_t pluggable_KernelRegistrationKeys(int64_t start, int64_t end, char* buffer,
+                                         int64_t capacity) {
+  pthread_mutex_lock(&registry_mu);
+  int64_t size = -1;
+  if (start >= 0 && start <= end && end <= registry_count) {
+    size = registration_keys(start, end, NULL);
+    if (buffer != NULL && size <= capacity) registration_keys(start, end, buffer);
   }
   pthread_mutex_unlock(&registry_mu);
-  return at;
+  return size;
 }
 
 int pluggable_KernelRegistrationSetEnabled(int64_t id, int enabled) {
