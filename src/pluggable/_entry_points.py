@@ -15,7 +15,10 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Iterable, List, Optional
+
+TYPE_CHECKING = False  # typing's constant, without importing typing at start-up
+if TYPE_CHECKING:
+    from typing import Iterable, List, Optional
 
 _METADATA_SUFFIXES = (".dist-info", ".egg-info")
 

@@ -4,10 +4,10 @@ release for the executor's next safe point."""
 from __future__ import annotations
 
 import weakref
-from typing import TYPE_CHECKING
 
 from .errors import FailedPreconditionError
 
+TYPE_CHECKING = False  # typing's constant, without importing typing at start-up
 if TYPE_CHECKING:
     from .executor import StreamExecutor
 

@@ -2,14 +2,17 @@
 found, and which plugin serves a device type."""
 from __future__ import annotations
 
-import dataclasses
 import operator
 import os
-from typing import Any, Dict, List, Optional, Union
 
+from ._record import record
 from .devices import parse_device_name
 from .errors import InvalidArgumentError, NotFoundError
 from .loader import PluginRecord, manager
+
+TYPE_CHECKING = False  # typing's constant, without importing typing at start-up
+if TYPE_CHECKING:
+    from typing import Any, Dict, List, Optional, Union
 
 __all__ = ["PhysicalDevice", "list_physical_devices", "get_device_details", "list_plugins",
            "set_subdevice_mapping", "set_memory_growth", "get_memory_growth",
@@ -21,7 +24,7 @@ __all__ += ["LogicalDevice", "list_logical_devices", "set_visible_devices",
             "get_visible_devices", "kernel_coverage", "experimental"]
 
 
-@dataclasses.dataclass(frozen=True)
+@record(frozen=True)
 class PhysicalDevice:
     """A device the host can see, as ``tf.config.PhysicalDevice`` describes it."""
 
@@ -90,7 +93,9 @@ def list_plugins() -> List[PluginRecord]:
     """One record per plugin file found or loaded: path, status ("loaded", "disabled",
     "skipped"), reason, device type, platform name, API version, priority, and whether it
     provides kernels and a profiler."""
-    return [dataclasses.replace(r) for r in _manager().records]
+    import copy
+
+    return [copy.copy(r) for r in _manager().records]
 
 
 def set_subdevice_mapping(device_type: str, subdevice_type: str) -> None:
@@ -203,7 +208,7 @@ def get_log_device_placement() -> bool:
     return dispatch.get_log_device_placement()
 
 
-@dataclasses.dataclass(frozen=True)
+@record(frozen=True)
 class KernelInfo:
     """One kernel: the op it implements, where, and for which types."""
 
@@ -275,7 +280,7 @@ def get_deadline() -> float:
 
 __all__ += ["set_probe_timeout", "get_probe_timeout", "set_deadline", "get_deadline"]
 # -- logical and visible devices (tf.config's) ----------------------------------------------
-@dataclasses.dataclass(frozen=True)
+@record(frozen=True)
 class LogicalDevice:
     """A device ops can run on, as ``tf.config.LogicalDevice``: one per visible physical
     device."""

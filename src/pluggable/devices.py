@@ -11,14 +11,14 @@ host-to-device, device-to-host and device-to-device copy streams, as TensorFlow'
 """
 from __future__ import annotations
 
-import dataclasses
-import re
 import threading
-from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
 
+from ._record import record
 from .errors import FailedPreconditionError, InvalidArgumentError, NotFoundError
 
+TYPE_CHECKING = False  # typing's constant, without importing typing at start-up
 if TYPE_CHECKING:
+    from typing import Dict, List, Optional, Tuple
     from .executor import StreamExecutor
     from .loader import PluginManager, PluginRecord
     from .platform import Platform
@@ -143,7 +143,7 @@ class PluggableDevice:
         return f"<PluggableDevice {self.name} ({self.subdevice_type})>"
 
 
-@dataclasses.dataclass
+@record
 class _Provider:
     platform: "Platform"
     priority: int
@@ -151,7 +151,6 @@ class _Provider:
     record: "PluginRecord"
 
 
-_DEVICE_COMPONENT = re.compile(r"(?:^|/)(?:physical_)?device:(?!.*/(?:physical_)?device:)")
 
 
 def parse_device_name(spec: str) -> Tuple[str, int]:
@@ -161,10 +160,15 @@ def parse_device_name(spec: str) -> Tuple[str, int]:
         raise InvalidArgumentError(f"a device name must be a non-empty string, not {spec!r}",
                                    call="device name")
     text = spec.strip()
-    # "device:" counts only as a whole path component: "/my_device:0" is device type MY_DEVICE.
-    marker = _DEVICE_COMPONENT.search(text)
-    if marker:
-        text = text[marker.end():]
+    # What follows the last path component that starts with "device:" or "physical_device:"
+    # ("/my_device:0" is device type MY_DEVICE: "device:" counts only as a whole component).
+    components = text.split("/")
+    for i in range(len(components) - 1, -1, -1):
+        component = components[i]
+        if component.startswith(("device:", "physical_device:")):
+            components[i] = component.partition("device:")[2]
+            text = "/".join(components[i:])
+            break
     text = text.lstrip("/")
     parts = text.split(":")
     try:

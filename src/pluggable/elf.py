@@ -7,7 +7,11 @@ class"; reading the header first lets the host name both machines instead.
 from __future__ import annotations
 
 import struct
-from typing import List, NamedTuple, Optional
+from collections import namedtuple
+
+TYPE_CHECKING = False  # typing's constant, without importing typing at start-up
+if TYPE_CHECKING:
+    from typing import List, Optional
 
 _MACHINES = {3: "x86", 8: "MIPS", 20: "PowerPC", 21: "PowerPC64", 22: "S/390", 40: "ARM",
              43: "SPARC V9", 50: "IA-64", 62: "x86-64", 183: "AArch64", 243: "RISC-V",
@@ -15,11 +19,11 @@ _MACHINES = {3: "x86", 8: "MIPS", 20: "PowerPC", 21: "PowerPC64", 22: "S/390", 4
 _CLASSES = {1: "32-bit", 2: "64-bit"}
 
 
-class ElfHeader(NamedTuple):
-    elf_class: int      # 1: 32-bit, 2: 64-bit
-    little_endian: bool
-    file_type: int      # 3: shared object
-    machine: int
+class ElfHeader(namedtuple("ElfHeader", "elf_class little_endian file_type machine")):
+    """``elf_class`` 1: 32-bit, 2: 64-bit; ``little_endian`` a bool; ``file_type`` 3: a
+    shared object; ``machine`` the e_machine code."""
+
+    __slots__ = ()
 
     def describe(self) -> str:
         machine = _MACHINES.get(self.machine, f"machine {self.machine}")

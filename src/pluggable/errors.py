@@ -12,9 +12,11 @@ a plugin's thread) become a `PluggableWarning`, which the test-suite turns into 
 """
 from __future__ import annotations
 
-from typing import Dict, Optional, Type
-
 from .abi.tf_status import TF_Code
+
+TYPE_CHECKING = False  # typing's constant, without importing typing at start-up
+if TYPE_CHECKING:
+    from typing import Dict, Optional, Type
 
 __all__ = [
     "PluggableError", "CancelledError", "UnknownError", "InvalidArgumentError",

@@ -18,7 +18,6 @@ import threading
 import time
 import warnings
 import weakref
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
 
 from . import _native, limits
 from .abi import plugin_ext
@@ -38,7 +37,9 @@ from .validation import (
     ValidationError, alloc_struct, negotiate, optional_callback, read_c_string,
     require_callbacks)
 
+TYPE_CHECKING = False  # typing's constant, without importing typing at start-up
 if TYPE_CHECKING:
+    from typing import Any, Callable, Dict, List, Optional, Tuple
     from .event import Event
     from .platform import Platform
     from .stream import Stream
@@ -145,14 +146,10 @@ _new_object = object.__new__
 _weakref = weakref.ref
 
 
-class _ScratchMemoryBase(threading.local):
-    """A SP_DeviceMemoryBase per thread for allocate / deallocate: the plugin fills it and
-    DeviceMemory keeps plain integers (ctypes releases the GIL during the call, so threads
-    cannot share one)."""
-
-    def __init__(self):
-        base = SP_DeviceMemoryBase.new()
-        self.pair = (base, ctypes.byref(base))
+def _memory_struct(**fields) -> Tuple[SP_DeviceMemoryBase, Any]:
+    """An SP_DeviceMemoryBase for allocate / deallocate, and its byref."""
+    base = SP_DeviceMemoryBase.new(**fields)
+    return base, ctypes.byref(base)
 
 # The host tracer of a running profiling session, or None (set by pluggable.profiler).
 _tracer = None
@@ -169,11 +166,16 @@ class StreamExecutor:
         self._lock = threading.Lock()
         self._pending_releases: List[Tuple[str, Any, Any]] = []
         # Owning DeviceMemory objects still holding their memory: a weak reference to each
-        # (whose callback queues the release if the object is collected) -> its
-        # SP_DeviceMemoryBase. Cheaper per allocation than a weakref.finalize.
-        self._live_memory: Dict[weakref.ref, Tuple[int, int, int]] = {}
+        # (whose callback queues the release if the object is collected) -> the
+        # SP_DeviceMemoryBase (and its byref) the plugin's allocate filled, which its
+        # deallocate gets back unchanged. Cheaper per allocation than a weakref.finalize.
+        self._live_memory: Dict[weakref.ref, Tuple[SP_DeviceMemoryBase, Any]] = {}
         self._on_memory_collected = self._memory_collected  # one bound method for all
-        self._scratch = _ScratchMemoryBase()
+        # Structs of deallocated memory, for the next allocations: a new ctypes struct per
+        # allocation would be the larger part of its cost, and a per-thread one costs a
+        # thread-local lookup and field writes per call. (A list: append and pop are atomic,
+        # so threads share it; DeviceMemory.close() bounds it.)
+        self._memory_structs: List[Tuple[SP_DeviceMemoryBase, Any]] = []
         self._deferred_warnings: List[Tuple[str, type]] = []
         self._closed = False
         self._internal_stream: Optional["Stream"] = None
@@ -349,16 +351,15 @@ class StreamExecutor:
         """Registers an owning DeviceMemory; whoever pops the returned key from
         `_live_memory` (close(), or the collection callback) frees the memory."""
         key = weakref.ref(memory, self._on_memory_collected)
-        self._live_memory[key] = (address, size, payload)
+        self._live_memory[key] = _memory_struct(opaque=address or None, size=size,
+                                                payload=payload)
         return key
 
     def _memory_collected(self, key: weakref.ref) -> None:
         # A weakref callback, maybe inside the garbage collector: only queue the release.
-        values = self._live_memory.pop(key, None)
-        if values is not None:
-            address, size, payload = values
-            self._queue_release("deallocate", SP_DeviceMemoryBase.new(
-                opaque=address or None, size=size, payload=payload))
+        struct = self._live_memory.pop(key, None)
+        if struct is not None:
+            self._queue_release("deallocate", struct[0])
 
     def _release_now(self, kind: str, handle: Any) -> None:
         if self._closed:
@@ -392,18 +393,32 @@ class StreamExecutor:
     # -- memory ------------------------------------------------------------------------------
     def allocate(self, size: int, memory_space: int = 0) -> DeviceMemory:
         """Allocates ``size`` bytes of device memory."""
-        if self._closed:
+        if self._closed or self._pending_releases:
             self._check_open()
-        if self._pending_releases:
             self.flush_releases()
         if type(size) is not int or size < 0:
             size = _non_negative(size, "size", "allocate")
-        # A plugin may lower the scratch struct's struct_size to its own; passing that back
-        # to the same plugin is what the size rules allow, so it is not reset per call.
-        base, ref = self._scratch.pair
+        # A plugin may lower a pooled struct's struct_size to its own; passing that back to
+        # the same plugin is what the size rules allow, so it is not reset per call.
+        try:
+            struct = self._memory_structs.pop()
+        except IndexError:
+            struct = _memory_struct()
+        base, ref = struct
         self._allocate(self._device_ptr, size, memory_space, ref)
         address = base.opaque
-        if size and not address:
+        if address:
+            # Built here, slot by slot, rather than through DeviceMemory.__init__: this is
+            # the hot path of every small allocation.
+            memory = _new_object(DeviceMemory)
+            memory.executor = self
+            memory._range = (address, base.size, base.payload)
+            memory._struct = memory._owner = None
+            key = memory._key = _weakref(memory, self._on_memory_collected)
+            self._live_memory[key] = struct
+            return memory
+        self._memory_structs.append(struct)
+        if size:
             free_total = self.memory_usage()
             detail = (f"; {free_total[0]} of {free_total[1]} bytes are free"
                       if free_total else "")
@@ -412,18 +427,8 @@ class StreamExecutor:
                 f"could not allocate {size} bytes in memory space {memory_space}{detail}. "
                 f"Free device memory (close() tensors and buffers) or allocate less",
                 plugin=self.platform.label, call="SP_StreamExecutor.allocate")
-        if not address:  # nothing to own (size 0)
-            return DeviceMemory(self, SP_DeviceMemoryBase.new(size=base.size,
-                                                              payload=base.payload))
-        # Built here, slot by slot, rather than through DeviceMemory.__init__: this is the
-        # hot path of every small allocation.
-        memory = _new_object(DeviceMemory)
-        memory.executor = self
-        memory._range = values = (address, base.size, base.payload)
-        memory._struct = memory._owner = None
-        key = memory._key = _weakref(memory, self._on_memory_collected)
-        self._live_memory[key] = values
-        return memory
+        # nothing to own (size 0)
+        return DeviceMemory(self, SP_DeviceMemoryBase.new(size=base.size, payload=base.payload))
 
     def deallocate(self, memory: DeviceMemory) -> None:
         memory.close()

@@ -11,10 +11,10 @@ the plugin's devices and kernels stay usable, as the optimizer would never run h
 from __future__ import annotations
 
 import ctypes
-import dataclasses
 from typing import Dict, Optional
 
 from . import _native
+from ._record import record
 from .abi.grappler import (GO_MAJOR, GO_MINOR, GO_PATCH, OPTIMIZER_CONFIG_FIELDS,
                            TF_InitGraph_fn, TF_TriState, TP_Optimizer, TP_OptimizerConfigs,
                            TP_OptimizerRegistrationParams)
@@ -22,7 +22,7 @@ from .validation import (ValidationError, alloc_struct, negotiate, read_name,
                          require_callbacks)
 
 
-@dataclasses.dataclass(frozen=True)
+@record(frozen=True)
 class GraphOptimizer:
     """What a plugin's TF_InitGraph registered."""
 

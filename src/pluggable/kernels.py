@@ -18,25 +18,26 @@ lists or tuples of one of those; an empty list whose kind matters is ``AttrList(
 from __future__ import annotations
 
 import ctypes
-import numbers
 import struct as _struct
 import threading
 import warnings
 import weakref
 from array import array as _array
+from collections import namedtuple
 from threading import get_ident as _get_ident
-from typing import (TYPE_CHECKING, Any, Dict, FrozenSet, Iterable, List, Mapping, NamedTuple,
-                    Optional, Sequence, Tuple)
 
 from . import _native
 from ._handle import finalizer
 from .abi.kernels import TF_InitKernel_fn
-from .abi.tf_datatype import TF_DataType
 from .abi.tf_status import TF_Code
 from .errors import (FailedPreconditionError, InvalidArgumentError, PluginLoadWarning,
                      error_for_code)
 
+TYPE_CHECKING = False  # typing's constant, without importing typing at start-up
 if TYPE_CHECKING:
+    from typing import (Any, Dict, FrozenSet, Iterable, List, Mapping, Optional, Sequence,
+                        Tuple)
+
     from .dtypes import DType  # noqa: F401  (NumPy, imported on first use only)
     from .executor import StreamExecutor
     from .platform import Platform
@@ -97,6 +98,9 @@ _PROTOTYPES = {
     "pluggable_KernelRegistrationInfo": (ctypes.c_int,
                                          (ctypes.c_int64, ctypes.POINTER(PG_KernelInfo))),
     #   int (int64_t id, PG_KernelInfo* info)   -> 0, or -1 for an unknown id
+    "pluggable_KernelRegistrationKeys": (ctypes.c_int64, (ctypes.c_int64, ctypes.c_int64, _p,
+                                                          ctypes.c_int64)),
+    #   int64_t (int64_t start, int64_t end, char* buffer, int64_t capacity)  -> bytes, or -1
     "pluggable_KernelRegistrationSetEnabled": (ctypes.c_int, (ctypes.c_int64, ctypes.c_int)),
     #   int (int64_t id, int enabled)
     "pluggable_KernelCreate": (_p, (ctypes.c_int64, ctypes.c_char_p, _p, ctypes.c_int32, _p)),
@@ -116,6 +120,7 @@ _Begin = _fns["pluggable_BeginKernelRegistration"]
 _End = _fns["pluggable_EndKernelRegistration"]
 _Count = _fns["pluggable_KernelRegistrationCount"]
 _Info = _fns["pluggable_KernelRegistrationInfo"]
+_Keys = _fns["pluggable_KernelRegistrationKeys"]
 _SetEnabled = _fns["pluggable_KernelRegistrationSetEnabled"]
 _Create = _fns["pluggable_KernelCreate"]
 _Delete = _fns["pluggable_KernelDelete"]
@@ -131,6 +136,8 @@ _OUT_OWNED, _OUT_HOST_MEMORY = 1, 2
 _MAX_OUTPUT_DIMS = 254
 _MASK64 = (1 << 64) - 1
 _addressof = ctypes.addressof
+_byref = ctypes.byref
+_INFO_SIZE = ctypes.sizeof(PG_KernelInfo)
 
 _ATTR_KINDS = {"int": 0, "float": 1, "bool": 2, "type": 3, "string": 4}  # PG_ATTR_*
 _KIND_CTYPES = {"int": ctypes.c_int64, "float": ctypes.c_float, "bool": ctypes.c_ubyte,
@@ -138,27 +145,25 @@ _KIND_CTYPES = {"int": ctypes.c_int64, "float": ctypes.c_float, "bool": ctypes.c
 
 
 # -- public value types ---------------------------------------------------------------------
-class AttrList(NamedTuple):
+class AttrList(namedtuple("AttrList", "kind values", defaults=((),))):
     """A list attribute with an explicit element kind: "int", "float", "bool", "type" or
-    "string". Needed only for an empty list whose kind matters; ``[1, 2]`` is a list of
-    ints."""
+    "string" (``kind``), and its ``values`` (a tuple, default empty). Needed only for an
+    empty list whose kind matters; ``[1, 2]`` is a list of ints."""
 
-    kind: str
-    values: Tuple[Any, ...] = ()
-
-
-class KernelInput(NamedTuple):
-    """One input of `Kernel.run`: device memory (host memory with ``host_memory``) the
-    kernel reads during the call. ``dtype`` is a ``TF_DataType`` code."""
-
-    address: int
-    nbytes: int
-    dtype: int
-    shape: Tuple[int, ...]
-    host_memory: bool = False
+    __slots__ = ()
 
 
-class KernelOutput(NamedTuple):
+class KernelInput(namedtuple("KernelInput", "address nbytes dtype shape host_memory",
+                             defaults=(False,))):
+    """One input of `Kernel.run`: ``nbytes`` of device memory at ``address`` (host memory
+    with ``host_memory``, default False) the kernel reads during the call. ``dtype`` is a
+    ``TF_DataType`` code, ``shape`` a tuple of ints."""
+
+    __slots__ = ()
+
+
+class KernelOutput(namedtuple("KernelOutput", "address nbytes dtype shape owned aliased_input "
+                              "host_memory", defaults=(False,))):
     """One output of `Kernel.run`.
 
     - ``owned``: ``address`` is fresh memory the caller now owns: device memory of the run's
@@ -167,15 +172,12 @@ class KernelOutput(NamedTuple):
     - ``aliased_input >= 0``: the kernel made the output a view of that input; ``address``
       lies inside the input's memory, nothing to free;
     - neither (``nbytes == 0``): an empty output, address 0.
+
+    ``dtype`` is a ``TF_DataType`` code, ``shape`` a tuple of ints, ``aliased_input`` -1 when
+    owned or empty, ``host_memory`` (default False) whether the output is in host memory.
     """
 
-    address: int
-    nbytes: int
-    dtype: int
-    shape: Tuple[int, ...]
-    owned: bool
-    aliased_input: int  # -1 when owned or empty
-    host_memory: bool = False
+    __slots__ = ()
 
 
 def free_host_output(address: int) -> None:
@@ -193,6 +195,8 @@ def _type_code(value: Any) -> int:
     code = getattr(value, "tf_code", None)  # a pluggable.DType
     if code is not None:
         return int(code)
+    import numbers  # here: kernel loading at start-up never needs it
+
     if isinstance(value, numbers.Integral) and not isinstance(value, bool):
         return int(value)
     from .dtypes import as_dtype  # NumPy: only when names or NumPy types are used
@@ -201,6 +205,8 @@ def _type_code(value: Any) -> int:
 
 
 def _is_type(value: Any) -> bool:
+    from .abi.tf_datatype import TF_DataType  # here: start-up needs no dtype enum
+
     return isinstance(value, TF_DataType) or getattr(value, "tf_code", None) is not None
 
 
@@ -215,31 +221,57 @@ class KernelRegistration:
     __slots__ = ("id", "op", "device_type", "kernel_name", "label", "priority", "constraints",
                  "host_memory", "plugin", "is_async", "error_code", "error_message", "_enabled")
 
-    def __init__(self, registration_id: int):
+    def __init__(self, registration_id: int, keys: Optional[Sequence[bytes]] = None):
+        # Every kernel of every plugin is mirrored at load, from its keys (op, device type,
+        # source, error code, enabled: `_mirror` reads them for all at once); the other
+        # fields are read on first use.
+        if keys is None:
+            self._read(registration_id)
+            return
+        op, device_type, source, code, enabled = keys
+        self.id = registration_id
+        self.op = op.decode("utf-8", "replace")
+        self.device_type = device_type.decode("utf-8", "replace")
+        self.plugin = source.decode("utf-8", "surrogateescape")
+        self.error_code = int(code)
+        self._enabled = enabled == b"1"
+
+    def __getattr__(self, name: str):
+        # Only for a field not read yet (slots that are set never come here).
+        if name not in _DETAILS:
+            raise AttributeError(f"'KernelRegistration' object has no attribute {name!r}")
+        self._read(self.id)
+        return object.__getattribute__(self, name)
+
+    def _read(self, registration_id: int) -> None:
+        """Reads every field from the runtime (each once; arrays by slicing)."""
         info = PG_KernelInfo()
-        info.struct_size = ctypes.sizeof(PG_KernelInfo)
-        if _Info(registration_id, ctypes.byref(info)):
+        info.struct_size = _INFO_SIZE
+        if _Info(registration_id, _byref(info)):
             raise InvalidArgumentError(f"no kernel registration has id {registration_id}",
                                        call="KernelRegistration")
-        text = lambda raw: raw.decode("utf-8", "replace") if raw else ""  # noqa: E731
         self.id = registration_id
-        self.op = text(info.op)
-        self.device_type = text(info.device_type)
-        self.kernel_name = text(info.kernel_name)
-        self.label = text(info.label)
-        self.priority = int(info.priority)
-        self.plugin = info.source.decode("utf-8", "surrogateescape") if info.source else ""
+        self.op = (info.op or b"").decode("utf-8", "replace")
+        self.device_type = (info.device_type or b"").decode("utf-8", "replace")
+        self.kernel_name = (info.kernel_name or b"").decode("utf-8", "replace")
+        self.label = (info.label or b"").decode("utf-8", "replace")
+        self.priority = info.priority
+        self.plugin = (info.source or b"").decode("utf-8", "surrogateescape")
         self.is_async = bool(info.is_async)
-        self.error_code = int(info.error_code)
-        self.error_message = text(info.error_message)
+        self.error_code = info.error_code
+        self.error_message = (info.error_message or b"").decode("utf-8", "replace")
         constraints: Dict[str, FrozenSet[int]] = {}
-        for i in range(info.num_constraints):
-            types = info.constraint_types[i]
-            constraints[text(info.constraint_attrs[i])] = frozenset(
-                int(types[j]) for j in range(info.constraint_num_types[i]))
+        n = info.num_constraints
+        if n:
+            for attr, count, types in zip(info.constraint_attrs[:n],
+                                          info.constraint_num_types[:n],
+                                          info.constraint_types[:n]):
+                constraints[(attr or b"").decode("utf-8", "replace")] = frozenset(types[:count])
         self.constraints = constraints
-        self.host_memory = frozenset(text(info.host_memory_args[i])
-                                     for i in range(info.num_host_memory_args))
+        n = info.num_host_memory_args
+        self.host_memory = frozenset(
+            (a or b"").decode("utf-8", "replace") for a in info.host_memory_args[:n]) \
+            if n else frozenset()
         self._enabled = bool(info.enabled)
 
     @property
@@ -313,6 +345,8 @@ class KernelRegistration:
 
 
 def _attr_kind(name: str, value: Any) -> str:
+    import numbers
+
     if isinstance(value, (bool,)) or type(value).__name__ == "bool_":
         return "bool"
     if _is_type(value):
@@ -405,14 +439,29 @@ _by_op: Dict[str, List[KernelRegistration]] = {}
 _loaded: Dict[int, List[KernelRegistration]] = {}  # TF_InitKernel address -> accepted
 
 
+# The fields `KernelRegistration` reads on first use rather than when mirrored.
+_DETAILS = frozenset(("kernel_name", "label", "priority", "constraints", "host_memory",
+                      "is_async", "error_message"))
+
+
+def _mirror(start: int, end: int) -> List[KernelRegistration]:
+    """Registrations ``start .. end - 1``, from their keys, read in one call."""
+    size = _Keys(start, end, None, 0)
+    buffer = ctypes.create_string_buffer(max(1, size))
+    if size < 0 or _Keys(start, end, buffer, size) != size:
+        return [KernelRegistration(i) for i in range(start, end)]
+    keys = buffer.raw[:size].split(b"\0")
+    return [KernelRegistration(i, keys[k:k + 5])
+            for i, k in zip(range(start, end), range(0, 5 * (end - start), 5))]
+
+
 def _refresh() -> None:
     """Mirrors registrations made since the last call."""
     count = _Count()
     if count == len(_registrations):
         return
     with _registry_lock:
-        for i in range(len(_registrations), _Count()):
-            _registrations.append(KernelRegistration(i))
+        _registrations.extend(_mirror(len(_registrations), _Count()))
         _rebuild_index()
 
 
@@ -497,6 +546,10 @@ def load_kernels(platform: "Platform",
         mine = [r for r in _registrations[start:] if r.plugin == platform.path]
         accepted = []
         for r in mine:
+            if r.error_code == TF_Code.TF_OK and r.device_type in known \
+                    and r.device_type != "CPU":
+                accepted.append(r)
+                continue
             where = (f"pluggable: plugin {platform.path}: kernel {r.kernel_name!r} for op "
                      f"{r.op!r} on device type {r.device_type!r}")
             if r.error_code != TF_Code.TF_OK:
@@ -509,7 +562,7 @@ def load_kernels(platform: "Platform",
                     f"{where} is ignored: CPU is the host's own device, whose kernels are "
                     f"NumPy's; plugins register kernels for the device types they provide "
                     f"({platform.device_type})")
-            elif r.device_type not in known:
+            else:  # a device type no loaded plugin provides
                 r.set_enabled(False)
                 messages.append(
                     f"{where} is ignored: no loaded plugin provides device type "
@@ -517,8 +570,6 @@ def load_kernels(platform: "Platform",
                     f"Register kernels for the plugin's own device type "
                     f"({platform.device_type}), or load the plugin that provides "
                     f"{r.device_type!r} first")
-            else:
-                accepted.append(r)
         _rebuild_index()
         _loaded[init] = accepted
     for message in messages:  # after every decision: a warning may be raised as an error

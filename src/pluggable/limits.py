@@ -19,7 +19,10 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import Optional
+
+TYPE_CHECKING = False  # typing's constant, without importing typing at start-up
+if TYPE_CHECKING:
+    from typing import Optional
 
 PROBE_VARIABLE = "PLUGGABLE_PROBE"
 PROBE_TIMEOUT_VARIABLE = "PLUGGABLE_PROBE_TIMEOUT"

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import atexit
 import ctypes
-import dataclasses
 import os
 import site
 import stat
@@ -34,14 +33,16 @@ import sys
 import sysconfig
 import threading
 import warnings
-from typing import TYPE_CHECKING, Dict, Iterator, List, Optional, Tuple
 
 from . import _native  # noqa: F401  (loads the runtime library, RTLD_GLOBAL, before plugins)
 from . import limits
+from ._record import record
 from .errors import PluggableError, PluginLoadError, PluginLoadWarning
 from .platform import Platform, PlatformRegistry, PluginCallError
 
+TYPE_CHECKING = False  # typing's constant, without importing typing at start-up
 if TYPE_CHECKING:
+    from typing import Dict, Iterator, List, Optional, Tuple
     from .plugin_profiler import PluginProfiler
 
 PLUGIN_DIRECTORY = "tensorflow-plugins"
@@ -81,7 +82,7 @@ _ADVICE = {
 }
 
 
-@dataclasses.dataclass
+@record
 class PluginRecord:
     """What happened to one discovered or explicitly loaded plugin file."""
 
@@ -338,7 +339,7 @@ class PluginManager:
         if isolate if isolate is not None else limits.probing_enabled():
             from . import probe
 
-            result = probe.verdict(real)
+            result = probe.verdict(real, report=False)
             if not result.ok:
                 return self._fail(record, key, result.step, result.reason, explicit)
             record.probe = "passed (cached)" if result.cached else "passed"

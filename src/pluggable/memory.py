@@ -10,14 +10,20 @@ executor alive.
 from __future__ import annotations
 
 import ctypes
-from typing import TYPE_CHECKING, Optional
 
 from ._handle import finalizer
 from .abi.stream_executor import SP_DeviceMemoryBase
 from .errors import FailedPreconditionError, InvalidArgumentError
 
+TYPE_CHECKING = False  # typing's constant, without importing typing at start-up
 if TYPE_CHECKING:
+    from typing import Optional
     from .executor import StreamExecutor
+
+# SP_DeviceMemoryBase structs an executor keeps for reuse (allocate takes one, close() gives
+# it back): at most this many, more than the small allocations a program usually holds at
+# once.
+_POOLED_MEMORY_STRUCTS = 64
 
 
 class DeviceMemory:
@@ -29,9 +35,9 @@ class DeviceMemory:
 
     # The range is kept as a tuple of Python integers (`_range`: address, size, payload); the
     # SP_DeviceMemoryBase that copies and kernels pass to the plugin (`_base`, `_ref`) is
-    # built on first use: StreamExecutor.allocate (which fills these slots itself) and
-    # close() use a per-thread scratch struct instead of a new one per allocation, which
-    # was the larger part of the cost of a small allocation.
+    # built on first use. StreamExecutor.allocate (which fills these slots itself) and
+    # close() pass the plugin a struct of the executor's pool instead, kept with the
+    # registration below, so that deallocate gets back what allocate filled.
     # `_key`: for owning memory, the executor's registration (StreamExecutor._track_memory),
     # which queues the release if the object is collected while it still owns the memory;
     # False once closed, None for memory that never owned its range (views, unchecked).
@@ -110,13 +116,17 @@ class DeviceMemory:
         # Exactly once: dict.pop is atomic, and whoever removes the key frees the memory.
         # Dropping the weak reference first means no callback when this object dies (no
         # local variable holds it: `allocate(n).close()` ends this object's life on return).
-        executor = self.executor
-        if self._key and executor._live_memory.pop(self._key, None) is not None:
-            self._key = False
-            if not executor._closed:  # destroying the executor released everything
-                base, ref = executor._scratch.pair
-                base.opaque, base.size, base.payload = self._range
-                executor._deallocate(executor._device_ptr, ref)
+        key = self._key
+        if key:
+            executor = self.executor
+            struct = executor._live_memory.pop(key, None)
+            if struct is not None:
+                self._key = False
+                if not executor._closed:  # destroying the executor released everything
+                    executor._deallocate(executor._device_ptr, struct[1])
+                    pool = executor._memory_structs
+                    if len(pool) < _POOLED_MEMORY_STRUCTS:
+                        pool.append(struct)
 
     def _check_open(self) -> None:
         if self.is_closed:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import ctypes
 import threading
-from typing import TYPE_CHECKING, Callable, Dict, List, Optional
 
 from . import _native
 from .abi import plugin_ext
@@ -22,7 +21,9 @@ from .validation import (
     ValidationError, alloc_struct, negotiate, optional_callback, read_c_string, read_name,
     require_callbacks)
 
+TYPE_CHECKING = False  # typing's constant, without importing typing at start-up
 if TYPE_CHECKING:
+    from typing import Callable, Dict, List, Optional
     from .executor import StreamExecutor
     from .loader import PluginLibrary
 

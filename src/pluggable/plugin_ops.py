@@ -18,13 +18,18 @@ unusable here, said with a `PluginLoadWarning`.
 from __future__ import annotations
 
 import ctypes
-import re
-from typing import Any, Dict, List, Optional, Tuple
 
 from . import _native
-from . import dtypes as dt
 from .errors import UnimplementedError, error_for_code
-from .op_defs import OPS, REQUIRED, Arg, Attr, OpDef
+
+TYPE_CHECKING = False  # typing's constant, without importing typing at start-up
+if TYPE_CHECKING:
+    from typing import Any, Dict, List, Optional, Tuple
+    from .dtypes import DType
+    from .op_defs import Arg, Attr, OpDef
+
+# The op library and the dtypes (NumPy) are imported only when a plugin has registered ops:
+# loading the kernels of a plugin that registers none needs neither.
 
 _p = ctypes.c_void_p
 
@@ -52,12 +57,21 @@ _PROTOTYPES = {
 _fns = _native.bind(_native.lib, _PROTOTYPES)
 _SHAPE_NOT_SET = -2
 
-# TensorFlow's type names in op specs (DataTypeToString without "DT_", lower case).
-_TYPE_NAMES = {"float": dt.float32, "double": dt.float64, "half": dt.float16,
-               "bfloat16": dt.bfloat16, "int8": dt.int8, "int16": dt.int16, "int32": dt.int32,
-               "int64": dt.int64, "uint8": dt.uint8, "uint16": dt.uint16, "uint32": dt.uint32,
-               "uint64": dt.uint64, "bool": dt.bool_, "complex64": dt.complex64,
-               "complex128": dt.complex128, "resource": dt.resource}
+_type_names: Dict[str, "DType"] = {}
+
+
+def _types() -> Dict[str, "DType"]:
+    """TensorFlow's type names in op specs (DataTypeToString without "DT_", lower case)."""
+    if not _type_names:
+        from . import dtypes as dt
+
+        _type_names.update({
+            "float": dt.float32, "double": dt.float64, "half": dt.float16,
+            "bfloat16": dt.bfloat16, "int8": dt.int8, "int16": dt.int16, "int32": dt.int32,
+            "int64": dt.int64, "uint8": dt.uint8, "uint16": dt.uint16, "uint32": dt.uint32,
+            "uint64": dt.uint64, "bool": dt.bool_, "complex64": dt.complex64,
+            "complex128": dt.complex128, "resource": dt.resource})
+    return _type_names
 
 
 def count() -> int:
@@ -69,14 +83,15 @@ class SpecError(ValueError):
     """A spec this host cannot turn into an op."""
 
 
-def _type(text: str) -> dt.DType:
+def _type(text: str) -> "DType":
+    names = _types()
     name = text.strip()
     if name.startswith("DT_"):
         name = name[3:].lower()
-    if name not in _TYPE_NAMES:
+    if name not in names:
         raise SpecError(f"type {text.strip()!r} is not supported (supported: "
-                        f"{', '.join(sorted(_TYPE_NAMES))})")
-    return _TYPE_NAMES[name]
+                        f"{', '.join(sorted(names))})")
+    return names[name]
 
 
 def _split_list(body: str) -> List[str]:
@@ -92,6 +107,8 @@ def _string(text: str) -> str:
 
 def parse_attr(spec: str) -> Attr:
     """``name: kind [>= min] [= default]`` as an `Attr`."""
+    from .op_defs import REQUIRED, Attr
+
     name, _, rest = spec.partition(":")
     name, rest = name.strip(), rest.strip()
     # The default follows the first "=" that is not part of ">=" nor inside {...} or quotes.
@@ -110,6 +127,8 @@ def parse_attr(spec: str) -> Attr:
             break
     kind_text, has_default, default_text = rest[:split].strip(), split < len(rest), \
         rest[split + 1:]
+    import re
+
     minimum = None
     m = re.fullmatch(r"(.*?)\s*>=\s*(-?\d+)", kind_text)
     if m:
@@ -155,7 +174,11 @@ def parse_attr(spec: str) -> Attr:
 
 def parse_arg(spec: str, attrs: Dict[str, Attr]) -> Arg:
     """``name: T``, ``name: float`` or ``name: N * T`` as an `Arg`."""
+    from .op_defs import Arg
+
     name, _, rest = spec.partition(":")
+    import re
+
     name, rest = name.strip(), rest.strip()
     number = None
     m = re.fullmatch(r"(\w+)\s*\*\s*(\w+)", rest)
@@ -226,8 +249,13 @@ def _no_cpu(name: str, plugin: str):
 def adopt(plugin: str, start: int) -> List[str]:
     """Turns the ops registered since registration ``start`` into ops of the library;
     returns messages for the ops that could not be (for `PluginLoadWarning`)."""
-    messages = []
-    for op_id in range(start, count()):
+    messages: List[str] = []
+    end = count()
+    if end == start:
+        return messages
+    from .op_defs import OPS, OpDef
+
+    for op_id in range(start, end):
         info = PG_OpInfo()
         if _fns["pluggable_OpRegistrationInfo"](op_id, ctypes.byref(info)):
             continue

@@ -11,7 +11,6 @@ once, at `destroy`.
 from __future__ import annotations
 
 import ctypes
-from typing import Optional
 
 from . import _native
 from .abi.pluggable_profiler import (
@@ -20,6 +19,10 @@ from .abi.pluggable_profiler import (
 from .abi.tf_status import TF_Code
 from .errors import InternalError, error_for_code
 from .validation import ValidationError, alloc_struct, negotiate, read_c_string, require_callbacks
+
+TYPE_CHECKING = False  # typing's constant, without importing typing at start-up
+if TYPE_CHECKING:
+    from typing import Optional
 
 # Bytes behind the announced size of a collect buffer: a plugin that writes more than it
 # announced lands here, where the host sees it, instead of in memory it does not own.

@@ -16,14 +16,15 @@ use the same probe; `inspect` gathers what ``doctor`` prints.
 """
 from __future__ import annotations
 
-import dataclasses
-import hashlib
-import json
 import os
 import sys
-from typing import Any, Callable, Dict, List, Optional
 
 from . import limits
+from ._record import record
+
+TYPE_CHECKING = False  # typing's constant, without importing typing at start-up
+if TYPE_CHECKING:
+    from typing import Any, Callable, Dict, List, Optional
 
 # Bumped when what the child checks changes: older cached verdicts are then ignored.
 PROTOCOL = 1
@@ -32,7 +33,7 @@ _STEPS = ("dlopen", "symbol lookup", "init", "validation", "device count", "devi
           "kernels", "profiler", "shutdown")
 
 
-@dataclasses.dataclass
+@record
 class ProbeResult:
     """What the probe found. ``ok`` is False when any step failed; ``step`` is the last step
     reached (the failing one), ``reason`` says why, ``signal`` names the signal that killed
@@ -46,13 +47,15 @@ class ProbeResult:
     signal: Optional[str] = None
     timed_out: bool = False
     seconds: float = 0.0
-    steps: List[str] = dataclasses.field(default_factory=list)
-    report: Dict[str, Any] = dataclasses.field(default_factory=dict)
+    steps: List[str] = []  # (a record copies a list or dict default per instance)
+    report: Dict[str, Any] = {}
     output: str = ""
     cached: bool = False
 
     def as_dict(self) -> Dict[str, Any]:
-        return dataclasses.asdict(self)
+        import copy
+
+        return {f: copy.deepcopy(getattr(self, f)) for f in self._fields}
 
 
 # -- the parent's side ------------------------------------------------------------------------
@@ -121,6 +124,8 @@ def _signal_name(number: int) -> str:
 
 def _interpret(path: str, lines: List[bytes], returncode: int, timed_out: bool,
                timeout: float, output: str) -> ProbeResult:
+    import json
+
     steps: List[str] = []
     report: Dict[str, Any] = {}
     error: Optional[Dict[str, str]] = None
@@ -162,8 +167,12 @@ def _interpret(path: str, lines: List[bytes], returncode: int, timed_out: bool,
 
 
 def _cache_file(real_path: str) -> str:
-    digest = hashlib.sha256(real_path.encode("utf-8", "surrogateescape")).hexdigest()[:24]
-    return os.path.join(limits.cache_directory(), "probe", f"{digest}.json")
+    # The file's name only spreads entries; the identity stored inside decides. A 64-bit
+    # FNV-1a of the path: hashlib (OpenSSL) would cost more to import than the lookup saves.
+    digest = 0xCBF29CE484222325
+    for byte in real_path.encode("utf-8", "surrogateescape"):
+        digest = ((digest ^ byte) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+    return os.path.join(limits.cache_directory(), "probe", f"{digest:016x}.json")
 
 
 def _file_identity(real_path: str) -> Dict[str, Any]:
@@ -175,35 +184,86 @@ def _file_identity(real_path: str) -> Dict[str, Any]:
             "protocol": PROTOCOL, "python": sys.executable}
 
 
-def verdict(path: str, timeout: Optional[float] = None) -> ProbeResult:
+def verdict(path: str, timeout: Optional[float] = None, report: bool = True) -> ProbeResult:
     """The probe's verdict on ``path``: from the cache when this very file (real path, inode,
-    size, mtime) was probed before by this host version, else from a new probe, cached."""
+    size, mtime) was probed before by this host version, else from a new probe, cached.
+
+    With ``report=False`` a verdict from the cache comes with an empty ``report``: the
+    report (the plugin's every kernel and callback) is most of a cache entry, and discovery
+    needs only ``ok``, ``step`` and ``reason``."""
     real_path = os.path.realpath(path)
     identity = _file_identity(real_path)
     cache_file = _cache_file(real_path)
     try:
-        with open(cache_file, encoding="utf-8") as f:
-            stored = json.load(f)
+        stored = _load(cache_file, report)
         if stored.get("identity") == identity:
             result = ProbeResult(**stored["result"])
             result.cached = True
             return result
-    except (OSError, ValueError, TypeError, KeyError):
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
         pass  # absent, stale or unreadable: probe again
     result = run(real_path, timeout)
     if result.steps:  # a child that reached no step tells nothing about the plugin
-        _store(cache_file, {"identity": identity, "result": result.as_dict()})
+        _store(cache_file, identity, result)
     return result
 
 
-def _store(cache_file: str, data: Dict[str, Any]) -> None:
+# A cache entry is one JSON object on two lines: the identity and the verdict on the first,
+# the report on the second. The first line alone, closed, is the verdict without the report.
+def _load(cache_file: str, report: bool) -> Dict[str, Any]:
+    with open(cache_file, encoding="utf-8") as f:
+        if not report:
+            head = f.readline()
+            if head.endswith(",\n"):
+                return _json_loads(head[:-2] + "}")
+            f.seek(0)
+        text = f.read()
+    stored = _json_loads(text)
+    stored["result"]["report"] = stored.pop("report")
+    return stored
+
+
+class _PlainJSON:
+    """The settings json's C scanner reads from its decoder: plain JSON to Python's types."""
+
+    strict = True
+    object_hook = object_pairs_hook = None
+    parse_float = parse_constant = float
+    parse_int = int
+
+
+def _json_loads(text: str) -> Any:
+    """``json.loads(text)``; with CPython's C scanner (the one `json` itself uses) where
+    there is one: importing `json` pulls in `re` and costs a warm start more than the
+    rest of the cache lookup."""
+    try:
+        from _json import make_scanner
+        scan = make_scanner(_PlainJSON())
+    except (ImportError, AttributeError, TypeError):
+        import json
+
+        return json.loads(text)
+    try:
+        value, end = scan(text, 0)
+    except StopIteration:
+        raise ValueError("the text is not JSON") from None
+    if text[end:].strip():
+        raise ValueError("the text holds more than one JSON value")
+    return value
+
+
+def _store(cache_file: str, identity: Dict[str, Any], result: ProbeResult) -> None:
+    import json
     import tempfile
 
+    fields = result.as_dict()
+    report = fields.pop("report")
+    head = json.dumps({"identity": identity, "result": fields})  # one line: no indent
     try:
         os.makedirs(os.path.dirname(cache_file), mode=0o700, exist_ok=True)
         fd, temporary = tempfile.mkstemp(dir=os.path.dirname(cache_file), suffix=".tmp")
         with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(data, f)
+            f.write(f"{head[:-1]},\n\"report\": {json.dumps(report)}}}\n")
         os.replace(temporary, cache_file)
     except OSError:
         pass  # a read-only cache costs a probe per start, not a failure
@@ -378,6 +438,8 @@ def _present(view, name: str) -> bool:
 
 def child_main(argv: List[str]) -> int:
     """``python -m pluggable._probe_child PLUGIN REPORT``: the child's whole life."""
+    import json
+
     path, report_path = argv
     fd = os.open(report_path, os.O_WRONLY | os.O_APPEND)
 

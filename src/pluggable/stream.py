@@ -1,20 +1,24 @@
 """Streams: ordered queues of device work (``SP_Stream``)."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, NamedTuple, Optional, Set
+from collections import namedtuple
 
 from . import _native
 from ._handle import PluginHandle
 from .abi.tf_status import TF_Code
 from .errors import error_for_code
 
+TYPE_CHECKING = False  # typing's constant, without importing typing at start-up
 if TYPE_CHECKING:
+    from typing import Optional, Set
+
     from .event import Event
 
 
-class StreamStatus(NamedTuple):
-    code: TF_Code
-    message: str
+class StreamStatus(namedtuple("StreamStatus", "code message")):
+    """A stream's state: its `TF_Code` and the plugin's message."""
+
+    __slots__ = ()
 
     @property
     def ok(self) -> bool:

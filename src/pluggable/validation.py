@@ -15,18 +15,23 @@ so that a plugin built against a newer, longer layout writes into memory the hos
 from __future__ import annotations
 
 import ctypes
-import re
-from typing import Iterable, Type, TypeVar
 
 from .abi._struct import ABIStruct
 from .limits import MAX_STRUCT_SIZE, safe_text
 
-S = TypeVar("S", bound=ABIStruct)
+TYPE_CHECKING = False  # typing's constant, without importing typing at start-up
+if TYPE_CHECKING:
+    from typing import Iterable, Type, TypeVar
+
+    S = TypeVar("S", bound=ABIStruct)
 
 # Room behind every plugin-filled struct for fields of layouts newer than the host's.
 _SLACK_BYTES = 512
 _MAX_NAME_BYTES = 256
-_NAME_PATTERN = re.compile(r"[A-Z][A-Z_]*\Z")
+# Names: a capital letter, then capitals and underscores (checked without `re`, which
+# start-up does not otherwise need).
+_CAPITALS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZ")
+_NAME_CHARACTERS = _CAPITALS | {"_"}
 
 _libc = ctypes.CDLL(None)
 _strnlen = _libc.strnlen
@@ -114,7 +119,7 @@ def read_c_string(address: int, what: str, *, required: bool = True) -> str:
 def read_name(address: int, what: str) -> str:
     """Reads a platform name or device type and checks its spelling."""
     name = read_c_string(address, what)
-    if not _NAME_PATTERN.match(name):
+    if name[:1] not in _CAPITALS or not _NAME_CHARACTERS.issuperset(name):
         raise ValidationError(
             f"{what} is {name!r}; it must start with a capital letter and contain only "
             f"capital letters and underscores (for example 'MY_DEVICE')")

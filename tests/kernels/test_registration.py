@@ -38,6 +38,36 @@ def test_registrations_record_what_the_builder_said(kc):
     assert os.path.isabs(typed.plugin) and typed.plugin == kc.platform.path
 
 
+def test_mirrors_made_from_keys_read_the_other_fields_on_first_use(kc):
+    # Discovery mirrors every registration from its keys in one call; the rest is read when
+    # first asked for, and equals what a full read of the same registration gives.
+    fields = ("op", "device_type", "plugin", "error_code", "enabled", "kernel_name", "label",
+              "priority", "constraints", "host_memory", "is_async", "error_message")
+    for mirrored in mine(kc.path).values():
+        full = kernels.KernelRegistration(mirrored.id)
+        assert [getattr(mirrored, f) for f in fields] == [getattr(full, f) for f in fields]
+    with pytest.raises(AttributeError, match="no attribute 'colour'"):
+        mirrored.colour
+
+
+def test_registration_keys_come_from_one_runtime_call(kc):
+    count = kernels._Count()
+    size = kernels._Keys(0, count, None, 0)  # capacity 0: the size it needs
+    buffer = ctypes.create_string_buffer(size)
+    assert kernels._Keys(0, count, buffer, size) == size
+    keys = buffer.raw.split(b"\0")[:-1]
+    assert len(keys) == 5 * count
+    for r in mine(kc.path).values():
+        op, device_type, source, code, enabled = keys[5 * r.id:5 * r.id + 5]
+        assert (op.decode(), device_type.decode(), os.fsdecode(source), int(code),
+                enabled == b"1") == (r.op, r.device_type, r.plugin, r.error_code, r.enabled)
+    too_small = ctypes.create_string_buffer(size)
+    assert kernels._Keys(0, count, too_small, size - 1) == size  # nothing written
+    assert too_small.raw == bytes(size)
+    for start, end in ((-1, 1), (2, 1), (0, count + 1)):
+        assert kernels._Keys(start, end, None, 0) == -1
+
+
 def test_registered_kernels_filters_by_op_and_device_type(kc):
     prio = kernels.registered_kernels("Prio", "KC")
     assert {r.kernel_name for r in prio if r.plugin == kc.path} == {"PrioLow", "PrioHigh"}

@@ -32,6 +32,11 @@ def test_verdicts_are_cached_per_file_build(tmp_path, monkeypatch, build_test_pl
     assert first.ok and not first.cached and first.steps[0] == "dlopen"
     second = probe.verdict(str(path))
     assert second.ok and second.cached and second.report == first.report
+    # Discovery reads the verdict alone (the entry's first line), not the report.
+    light = probe.verdict(str(path), report=False)
+    assert light.cached and (light.ok, light.step, light.steps) == (True, first.step,
+                                                                     first.steps)
+    assert light.report == {} and first.report["platform"]
     stored = os.listdir(tmp_path / "cache" / "probe")
     assert len(stored) == 1 and stored[0].endswith(".json")
     # A new build (another size and mtime) is probed again.

@@ -169,7 +169,7 @@ def test_close_frees_once_and_allocate_zero_owns_nothing(xpu):
     assert xpu.live_handles()["allocations"] == before
 
 
-def test_allocations_from_threads_use_their_own_scratch_struct(xpu):
+def test_allocations_from_threads_never_share_a_struct(xpu):
     import threading
 
     errors = []

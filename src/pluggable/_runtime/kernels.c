@@ -311,6 +311,9 @@ typedef struct PG_Registration {
   int enabled;
   TF_Code error_code;
   char* error_message;
+  /* Of source, op and device type: registrations whose keys differ are not duplicates, so
+   * the duplicate check compares strings only for equal keys. */
+  uint64_t key;
   /* PG_KernelInfo's arrays, made once. */
   const char** constraint_attrs;
   int32_t* constraint_num_types;
@@ -356,6 +359,19 @@ static bool same_kernel(const TF_KernelBuilder* a, const TF_KernelBuilder* b) {
     if (match == NULL || !same_type_set(&a->constraints[i], match)) return false;
   }
   return true;
+}
+
+/* FNV-1a over the strings a duplicate must share (each with its terminating NUL). */
+static uint64_t registration_key(const char* source, const TF_KernelBuilder* b) {
+  const char* parts[3] = {source, b->op, b->device_type};
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (int i = 0; i < 3; i++) {
+    const unsigned char* p = (const unsigned char*)(parts[i] != NULL ? parts[i] : "");
+    do {
+      h = (h ^ *p) * 0x100000001b3ull;
+    } while (*p++ != '\0');
+  }
+  return h;
 }
 
 static void registration_free(PG_Registration* r) {
@@ -413,10 +429,12 @@ static void register_builder(const char* kernel_name, TF_KernelBuilder* b, TF_Co
 
   pthread_mutex_lock(&registry_mu);
   r->source = pg_strdup(session_source != NULL ? session_source : "");
+  r->key = registration_key(r->source, r->b);
   if (code == TF_OK) {
     for (int64_t i = 0; i < registry_count; i++) {
       PG_Registration* other = registry[i];
-      if (other->error_code == TF_OK && strcmp(other->source, r->source ? r->source : "") == 0 &&
+      if (other->key == r->key && other->error_code == TF_OK &&
+          strcmp(other->source, r->source ? r->source : "") == 0 &&
           same_kernel(other->b, r->b)) {
         code = TF_ALREADY_EXISTS;
         snprintf(err, sizeof err,
@@ -530,6 +548,37 @@ int pluggable_KernelRegistrationInfo(int64_t id, PG_KernelInfo* info) {
            size - sizeof info->struct_size);
   }
   return 0;
+}
+
+/* Writes (with `buffer`) or measures (without) the keys of registrations start .. end - 1;
+ * returns their bytes. Called with registry_mu held. */
+static int64_t registration_keys(int64_t start, int64_t end, char* buffer) {
+  int64_t at = 0;
+  for (int64_t i = start; i < end; i++) {
+    const PG_Registration* r = registry[i];
+    char code[16], enabled[4];
+    snprintf(code, sizeof code, "%d", (int)r->error_code);
+    snprintf(enabled, sizeof enabled, "%d", r->enabled ? 1 : 0);
+    const char* keys[5] = {r->b->op, r->b->device_type, r->source, code, enabled};
+    for (int k = 0; k < 5; k++) {
+      size_t n = strlen(keys[k]) + 1;
+      if (buffer != NULL) memcpy(buffer + at, keys[k], n);
+      at += (int64_t)n;
+    }
+  }
+  return at;
+}
+
+int64_t pluggable_KernelRegistrationKeys(int64_t start, int64_t end, char* buffer,
+                                         int64_t capacity) {
+  pthread_mutex_lock(&registry_mu);
+  int64_t size = -1;
+  if (start >= 0 && start <= end && end <= registry_count) {
+    size = registration_keys(start, end, NULL);
+    if (buffer != NULL && size <= capacity) registration_keys(start, end, buffer);
+  }
+  pthread_mutex_unlock(&registry_mu);
+  return size;
 }
 
 int pluggable_KernelRegistrationSetEnabled(int64_t id, int enabled) {

@@ -122,6 +122,12 @@ typedef struct PG_KernelInfo {
 
 /* Fills `info` (fields ending within info->struct_size); 0, or -1 for an unknown id. */
 TF_CAPI_EXPORT int pluggable_KernelRegistrationInfo(int64_t id, PG_KernelInfo* info);
+/* What the host indexes registrations by, for ids start .. end - 1 at once: per registration
+ * five NUL-terminated strings, op, device type, source, error code and enabled (decimal).
+ * Returns the bytes they take, written to `buffer` only when that is at most `capacity`
+ * (pass 0 to ask); -1 when the range is not one of registrations. */
+TF_CAPI_EXPORT int64_t pluggable_KernelRegistrationKeys(int64_t start, int64_t end,
+                                                        char* buffer, int64_t capacity);
 /* Enables (1) or disables (0) a registration; 0, or -1 for an unknown id or for enabling a
  * registration that failed. A disabled registration cannot be instantiated; instances made
  * earlier keep working. */

@@ -22,76 +22,75 @@ handles are ``c_void_p``. This package depends on nothing but ctypes, so it impo
 own. tests/abi checks every mirror against the C compiler.
 """
 
-from . import (dlpack, grappler, kernels, pluggable_profiler, plugin_ext, stream_executor, tf_buffer,
-               tf_tensor, tf_tstring)
-from ._struct import ABIStruct, TF_Bool
-from .kernels import (
-    TF_InputRange_Args,
-    TF_RendezvousArgsStruct,
-    TF_RendezvousAsyncRecv_Params,
-    TF_RendezvousDoneCallback_Params,
-    TF_RendezvousDoneCallbackImpl,
-    TF_RendezvousParsedKey,
-    TF_RendezvousSend_Params,
-    TF_RendezvousThunk,
-    TF_StringView,
-    TFDevice_AllocatorAttributes,
-)
-from .grappler import TP_Optimizer, TP_OptimizerConfigs, TP_OptimizerRegistrationParams
-from .pluggable_profiler import TF_ProfilerRegistrationParams, TP_Profiler, TP_ProfilerFns
-from .plugin_ext import (
-    PLUGGABLE_ExtHeader,
-    PLUGGABLE_ExtType,
-    PLUGGABLE_LiveHandles,
-    PLUGGABLE_LiveHandlesExt,
-    PLUGGABLE_DLPackDeviceExt,
-    PLUGGABLE_PlatformInfoExt,
-    PLUGGABLE_StreamNamesExt,
-    walk_ext_chain,
-)
-from .dlpack import (
-    DLDataType, DLDevice, DLManagedTensor, DLManagedTensorVersioned, DLPackVersion, DLTensor)
-from .stream_executor import (
-    SE_CreateDeviceFnsParams,
-    SE_CreateDeviceParams,
-    SE_CreateStreamExecutorParams,
-    SE_EventStatus,
-    SE_PlatformRegistrationParams,
-    SP_AllocatorStats,
-    SP_Device,
-    SP_DeviceFns,
-    SP_DeviceMemoryBase,
-    SP_Platform,
-    SP_PlatformFns,
-    SP_StreamExecutor,
-    SP_TimerFns,
-)
-from .tf_buffer import TF_Buffer
-from .tf_datatype import TF_DataType
-from .tf_status import TF_Code
-from .tf_tensor import TF_AllocatorAttributes
-from .tf_tstring import (
-    TF_TString,
-    TF_TString_Large,
-    TF_TString_Offset,
-    TF_TString_Raw,
-    TF_TString_Small,
-    TF_TString_View,
-    TStringOwnerCApi,
-)
+# The mirrors are imported on first use (``abi.SP_Platform``, ``from pluggable.abi import
+# TF_Code``, ``abi.stream_executor``): loading a plugin needs a few headers' mirrors, not all.
+_SUBMODULES = ("dlpack", "grappler", "kernels", "pluggable_profiler", "plugin_ext",
+               "stream_executor", "tf_buffer", "tf_datatype", "tf_status", "tf_tensor",
+               "tf_tstring")
+_HOME = {
+    "ABIStruct": "_struct", "TF_Bool": "_struct", "walk_ext_chain": "plugin_ext",
+    "TF_Code": "tf_status", "TF_DataType": "tf_datatype", "TF_Buffer": "tf_buffer",
+    "TF_AllocatorAttributes": "tf_tensor",
+}
+_HOME.update(dict.fromkeys((
+    "TF_StringView", "TF_InputRange_Args", "TFDevice_AllocatorAttributes",
+    "TF_RendezvousArgsStruct", "TF_RendezvousParsedKey", "TF_RendezvousSend_Params",
+    "TF_RendezvousDoneCallback_Params", "TF_RendezvousDoneCallbackImpl",
+    "TF_RendezvousAsyncRecv_Params", "TF_RendezvousThunk"), "kernels"))
+_HOME.update(dict.fromkeys(
+    ("TP_Optimizer", "TP_OptimizerConfigs", "TP_OptimizerRegistrationParams"), "grappler"))
+_HOME.update(dict.fromkeys(
+    ("TF_ProfilerRegistrationParams", "TP_Profiler", "TP_ProfilerFns"), "pluggable_profiler"))
+_HOME.update(dict.fromkeys((
+    "PLUGGABLE_ExtHeader", "PLUGGABLE_ExtType", "PLUGGABLE_LiveHandles",
+    "PLUGGABLE_LiveHandlesExt", "PLUGGABLE_DLPackDeviceExt", "PLUGGABLE_PlatformInfoExt",
+    "PLUGGABLE_StreamNamesExt"), "plugin_ext"))
+_HOME.update(dict.fromkeys((
+    "DLDataType", "DLDevice", "DLManagedTensor", "DLManagedTensorVersioned", "DLPackVersion",
+    "DLTensor"), "dlpack"))
+_HOME.update(dict.fromkeys((
+    "SE_CreateDeviceFnsParams", "SE_CreateDeviceParams", "SE_CreateStreamExecutorParams",
+    "SE_EventStatus", "SE_PlatformRegistrationParams", "SP_AllocatorStats", "SP_Device",
+    "SP_DeviceFns", "SP_DeviceMemoryBase", "SP_Platform", "SP_PlatformFns",
+    "SP_StreamExecutor", "SP_TimerFns"), "stream_executor"))
+_HOME.update(dict.fromkeys((
+    "TF_TString", "TF_TString_Large", "TF_TString_Offset", "TF_TString_Raw",
+    "TF_TString_Small", "TF_TString_View", "TStringOwnerCApi"), "tf_tstring"))
 
-# Every mirrored struct; tests/abi compares each with the C compiler's layout.
-ALL_STRUCTS: tuple[type[ABIStruct], ...] = (
-    tf_buffer.TF_Buffer,
-    tf_tensor.TF_AllocatorAttributes,
-    *stream_executor.STRUCTS,
-    *pluggable_profiler.STRUCTS,
-    *kernels.STRUCTS,
-    *plugin_ext.STRUCTS,
-    *dlpack.STRUCTS,
-    *grappler.STRUCTS,
-    *tf_tstring.STRUCTS,
-)
+
+def _all_structs() -> tuple:
+    """Every mirrored struct; tests/abi compares each with the C compiler's layout."""
+    from . import (dlpack, grappler, kernels, pluggable_profiler, plugin_ext, stream_executor,
+                   tf_buffer, tf_tensor, tf_tstring)
+
+    return (tf_buffer.TF_Buffer, tf_tensor.TF_AllocatorAttributes, *stream_executor.STRUCTS,
+            *pluggable_profiler.STRUCTS, *kernels.STRUCTS, *plugin_ext.STRUCTS,
+            *dlpack.STRUCTS, *grappler.STRUCTS, *tf_tstring.STRUCTS)
+
+
+def _submodule(name: str):
+    import sys
+
+    __import__(f"{__name__}.{name}")  # importlib.import_module, without importing importlib
+    return sys.modules[f"{__name__}.{name}"]
+
+
+def __getattr__(name: str):
+    if name == "ALL_STRUCTS":
+        value = _all_structs()
+    elif name in _SUBMODULES:
+        value = _submodule(name)
+    elif name in _HOME:
+        value = getattr(_submodule(_HOME[name]), name)
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__) | set(_SUBMODULES))
+
 
 __all__ = [
     "ABIStruct", "ALL_STRUCTS", "TF_Bool", "walk_ext_chain", "TF_Code", "TF_DataType",

@@ -23,9 +23,12 @@ This package imports nothing but ctypes, so it loads without the rest of ``plugg
 from __future__ import annotations
 
 import ctypes
-from typing import ClassVar, Optional, TypeVar
 
-_S = TypeVar("_S", bound="ABIStruct")
+TYPE_CHECKING = False  # typing's constant, without importing typing at start-up
+if TYPE_CHECKING:
+    from typing import ClassVar, Optional, TypeVar
+
+    _S = TypeVar("_S", bound="ABIStruct")
 
 # c_api_macros.h: #define TF_Bool unsigned char
 TF_Bool = ctypes.c_ubyte

@@ -7,9 +7,9 @@
 from __future__ import annotations
 
 import enum
+from collections import namedtuple
 from collections.abc import Iterator
 from ctypes import CFUNCTYPE, c_char_p, c_int32, c_int64, c_size_t, c_uint64, c_void_p
-from typing import NamedTuple
 
 from ._struct import ABIStruct
 
@@ -148,12 +148,10 @@ def is_ext_tag(value: int) -> bool:
     return (value & PLUGGABLE_EXT_TAG_MASK) == PLUGGABLE_EXT_TAG_BASE
 
 
-class ExtLink(NamedTuple):
+class ExtLink(namedtuple("ExtLink", "type address struct_size")):
     """One extension of a chain: its tag, its address and the struct_size it declares."""
 
-    type: int
-    address: int
-    struct_size: int
+    __slots__ = ()
 
 
 def walk_ext_chain(
