@@ -151,6 +151,15 @@ def _memory_struct(**fields) -> Tuple[SP_DeviceMemoryBase, Any]:
     base = SP_DeviceMemoryBase.new(**fields)
     return base, ctypes.byref(base)
 
+
+class _ScratchMemoryBase(threading.local):
+    """A SP_DeviceMemoryBase per thread that small copies fill with a device address for
+    the plugin's call (ctypes releases the GIL during the call, so threads cannot share
+    one)."""
+
+    def __init__(self):
+        self.pair = _memory_struct()
+
 # The host tracer of a running profiling session, or None (set by pluggable.profiler).
 _tracer = None
 
@@ -176,6 +185,7 @@ class StreamExecutor:
         # thread-local lookup and field writes per call. (A list: append and pop are atomic,
         # so threads share it; DeviceMemory.close() bounds it.)
         self._memory_structs: List[Tuple[SP_DeviceMemoryBase, Any]] = []
+        self._scratch = _ScratchMemoryBase()  # for the device side of small copies
         self._deferred_warnings: List[Tuple[str, type]] = []
         self._closed = False
         self._internal_stream: Optional["Stream"] = None
