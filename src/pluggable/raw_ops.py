@@ -13,14 +13,12 @@ TensorFlow's, recorded in tests/data.
 from __future__ import annotations
 
 import inspect as _inspect
-from operator import itemgetter as _itemgetter
 from typing import Any as _Any, Callable as _Callable, Dict as _Dict, List as _List
 
 from ._native import fast as _fast
 from .dispatch import execute as _execute
 from .op_defs import OPS as _OPS, REQUIRED as _REQUIRED, OpDef as _OpDef, bad as _bad
 
-_fast_execute = _fast.execute
 _REDUCTION = {"reduction_indices": "axis"}
 # OpDef argument name -> tf.raw_ops keyword, where they differ.
 PYTHON_NAMES: _Dict[str, _Dict[str, str]] = {
@@ -63,23 +61,9 @@ def _make(op: _OpDef) -> _Callable[..., _Any]:
              if names.get(a.name, a.name) in keywords}
     required = [p.name for p in signature.parameters.values() if p.default is p.empty]
 
-    n_inputs = len(inputs)
     single = len(op.outputs) == 1 and not op.outputs[0].number_attr
-    # The input values, in order, from the keyword arguments (a tuple for any count).
-    values_of = (_itemgetter(*inputs) if n_inputs > 1 else
-                 (lambda kw, _n=inputs[0]: (kw[_n],)) if n_inputs else (lambda kw: ()))
-    op_name = op.name
 
     def raw_op(*args, **kwargs):
-        if not args and len(kwargs) == n_inputs:  # inputs only: try the op's plan first
-            try:
-                values = values_of(kwargs)
-            except KeyError:
-                pass
-            else:
-                outputs = _fast_execute(op_name, values)
-                if outputs is not None:
-                    return outputs[0] if single else tuple(outputs)
         if args:
             raise TypeError(f"raw_ops.{op.name} takes keyword arguments only, as "
                             f"tf.raw_ops does: {op.name}{signature}")
@@ -97,14 +81,17 @@ def _make(op: _OpDef) -> _Callable[..., _Any]:
                            {attrs[k]: v for k, v in kwargs.items() if k in attrs})
         return outputs[0] if single else tuple(outputs)
 
-    raw_op.__signature__ = signature
-    raw_op.__name__ = raw_op.__qualname__ = op.name
-    raw_op.__module__ = __name__
-    raw_op.__doc__ = (f"TensorFlow's {op.name}: inputs "
-                      f"{', '.join(inputs) or 'none'}; outputs "
-                      f"{', '.join(a.name for a in op.outputs)}; attributes "
-                      f"{', '.join(a.name for a in op.attrs) or 'none'}.")
-    return raw_op
+    # Called with exactly its inputs, the op runs from its remembered plan in C; anything
+    # else goes to raw_op above.
+    fn = _fast.RawOp(op.name, tuple(inputs), single, raw_op)
+    fn.__signature__ = raw_op.__signature__ = signature
+    fn.__name__ = fn.__qualname__ = raw_op.__name__ = raw_op.__qualname__ = op.name
+    fn.__module__ = raw_op.__module__ = __name__
+    fn.__doc__ = raw_op.__doc__ = (f"TensorFlow's {op.name}: inputs "
+                                   f"{', '.join(inputs) or 'none'}; outputs "
+                                   f"{', '.join(a.name for a in op.outputs)}; attributes "
+                                   f"{', '.join(a.name for a in op.attrs) or 'none'}.")
+    return fn
 
 
 for _name, _op in _OPS.items():

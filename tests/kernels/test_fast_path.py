@@ -149,3 +149,22 @@ def test_the_host_tracer_records_fast_path_ops_and_frees(tmp_path):
     assert len(frees) >= 2 and all(r[4] == 8 and r[3] is x._buffer.executor.allocator
                                    for r in frees)
     assert sum(1 for e in result.events(plane="/host:CPU") if e.name == "AddV2") == 3
+
+
+def test_raw_ops_take_the_plan_with_their_inputs_in_any_order():
+    x, y = _xpu([5.0, 7.0]), _xpu([1.0, 2.0])
+    ops.subtract(x, y)
+    assert type(raw_ops.Sub).__name__ == "RawOp" and raw_ops.Sub.__name__ == "Sub"
+    assert raw_ops.Sub(x=x, y=y).numpy().tolist() == [4.0, 5.0]
+    assert raw_ops.Sub(y=y, x=x).numpy().tolist() == [4.0, 5.0]
+    assert raw_ops.Sub(x=x, y=y, name="n").numpy().tolist() == [4.0, 5.0]  # the slow path
+    with pytest.raises(TypeError, match="keyword arguments only"):
+        raw_ops.Sub(x, y)
+    with pytest.raises(Exception, match="missing input"):
+        raw_ops.Sub(x=x, z=y)
+    logits = _xpu([[0.0, 0.0], [0.0, 0.0]])
+    labels = pluggable.tensor(np.array([0, 1], np.int32), device="xpu:0")
+    raw_ops.SparseSoftmaxCrossEntropyWithLogits(features=logits, labels=labels)
+    loss, backprop = raw_ops.SparseSoftmaxCrossEntropyWithLogits(features=logits, labels=labels)
+    assert loss.numpy() == pytest.approx([np.log(2)] * 2)  # two outputs: a tuple
+    assert backprop.numpy().tolist() == [[-0.5, 0.5], [0.5, -0.5]]

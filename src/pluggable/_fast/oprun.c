@@ -67,6 +67,7 @@ enum { RECORD_OP = 0, RECORD_FREE = 3 }; /* host_tracer.py's record kinds */
 static unsigned long long epoch = 1;
 
 static int bind_kernels(void);
+static int set_ref(PyObject** target, PyObject* value);
 
 static PyObject *s_allocator, *s_closed, *s_handle, *s_deallocate_failed, *s_compute_stream,
     *s_generation, *s_event, *s_make_wait, *s_error, *s_log, *s_kernel, *s_executor,
@@ -891,30 +892,14 @@ static PyObject* fast_plan_key(PyObject* self, PyObject* const* args, Py_ssize_t
 }
 
 /* execute(op_name, inputs): the outputs of a remembered plan, or None. */
-static PyObject* fast_execute(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
-  (void)self;
-  if (nargs != 2) {
-    PyErr_SetString(PyExc_TypeError, "execute(op_name, inputs)");
-    return NULL;
-  }
+/* The outputs of `op_name`'s remembered plan for the `n` inputs at `items`, or None. */
+static PyObject* execute_items(PyObject* op_name, PyObject* const* items, Py_ssize_t n) {
   if (check_bound() < 0) return NULL;
   if (plans == NULL || kernels_module == NULL) Py_RETURN_NONE; /* no plan made yet */
   PyObject* log = PyDict_GetItemWithError(settings, s_log);
   if (log == NULL && PyErr_Occurred()) return NULL;
   if (log != NULL && log != Py_False) Py_RETURN_NONE;
-  PyObject* inputs = args[1];
-  PyObject* const* items;
-  Py_ssize_t n;
-  if (PyTuple_CheckExact(inputs)) {
-    items = &PyTuple_GET_ITEM(inputs, 0);
-    n = PyTuple_GET_SIZE(inputs);
-  } else if (PyList_CheckExact(inputs)) {
-    items = PySequence_Fast_ITEMS(inputs);
-    n = PyList_GET_SIZE(inputs);
-  } else {
-    Py_RETURN_NONE;
-  }
-  PyObject* key = make_key(args[0], items, n);
+  PyObject* key = make_key(op_name, items, n);
   if (key == NULL || key == Py_None) return key;
   PyObject* plan = PyDict_GetItemWithError(plans, key);
   Py_DECREF(key);
@@ -924,9 +909,25 @@ static PyObject* fast_execute(PyObject* self, PyObject* const* args, Py_ssize_t 
   }
   if (!PyObject_TypeCheck(plan, &PlanType)) Py_RETURN_NONE;
   Py_INCREF(plan); /* a run may drop it from the table (a nested op clearing it) */
-  PyObject* r = plan_run_tensors((PlanObject*)plan, items, n, args[0]);
+  PyObject* r = plan_run_tensors((PlanObject*)plan, items, n, op_name);
   Py_DECREF(plan);
   return r;
+}
+
+static PyObject* fast_execute(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
+  (void)self;
+  if (nargs != 2) {
+    PyErr_SetString(PyExc_TypeError, "execute(op_name, inputs)");
+    return NULL;
+  }
+  PyObject* inputs = args[1];
+  if (PyTuple_CheckExact(inputs)) {
+    return execute_items(args[0], &PyTuple_GET_ITEM(inputs, 0), PyTuple_GET_SIZE(inputs));
+  }
+  if (PyList_CheckExact(inputs)) {
+    return execute_items(args[0], PySequence_Fast_ITEMS(inputs), PyList_GET_SIZE(inputs));
+  }
+  Py_RETURN_NONE;
 }
 
 /* run(op_name, inputs): the op's first output: from its remembered plan, or from
@@ -952,6 +953,138 @@ static PyObject* fast_run(PyObject* self, PyObject* const* args, Py_ssize_t narg
   Py_DECREF(outputs);
   return first;
 }
+
+/* ---- raw_ops ---------------------------------------------------------------------------- */
+
+/* A raw_ops function: called with exactly its inputs as keyword arguments, it runs the op's
+ * plan (the first output, or a tuple of them); any other call, or one without a plan, goes to
+ * the Python function `slow`, which checks the arguments and runs the op. Attributes
+ * (__signature__, __name__, __doc__, ...) are set from Python. */
+typedef struct {
+  PyObject_HEAD
+  PyObject* op_name;
+  PyObject* inputs; /* tuple of the inputs' keyword names */
+  PyObject* slow;
+  PyObject* dict;
+  int single; /* one output: return it, not a tuple */
+  vectorcallfunc vectorcall;
+} RawOpObject;
+
+#define RAW_OP_MAX_INPUTS 8
+
+static PyObject* raw_op_call(RawOpObject* r, PyObject* const* args, size_t nargsf,
+                             PyObject* kwnames) {
+  Py_ssize_t n = PyVectorcall_NARGS(nargsf);
+  Py_ssize_t n_in = PyTuple_GET_SIZE(r->inputs);
+  if (n == 0 && kwnames != NULL && PyTuple_GET_SIZE(kwnames) == n_in && n_in > 0 &&
+      n_in <= RAW_OP_MAX_INPUTS) {
+    PyObject* items[RAW_OP_MAX_INPUTS];
+    int matched = 1;
+    for (Py_ssize_t i = 0; i < n_in && matched; i++) {
+      PyObject* want = PyTuple_GET_ITEM(r->inputs, i);
+      matched = 0;
+      for (Py_ssize_t k = 0; k < n_in; k++) {
+        PyObject* got = PyTuple_GET_ITEM(kwnames, k);
+        if (got == want || PyUnicode_Compare(got, want) == 0) {
+          items[i] = args[k];
+          matched = 1;
+          break;
+        }
+      }
+    }
+    PyErr_Clear();
+    if (matched) {
+      PyObject* outputs = execute_items(r->op_name, items, n_in);
+      if (outputs == NULL) return NULL;
+      if (outputs != Py_None) {
+        PyObject* result = r->single ? PySequence_GetItem(outputs, 0) : PySequence_Tuple(outputs);
+        Py_DECREF(outputs);
+        return result;
+      }
+      Py_DECREF(outputs);
+    }
+  }
+  return PyObject_Vectorcall(r->slow, args, nargsf, kwnames);
+}
+
+static int raw_op_init(RawOpObject* r, PyObject* args, PyObject* kwargs) {
+  static char* names[] = {"op_name", "inputs", "single", "slow", NULL};
+  PyObject *op_name, *inputs, *slow;
+  int single;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "UO!pO:RawOp", names, &op_name, &PyTuple_Type,
+                                   &inputs, &single, &slow)) {
+    return -1;
+  }
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(inputs); i++) {
+    if (!PyUnicode_Check(PyTuple_GET_ITEM(inputs, i))) {
+      PyErr_SetString(PyExc_TypeError, "RawOp: input names must be strings");
+      return -1;
+    }
+  }
+  if (!PyCallable_Check(slow)) {
+    PyErr_SetString(PyExc_TypeError, "RawOp: slow must be callable");
+    return -1;
+  }
+  set_ref(&r->op_name, op_name);
+  set_ref(&r->inputs, inputs);
+  set_ref(&r->slow, slow);
+  r->single = single;
+  r->vectorcall = (vectorcallfunc)raw_op_call;
+  return 0;
+}
+
+static int raw_op_traverse(RawOpObject* r, visitproc visit, void* arg) {
+  Py_VISIT(r->op_name);
+  Py_VISIT(r->inputs);
+  Py_VISIT(r->slow);
+  Py_VISIT(r->dict);
+  return 0;
+}
+
+static int raw_op_clear(RawOpObject* r) {
+  Py_CLEAR(r->op_name);
+  Py_CLEAR(r->inputs);
+  Py_CLEAR(r->slow);
+  Py_CLEAR(r->dict);
+  return 0;
+}
+
+static void raw_op_dealloc(RawOpObject* r) {
+  PyObject_GC_UnTrack(r);
+  raw_op_clear(r);
+  Py_TYPE(r)->tp_free((PyObject*)r);
+}
+
+static PyObject* raw_op_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
+  (void)args;
+  (void)kwargs;
+  RawOpObject* r = (RawOpObject*)type->tp_alloc(type, 0);
+  if (r != NULL) r->vectorcall = (vectorcallfunc)raw_op_call;
+  return (PyObject*)r;
+}
+
+static PyObject* raw_op_get(PyObject* self, PyObject* obj, PyObject* type) {
+  (void)obj;
+  (void)type;
+  Py_INCREF(self); /* a function of a module, never bound to an instance */
+  return self;
+}
+
+static PyTypeObject RawOpType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "pluggable._fast.RawOp",
+    .tp_basicsize = sizeof(RawOpObject),
+    .tp_dealloc = (destructor)raw_op_dealloc,
+    .tp_vectorcall_offset = offsetof(RawOpObject, vectorcall),
+    .tp_call = PyVectorcall_Call,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "A raw_ops function: its inputs as keyword arguments run the op's plan.",
+    .tp_traverse = (traverseproc)raw_op_traverse,
+    .tp_clear = (inquiry)raw_op_clear,
+    .tp_descr_get = raw_op_get,
+    .tp_dictoffset = offsetof(RawOpObject, dict),
+    .tp_init = (initproc)raw_op_init,
+    .tp_new = raw_op_new,
+};
 
 /* ---- binding ------------------------------------------------------------------------------ */
 
@@ -1263,7 +1396,15 @@ int pg_oprun_init(PyObject* module) {
       !(s_slots = intern("_slots")) || !(s_n_out = intern("_n_out"))) {
     return -1;
   }
-  if (PyType_Ready(&BufferType) < 0 || PyType_Ready(&PlanType) < 0) return -1;
+  if (PyType_Ready(&BufferType) < 0 || PyType_Ready(&PlanType) < 0 ||
+      PyType_Ready(&RawOpType) < 0) {
+    return -1;
+  }
+  Py_INCREF(&RawOpType);
+  if (PyModule_AddObject(module, "RawOp", (PyObject*)&RawOpType) < 0) {
+    Py_DECREF(&RawOpType);
+    return -1;
+  }
   Py_INCREF(&BufferType);
   if (PyModule_AddObject(module, "Buffer", (PyObject*)&BufferType) < 0) {
     Py_DECREF(&BufferType);
