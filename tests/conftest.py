@@ -7,6 +7,7 @@ import hashlib
 import os
 import subprocess
 import sys
+import threading
 from typing import Optional
 
 import pytest
@@ -173,4 +174,27 @@ def run_python():
                                  f"{result.stdout}\n{result.stderr}")
         return result
 
+    return run
+
+
+@pytest.fixture
+def in_threads():
+    """``in_threads(work, n)`` runs ``work(i)`` for i in range(n), each on its own thread, and
+    raises the first exception any of them raised (a thread cannot fail a test itself)."""
+    def run(work, count: int) -> None:
+        errors = []
+
+        def guarded(i):
+            try:
+                work(i)
+            except BaseException as exc:  # re-raised below, in the test's thread
+                errors.append(exc)
+
+        threads = [threading.Thread(target=guarded, args=(i,)) for i in range(count)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        if errors:
+            raise errors[0]
     return run

@@ -84,26 +84,17 @@ def test_a_failing_kernel_raises_and_frees_nothing_twice(faults):
     assert ops.exp(x).numpy().tolist() == pytest.approx(np.exp([1.0, 2.0]).tolist())
 
 
-def test_threads_share_a_plan():
+def test_threads_share_a_plan(in_threads):
     x = _xpu(np.arange(64))
     ops.multiply(x, x)
     expected = (np.arange(64, dtype=np.float32) ** 2).tolist()
-    errors = []
 
-    def work():
-        try:
-            for _ in range(300):
-                out = x * x
-            assert out.numpy().tolist() == expected
-        except BaseException as exc:  # reported below
-            errors.append(exc)
+    def work(_):
+        for _ in range(300):
+            out = x * x
+        assert out.numpy().tolist() == expected
 
-    threads = [threading.Thread(target=work) for _ in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert errors == []
+    in_threads(work, 4)
 
 
 def test_a_plan_rejects_inputs_that_are_not_its_kind():

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import ctypes
 import json
-import threading
 
 import numpy as np
 import pytest
@@ -56,24 +55,15 @@ def test_small_ops_behind_queued_work_wait_for_it():
     assert total.numpy().tolist() == [[306.0] * 4]
 
 
-def test_threads_issuing_small_ops_to_one_stream():
+def test_threads_issuing_small_ops_to_one_stream(in_threads):
     x = pluggable.tensor(np.arange(8, dtype=np.float32), device="xpu:0")
-    errors = []
 
     def work(k):
-        try:
-            for _ in range(200):
-                out = x + float(k)
-            assert out.numpy().tolist() == (np.arange(8) + k).tolist()
-        except BaseException as exc:  # reported below
-            errors.append(exc)
+        for _ in range(200):
+            out = x + float(k)
+        assert out.numpy().tolist() == (np.arange(8) + k).tolist()
 
-    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert errors == []
+    in_threads(work, 4)
 
 
 def test_an_inline_operation_fails_the_stream_as_the_worker_would(faults):

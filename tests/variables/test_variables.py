@@ -200,30 +200,19 @@ def test_repr_and_lifetime(where):
     assert ref() is None and address not in op_defs_resource._states
 
 
-def test_concurrent_updates_from_threads_all_count(where):
-    import threading
-
+def test_concurrent_updates_from_threads_all_count(where, in_threads):
     v = pluggable.Variable(np.zeros(4, np.float32))
     one = np.ones(4, np.float32)
-    errors_seen = []
 
-    def worker():
-        try:
-            with pluggable.device(where):
-                for _ in range(50):
-                    v.assign_add(one)
-                    # use_locking: without it TensorFlow leaves concurrent updates undefined
-                    raw_ops.ResourceApplyGradientDescent(var=v, alpha=np.float32(-1.0),
-                                                         delta=one, use_locking=True)
-        except Exception as exc:  # reported below: a thread cannot fail the test itself
-            errors_seen.append(exc)
+    def worker(_):
+        with pluggable.device(where):
+            for _ in range(50):
+                v.assign_add(one)
+                # use_locking: without it TensorFlow leaves concurrent updates undefined
+                raw_ops.ResourceApplyGradientDescent(var=v, alpha=np.float32(-1.0),
+                                                     delta=one, use_locking=True)
 
-    threads = [threading.Thread(target=worker) for _ in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors_seen
+    in_threads(worker, 4)
     assert v.numpy().tolist() == [400.0] * 4
 
 
