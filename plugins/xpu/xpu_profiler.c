@@ -44,6 +44,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "pluggable/profiler_clock.h"
 #include "tensorflow/c/experimental/pluggable_profiler/pluggable_profiler.h"
 
 /* Events per chunk (one chunk is about 48 KiB). */
@@ -52,6 +53,9 @@
  * counted. XPU_SetProfilerMaxEvents changes it for sessions started afterwards. */
 #define XPU_PROF_MAX_EVENTS (256 * XPU_PROF_CHUNK_EVENTS)
 
+/* While a session runs, events hold clock ticks (pluggable/profiler_clock.h: time-stamp
+ * counter values where the kernel keeps time with it, else nanoseconds); end_session turns
+ * them into CLOCK_REALTIME nanoseconds. */
 typedef struct XpuProfEvent {
   uint64_t start_ns;
   uint64_t end_ns;
@@ -161,11 +165,19 @@ static void free_chunks(XpuProfChunk* c) {
 
 /* ---- recording -------------------------------------------------------------------------- */
 
-uint64_t xpu_prof_now_ns(void) {
+static int64_t realtime_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
-  return (uint64_t)ts.tv_sec * UINT64_C(1000000000) + (uint64_t)ts.tv_nsec;
+  return (int64_t)ts.tv_sec * INT64_C(1000000000) + (int64_t)ts.tv_nsec;
 }
+
+/* Whether ticks are counter values: decided by the first start(), before its session flag is
+ * set (the workers read it only while a session runs); then fixed. The session's two clock
+ * pairs are guarded by g_prof_mu. */
+static int g_tsc = -1;
+static PG_ClockPair g_clock_start, g_clock_stop;
+
+uint64_t xpu_prof_now_ns(void) { return pg_profiler_ticks(g_tsc > 0, realtime_ns); }
 
 XpuProfStream* xpu_prof_stream_new(int ordinal, uint64_t stream_id) {
   XpuProfStream* b = prof_alloc(sizeof *b);
@@ -288,6 +300,7 @@ static int compare_lines(const void* a, const void* b) {
  * the session's line table could not be allocated (its events are then dropped). */
 static bool end_session(void) {
   atomic_store_explicit(&xpu_prof_session, false, memory_order_seq_cst);
+  g_clock_stop = pg_profiler_clock_pair(g_tsc > 0, realtime_ns);
   discard_stopped_session(); /* normally nothing: start() dropped the previous one */
   size_t n = 0;
   for (XpuProfStream* b = g_streams; b != NULL; b = b->next) {
@@ -323,6 +336,17 @@ static bool end_session(void) {
       prof_free(b);
     } else {
       p = &b->next;
+    }
+  }
+  for (size_t i = 0; i < used; i++) {
+    for (XpuProfChunk* c = lines[i].first; c != NULL; c = c->next) {
+      for (size_t k = 0; k < c->count; k++) {
+        XpuProfEvent* e = &c->events[k];
+        e->start_ns = (uint64_t)pg_profiler_ticks_to_ns(g_tsc > 0, g_clock_start, g_clock_stop,
+                                                        e->start_ns);
+        e->end_ns = (uint64_t)pg_profiler_ticks_to_ns(g_tsc > 0, g_clock_start, g_clock_stop,
+                                                      e->end_ns);
+      }
     }
   }
   if (used > 1) qsort(lines, used, sizeof *lines, compare_lines);
@@ -745,6 +769,8 @@ static void xpu_profiler_start(const TP_Profiler* profiler, TF_Status* status) {
   }
   discard_stopped_session();
   atomic_store_explicit(&g_max_events, atomic_load(&g_max_events_setting), memory_order_relaxed);
+  if (g_tsc < 0) g_tsc = pg_profiler_tsc_usable();
+  g_clock_start = pg_profiler_clock_pair(g_tsc > 0, realtime_ns);
   atomic_store_explicit(&xpu_prof_session, true, memory_order_seq_cst);
   pthread_mutex_unlock(&g_prof_mu);
   TF_SetStatus(status, TF_OK, "");

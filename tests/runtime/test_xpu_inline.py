@@ -106,3 +106,27 @@ def test_the_environment_sets_the_size(run_python):
     for text in ("0", "1048576"):
         result = run_python(script, env={"XPU_INLINE_BYTES": text})
         assert json.loads(result.stdout.splitlines()[-1]) == [2.0, 2.0, 2.0]
+
+
+def test_host_and_device_timelines_agree(tmp_path):
+    """An inline kernel runs inside its host dispatch: on the two planes' common clock (each
+    profiler scales its own cheap counter to CLOCK_REALTIME) the device event lies within the
+    host event, early and late in a session."""
+    import time
+
+    x = pluggable.tensor(np.ones(16, np.float32), device="xpu:0")
+    ops.add(x, x)
+    with profiler.Profile(tmp_path) as session:
+        for _ in range(3):
+            ops.add(x, x)
+        time.sleep(0.3)
+        for _ in range(3):
+            ops.add(x, x)
+    host = [e for e in session.result.events(plane="/host:CPU") if e.name == "AddV2"]
+    device = [e for e in session.result.events(plane="/device:XPU:0") if e.name == "AddV2"]
+    assert len(host) == len(device) == 6
+    slack = 2_000  # ns: the two profilers' clock pairs are read at different moments
+    for launch, kernel in zip(sorted(host, key=lambda e: e.start_ns),
+                              sorted(device, key=lambda e: e.start_ns)):
+        assert launch.start_ns - slack <= kernel.start_ns
+        assert kernel.start_ns + kernel.duration_ns <= launch.start_ns + launch.duration_ns + slack

@@ -23,6 +23,7 @@
  * (0, thread, start_ns, end_ns, op_name, plan, fresh outputs) and FREE
  * (3, thread, when_ns, allocator, bytes), with CLOCK_REALTIME stamps. */
 #include "fast_internal.h" /* Python.h first */
+#include "pluggable/profiler_clock.h"
 
 #include <stdint.h>
 #include <string.h>
@@ -75,12 +76,20 @@ static PyObject *s_allocator, *s_closed, *s_handle, *s_deallocate_failed, *s_com
 
 #define SLOT(obj, off) (*(PyObject**)((char*)(obj) + (off)))
 
-static int64_t now_ns(void) {
+static int64_t realtime_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
   return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+/* The records' clock (pluggable/profiler_clock.h): ticks of the time-stamp counter where the
+ * kernel keeps time with it, else CLOCK_REALTIME nanoseconds; decided by the first session,
+ * then fixed. The session's start pair, and the stop pair once it stopped, turn ticks into
+ * CLOCK_REALTIME nanoseconds when the records become tuples. */
+static int clock_tsc = -1;
+static PG_ClockPair clock_start, clock_stop;
+
+static uint64_t now_ticks(void) { return pg_profiler_ticks(clock_tsc > 0, realtime_ns); }
 /* ---- Buffer ------------------------------------------------------------------------------- */
 
 typedef struct {
@@ -107,7 +116,7 @@ enum { RECORD_OBJECT = -1 };
 typedef struct {
   int kind;            /* RECORD_OP, RECORD_FREE or RECORD_OBJECT */
   unsigned long ident; /* the thread */
-  int64_t t0, t1;      /* OP: start and end; FREE: when */
+  uint64_t t0, t1;     /* OP: start and end; FREE: when (clock ticks) */
   PyObject* a;         /* OP: the op name; FREE: the executor; OBJECT: the tuple */
   PyObject* b;         /* OP: the plan (NULL: the run failed) */
   PyObject* c;         /* OP: the fresh outputs (NULL: none) */
@@ -192,7 +201,7 @@ static PyObject* new_ref(PyObject* o) {
 
 /* Records a FREE of `nbytes` given back to `executor`'s device allocator. */
 static void record_free(PyObject* executor, long long nbytes) {
-  int64_t when = now_ns();
+  uint64_t when = now_ticks();
   Record* r = new_record();
   if (r == NULL) return;
   r->kind = RECORD_FREE;
@@ -679,7 +688,8 @@ static PyObject* fresh_outputs(PlanObject* p, PyObject* outputs, PyObject* const
 }
 
 /* Records an OP; `plan` and `fresh` may be NULL (a failed run: None and ()). */
-static int record_op(PyObject* op_name, int64_t start, int64_t end, PyObject* plan, PyObject* fresh) {
+static int record_op(PyObject* op_name, uint64_t start, uint64_t end, PyObject* plan,
+                     PyObject* fresh) {
   Record* r = new_record();
   if (r == NULL) return 0;
   r->kind = RECORD_OP;
@@ -753,12 +763,12 @@ static PyObject* plan_run_tensors(PlanObject* p, PyObject* const* tensors, Py_ss
     request[p->slots[i]] = (int64_t)((BufferObject*)SLOT(tensors[i], off_buffer))->address;
   }
   /* The inputs stay alive during the call: the caller holds them. */
-  int64_t start = tracer != NULL ? now_ns() : 0;
+  uint64_t start = tracer != NULL ? now_ticks() : 0;
   int code;
   Py_BEGIN_ALLOW_THREADS
   code = kernel_run(request);
   Py_END_ALLOW_THREADS
-  int64_t end = tracer != NULL ? now_ns() : 0;
+  uint64_t end = tracer != NULL ? now_ticks() : 0;
   PyObject* result = NULL;
   if (code != 0) {
     raise_run_error(p, code, status);
@@ -1216,6 +1226,7 @@ static PyObject* fast_set_tracer(PyObject* self, PyObject* new_tracer) {
   (void)self;
   cached_ident_known = 0; /* a new tracer names its threads afresh */
   if (new_tracer == Py_None) {
+    if (tracer != NULL) clock_stop = pg_profiler_clock_pair(clock_tsc > 0, realtime_ns);
     Py_CLEAR(tracer);
     Py_CLEAR(tracer_names);
     Py_CLEAR(tracer_ident);
@@ -1231,8 +1242,10 @@ static PyObject* fast_set_tracer(PyObject* self, PyObject* new_tracer) {
   }
   Py_XSETREF(tracer_names, names);
   Py_XSETREF(tracer_ident, ident);
-  set_ref(&tracer, new_tracer);
   clear_records(); /* what an earlier session left untaken */
+  if (clock_tsc < 0) clock_tsc = pg_profiler_tsc_usable();
+  clock_start = clock_stop = pg_profiler_clock_pair(clock_tsc > 0, realtime_ns);
+  set_ref(&tracer, new_tracer);
   Py_RETURN_NONE;
 }
 
@@ -1257,12 +1270,13 @@ static PyObject* fast_record(PyObject* self, PyObject* record) {
 
 /* One record as host_tracer.py's tuple; Py_None (a new reference) for a FREE whose executor
  * has no allocator any more. */
-static PyObject* record_tuple(const Record* r) {
+static PyObject* record_tuple(const Record* r, PG_ClockPair stop) {
   if (r->kind == RECORD_OBJECT) return new_ref(r->a);
+  int tsc = clock_tsc > 0;
   PyObject* ident = PyLong_FromUnsignedLong(r->ident);
-  PyObject* t0 = PyLong_FromLongLong(r->t0);
+  PyObject* t0 = PyLong_FromLongLong(pg_profiler_ticks_to_ns(tsc, clock_start, stop, r->t0));
   if (r->kind == RECORD_OP) {
-    PyObject* t1 = PyLong_FromLongLong(r->t1);
+    PyObject* t1 = PyLong_FromLongLong(pg_profiler_ticks_to_ns(tsc, clock_start, stop, r->t1));
     PyObject* fresh = r->c ? new_ref(r->c) : PyTuple_New(0);
     PyObject* t = (ident && t0 && t1 && fresh) ? PyTuple_New(7) : NULL;
     if (t == NULL) {
@@ -1310,12 +1324,15 @@ static PyObject* fast_take_records(PyObject* self, PyObject* unused) {
   (void)unused;
   Py_ssize_t total = 0;
   for (Chunk* c = first_chunk; c != NULL; c = c->next) total += (Py_ssize_t)c->used;
+  /* While the session runs, a pair read now scales the ticks recorded so far. */
+  PG_ClockPair stop = tracer != NULL ? pg_profiler_clock_pair(clock_tsc > 0, realtime_ns)
+                                     : clock_stop;
   PyObject* list = PyList_New(total);
   if (list == NULL) return NULL;
   Py_ssize_t at = 0;
   for (Chunk* c = first_chunk; c != NULL; c = c->next) {
     for (size_t i = 0; i < c->used; i++) {
-      PyObject* t = record_tuple(&c->records[i]);
+      PyObject* t = record_tuple(&c->records[i], stop);
       if (t == NULL) {
         Py_DECREF(list);
         return NULL;
