@@ -315,18 +315,6 @@ class _Plan(_fast.Plan):
     __slots__ = ("key", "kernel_name")
 
 
-_kernels = None
-
-
-def _kernels_module():
-    global _kernels
-    if _kernels is None:
-        from . import kernels as module
-
-        _kernels = module
-    return _kernels
-
-
 _plan_key = _fast.plan_key  # (op, scope, each input's dtype code, shape and device)
 _fast_execute = _fast.execute
 

@@ -24,7 +24,6 @@ import warnings
 import weakref
 from array import array as _array
 from collections import namedtuple
-from threading import get_ident as _get_ident
 
 from . import _native
 from ._handle import finalizer
@@ -815,57 +814,17 @@ class Kernel:
 class PreparedRun:
     """`Kernel.prepare`'s result: ``run(addresses)`` runs the kernel on inputs at those
     addresses and returns ``(address, owned, aliased_input)`` per output. Thread-safe: each
-    call copies the request and uses its thread's output records."""
+    call copies the request and uses its thread's output records. Dispatch's plans
+    (`pluggable._fast.Plan`) run the same request from C."""
 
-    __slots__ = ("kernel", "executor", "_template", "_slots", "_n_out", "_mine")
+    __slots__ = ("kernel", "executor", "_template", "_slots", "_n_out")
 
     def __init__(self, kernel: Kernel, executor: "StreamExecutor", template, slots, n_out):
         self.kernel = kernel
         self.executor = executor
-        self._template = template
-        self._slots = slots
+        self._template = template  # the request (pluggable._fast.Plan copies it)
+        self._slots = slots        # the words that take the input addresses
         self._n_out = n_out
-        # (thread id, request, its address, out records, status) of the last thread that ran
-        # it: that thread reuses its request instead of copying the template every time.
-        self._mine = None
-
-    def _request(self):
-        """A request for the calling thread: its own, reused, or a fresh copy."""
-        mine = self._mine
-        if mine is not None and mine[0] == _get_ident():
-            self._mine = None  # taken: a nested run on this thread makes its own copy
-            return mine
-        request = _array("Q", self._template)
-        out, out_address, out_words, status = _scratch.state
-        if out_words < self._n_out * _OUT_RECORD_WORDS:
-            out, out_address, out_words, status = _scratch.grow(self._n_out)
-        request[9] = out_address
-        request[10] = out_words
-        request[11] = status
-        # The thread's status object rides along: a later thread with a recycled id must
-        # not meet a freed TF_Status.
-        return (_get_ident(), request, request.buffer_info()[0], out, _scratch.status)
-
-    def run_tensors(self, tensors) -> List[Tuple[int, bool, int]]:
-        """`run` on the addresses of device tensors (``t._buffer.address``): the op library's
-        per-op call, without building an address list. With one output, the result is that
-        output's ``(address, owned, aliased_input)`` alone, not a list."""
-        if _pending_deletes:
-            flush_releases()
-        mine = self._request()
-        _ident, request, address, out, _status = mine
-        for slot, t in zip(self._slots, tensors):
-            request[slot] = t._buffer.address
-        code = _Run(address)
-        self._mine = mine
-        if code:
-            message = _native.TF_Message(request[11])
-            raise self.kernel._error(self.executor, code, message.decode("utf-8", "replace")
-                                     if message else "")
-        if self._n_out == 1:
-            address, _nbytes, _dtype, flags, alias, _ndims = _unpack_head(out, 0)
-            return (address & _MASK64, flags & 1 == 1, alias)
-        return self._outputs(out)
 
     def _outputs(self, out) -> List[Tuple[int, bool, int]]:
         results = []
