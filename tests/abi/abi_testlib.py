@@ -48,6 +48,7 @@ PROBE_HEADERS = [
     "tensorflow/c/ops.h",
     "tensorflow/c/experimental/grappler/grappler.h",
     "pluggable/plugin_ext.h",
+    "pluggable/profiler_clock.h",
     "dlpack/dlpack.h",
 ]
 

@@ -24,7 +24,8 @@ def test_every_header_struct_is_mirrored():
 def test_every_mirror_is_in_all_structs():
     defined = set()
     for module in (abi.tf_buffer, abi.tf_tensor, abi.stream_executor, abi.pluggable_profiler,
-                   abi.kernels, abi.plugin_ext, abi.dlpack, abi.grappler, abi.tf_tstring):
+                   abi.kernels, abi.plugin_ext, abi.profiler_clock, abi.dlpack, abi.grappler,
+                   abi.tf_tstring):
         defined |= {obj for _, obj in inspect.getmembers(module, inspect.isclass)
                     if issubclass(obj, abi.ABIStruct) and obj is not abi.ABIStruct}
     # TF_TString (a struct around an anonymous union) is checked by the test below.

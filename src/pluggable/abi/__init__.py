@@ -12,6 +12,7 @@ One module per header, keeping the C names (``SP_StreamExecutor``, ``host_callba
 ``pluggable_profiler``   tensorflow/c/experimental/pluggable_profiler/pluggable_profiler.h
 ``kernels``              tensorflow/c/kernels.h
 ``plugin_ext``           pluggable/plugin_ext.h (the project's extension chain)
+``profiler_clock``       pluggable/profiler_clock.h (a cheap profiler clock, header-only)
 ``dlpack``               dlpack/dlpack.h (DLPack 1.1, for tensor exchange)
 ``grappler``             tensorflow/c/experimental/grappler/grappler.h: graph optimizers
 ``tf_tstring``           tensorflow/c/tf_tstring.h, the TF_TString layout, TF_AttrType
@@ -25,7 +26,7 @@ own. tests/abi checks every mirror against the C compiler.
 # The mirrors are imported on first use (``abi.SP_Platform``, ``from pluggable.abi import
 # TF_Code``, ``abi.stream_executor``): loading a plugin needs a few headers' mirrors, not all.
 _SUBMODULES = ("dlpack", "grappler", "kernels", "pluggable_profiler", "plugin_ext",
-               "stream_executor", "tf_buffer", "tf_datatype", "tf_status", "tf_tensor",
+               "profiler_clock", "stream_executor", "tf_buffer", "tf_datatype", "tf_status", "tf_tensor",
                "tf_tstring")
 _HOME = {
     "ABIStruct": "_struct", "TF_Bool": "_struct", "walk_ext_chain": "plugin_ext",
@@ -45,6 +46,7 @@ _HOME.update(dict.fromkeys((
     "PLUGGABLE_ExtHeader", "PLUGGABLE_ExtType", "PLUGGABLE_LiveHandles",
     "PLUGGABLE_LiveHandlesExt", "PLUGGABLE_DLPackDeviceExt", "PLUGGABLE_PlatformInfoExt",
     "PLUGGABLE_StreamNamesExt"), "plugin_ext"))
+_HOME["PG_ClockPair"] = "profiler_clock"
 _HOME.update(dict.fromkeys((
     "DLDataType", "DLDevice", "DLManagedTensor", "DLManagedTensorVersioned", "DLPackVersion",
     "DLTensor"), "dlpack"))
@@ -60,12 +62,12 @@ _HOME.update(dict.fromkeys((
 
 def _all_structs() -> tuple:
     """Every mirrored struct; tests/abi compares each with the C compiler's layout."""
-    from . import (dlpack, grappler, kernels, pluggable_profiler, plugin_ext, stream_executor,
-                   tf_buffer, tf_tensor, tf_tstring)
+    from . import (dlpack, grappler, kernels, pluggable_profiler, plugin_ext, profiler_clock,
+                   stream_executor, tf_buffer, tf_tensor, tf_tstring)
 
     return (tf_buffer.TF_Buffer, tf_tensor.TF_AllocatorAttributes, *stream_executor.STRUCTS,
             *pluggable_profiler.STRUCTS, *kernels.STRUCTS, *plugin_ext.STRUCTS,
-            *dlpack.STRUCTS, *grappler.STRUCTS, *tf_tstring.STRUCTS)
+            *profiler_clock.STRUCTS, *dlpack.STRUCTS, *grappler.STRUCTS, *tf_tstring.STRUCTS)
 
 
 def _submodule(name: str):
@@ -109,4 +111,5 @@ __all__ = [
     "DLManagedTensorVersioned", "TP_OptimizerConfigs", "TP_Optimizer",
     "TP_OptimizerRegistrationParams", "TStringOwnerCApi", "TF_TString_Large",
     "TF_TString_Offset", "TF_TString_View", "TF_TString_Raw", "TF_TString_Small", "TF_TString",
+    "PG_ClockPair",
 ]
