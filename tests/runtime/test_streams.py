@@ -112,6 +112,25 @@ def test_synchronize_all_activity_waits_for_every_stream(xpu, streams, stream_de
     assert sorted(done) == ["a", "b"]
 
 
+def test_synchronize_all_activity_reuses_its_helper_thread(xpu, streams, monkeypatch):
+    """With a deadline (the default) the blocking call runs on a helper thread that waits for
+    the next call once it returned: repeated synchronizes start no thread each."""
+    import threading
+
+    streams[0].host_callback(lambda: None)
+    xpu.synchronize_all_activity()
+    started = []
+    start = threading.Thread.start
+    monkeypatch.setattr(threading.Thread, "start",
+                        lambda self: (started.append(self.name), start(self))[1])
+    done = []
+    for i in range(50):
+        streams[0].host_callback(lambda i=i: done.append(i))
+        xpu.synchronize_all_activity()
+        assert done[-1] == i  # it did wait for the stream
+    assert started == []
+
+
 def test_timer_measures_the_time_the_stream_spent(xpu, streams, stream_delay):
     a, _ = streams
     stream_delay(DELAY_US)
