@@ -17,7 +17,8 @@ OURS_ONLY = {"SE_InitializePlugin"}
 VOID_PARAMETER_LISTS = {"TF_InitKernel", "TF_TensorDefaultAlignment", "TF_NewShapeHandle",
                         "TF_NewDimensionHandle"}  # () in TensorFlow
 
-# Ours alone: the extension chain, and DLPack (not part of TensorFlow's plugin API).
+# Ours alone: the extension chain, the profiler clock, and DLPack (not part of TensorFlow's
+# plugin API).
 TF_HEADERS = [h for h in lib.PROBE_HEADERS if not h.startswith(("pluggable/", "dlpack/"))]
 # TensorFlow's c_api.h declares its whole client API; ours keeps what plugin headers use, so
 # its functions (none today) need only be a subset of TensorFlow's.
@@ -30,8 +31,8 @@ FORWARDED = {"tensorflow/core/platform/": "tsl/platform/"}
 C_PRELUDE = "".join(f"typedef struct {t} {t};\n" for t in (
     "TF_DimensionHandle", "TF_OpDefinitionBuilder", "TF_ShapeHandle",
     "TF_ShapeInferenceContext"))
-TF_STRUCTS = [cls for cls in lib.abi.ALL_STRUCTS
-              if cls not in lib.abi.plugin_ext.STRUCTS + lib.abi.dlpack.STRUCTS]
+TF_STRUCTS = [cls for cls in lib.abi.ALL_STRUCTS if cls not in
+              lib.abi.plugin_ext.STRUCTS + lib.abi.profiler_clock.STRUCTS + lib.abi.dlpack.STRUCTS]
 TF_CONSTANTS = [name for name in lib.mirrored_constants()
                 if not name.startswith(("PLUGGABLE_", "DLPACK_", "kDL"))]
 
