@@ -84,13 +84,12 @@ def _make(op: _OpDef) -> _Callable[..., _Any]:
     # Called with exactly its inputs, the op runs from its remembered plan in C; anything
     # else goes to raw_op above.
     fn = _fast.RawOp(op.name, tuple(inputs), single, raw_op)
-    fn.__signature__ = raw_op.__signature__ = signature
-    fn.__name__ = fn.__qualname__ = raw_op.__name__ = raw_op.__qualname__ = op.name
-    fn.__module__ = raw_op.__module__ = __name__
-    fn.__doc__ = raw_op.__doc__ = (f"TensorFlow's {op.name}: inputs "
-                                   f"{', '.join(inputs) or 'none'}; outputs "
-                                   f"{', '.join(a.name for a in op.outputs)}; attributes "
-                                   f"{', '.join(a.name for a in op.attrs) or 'none'}.")
+    fn.__signature__ = signature
+    fn.__name__ = fn.__qualname__ = op.name
+    fn.__module__ = __name__
+    fn.__doc__ = (f"TensorFlow's {op.name}: inputs {', '.join(inputs) or 'none'}; outputs "
+                  f"{', '.join(a.name for a in op.outputs)}; attributes "
+                  f"{', '.join(a.name for a in op.attrs) or 'none'}.")
     return fn
 
 

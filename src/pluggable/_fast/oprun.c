@@ -19,9 +19,9 @@
  * descriptors, which is what Tensor.__init__ would store.
  *
  * While a profiling session runs (`set_tracer`), every op run here and every buffer freed
- * here appends the same record tuples as profiler/host_tracer.py's hooks: OP
- * (0, thread, start_ns, end_ns, op_name, plan, fresh outputs) and FREE
- * (3, thread, when_ns, allocator, bytes), with CLOCK_REALTIME stamps. */
+ * here is recorded in C; `take_records` hands them over as the same tuples as
+ * profiler/host_tracer.py's hooks make: OP (0, thread, start_ns, end_ns, op_name, plan, fresh
+ * outputs) and FREE (3, thread, when_ns, allocator, bytes), with CLOCK_REALTIME stamps. */
 #include "fast_internal.h" /* Python.h first */
 #include "pluggable/profiler_clock.h"
 
@@ -213,6 +213,23 @@ static void record_free(PyObject* executor, long long nbytes) {
   r->n = nbytes;
 }
 
+/* The BFC allocator `self`'s memory goes back to: the one its plan's run took it from while
+ * nothing was closed since, else the executor's, looked up; NULL once either is closed. */
+static PG_BFC* live_bfc(BufferObject* self) {
+  if (self->bfc != NULL && self->bfc_epoch == epoch) return self->bfc;
+  PG_BFC* bfc = NULL;
+  PyObject* allocator = PyObject_GetAttr(self->executor, s_allocator);
+  PyObject* closed = allocator ? PyObject_GetAttr(self->executor, s_closed) : NULL;
+  if (allocator != NULL && closed == Py_False && allocator != Py_None) {
+    PyObject* handle = PyObject_GetAttr(allocator, s_handle);
+    if (handle != NULL && handle != Py_None) bfc = (PG_BFC*)PyLong_AsVoidPtr(handle);
+    Py_XDECREF(handle);
+  }
+  Py_XDECREF(allocator);
+  Py_XDECREF(closed);
+  return bfc;
+}
+
 /* Gives the buffer's memory back: straight to the BFC allocator when no other stream's work
  * uses it, else through the Python release function. Errors cannot propagate from a
  * deallocation: they are dropped, as a __del__'s would be (the memory then stays with the
@@ -223,46 +240,29 @@ static void buffer_release(BufferObject* self) {
   void* address = (void*)(uintptr_t)self->address;
   self->address = 0;
   int uses = self->uses != NULL && self->uses != Py_None && PyObject_IsTrue(self->uses) == 1;
-  if (!uses && self->bfc != NULL && self->bfc_epoch == epoch) {
-    /* Made by a plan's run, and nothing closed since: the allocator is alive. */
-    if (tracer != NULL && self->executor != NULL) record_free(self->executor, self->nbytes);
-    if (bfc_deallocate(self->bfc, address) != 0 && self->executor != NULL) {
-      PyObject* allocator = PyObject_GetAttr(self->executor, s_allocator);
-      PyObject* where = PyLong_FromVoidPtr(address);
-      if (allocator != NULL && allocator != Py_None && where != NULL) {
-        PyObject* r = PyObject_CallMethodObjArgs(allocator, s_deallocate_failed, where, NULL);
+  if (self->executor == NULL) {
+    /* cleared by the collector: nothing to give the memory back to */
+  } else if (uses || bfc_deallocate == NULL) {
+    PyObject* r = release_function == NULL ? NULL :
+        PyObject_CallFunction(release_function, "OKO", self->executor,
+                              (unsigned long long)(uintptr_t)address,
+                              self->uses ? self->uses : Py_None);
+    Py_XDECREF(r);
+  } else {
+    PG_BFC* bfc = live_bfc(self);
+    if (bfc != NULL) {
+      if (tracer != NULL) record_free(self->executor, self->nbytes);
+      if (bfc_deallocate(bfc, address) != 0) { /* not a live allocation: the allocator says so */
+        PyObject* allocator = PyObject_GetAttr(self->executor, s_allocator);
+        PyObject* where = PyLong_FromVoidPtr(address);
+        PyObject* r = allocator && where ? PyObject_CallMethodObjArgs(
+                                               allocator, s_deallocate_failed, where, NULL)
+                                         : NULL;
         Py_XDECREF(r);
+        Py_XDECREF(where);
+        Py_XDECREF(allocator);
       }
-      Py_XDECREF(where);
-      Py_XDECREF(allocator);
     }
-  } else if (uses || kernel_run == NULL) {
-    if (release_function != NULL && self->executor != NULL) {
-      PyObject* r = PyObject_CallFunction(release_function, "OKO", self->executor,
-                                          (unsigned long long)(uintptr_t)address,
-                                          self->uses ? self->uses : Py_None);
-      Py_XDECREF(r);
-    }
-  } else if (self->executor != NULL) {
-    PyObject* allocator = PyObject_GetAttr(self->executor, s_allocator);
-    PyObject* closed = allocator ? PyObject_GetAttr(self->executor, s_closed) : NULL;
-    if (allocator != NULL && closed != NULL && allocator != Py_None && closed == Py_False) {
-      PyObject* handle = PyObject_GetAttr(allocator, s_handle);
-      if (handle != NULL && handle != Py_None) {
-        if (tracer != NULL) record_free(self->executor, self->nbytes);
-        PG_BFC* bfc = (PG_BFC*)PyLong_AsVoidPtr(handle);
-        if (bfc != NULL && bfc_deallocate(bfc, address) != 0) {
-          PyObject* where = PyLong_FromVoidPtr(address);
-          PyObject* r = where ? PyObject_CallMethodObjArgs(allocator, s_deallocate_failed,
-                                                           where, NULL) : NULL;
-          Py_XDECREF(where);
-          Py_XDECREF(r);
-        }
-      }
-      Py_XDECREF(handle);
-    }
-    Py_XDECREF(allocator);
-    Py_XDECREF(closed);
   }
   PyErr_Clear();
   PyErr_Restore(type, value, traceback);
@@ -688,10 +688,10 @@ static PyObject* fresh_outputs(PlanObject* p, PyObject* outputs, PyObject* const
 }
 
 /* Records an OP; `plan` and `fresh` may be NULL (a failed run: None and ()). */
-static int record_op(PyObject* op_name, uint64_t start, uint64_t end, PyObject* plan,
-                     PyObject* fresh) {
+static void record_op(PyObject* op_name, uint64_t start, uint64_t end, PyObject* plan,
+                      PyObject* fresh) {
   Record* r = new_record();
-  if (r == NULL) return 0;
+  if (r == NULL) return;
   r->kind = RECORD_OP;
   r->ident = thread_ident();
   r->t0 = start;
@@ -700,7 +700,6 @@ static int record_op(PyObject* op_name, uint64_t start, uint64_t end, PyObject* 
   r->b = plan ? new_ref(plan) : NULL;
   r->c = fresh ? new_ref(fresh) : NULL;
   r->n = 0;
-  return 0;
 }
 
 /* Runs the plan on `tensors` (the op's device inputs, n of them). Returns the output list, or
@@ -762,13 +761,15 @@ static PyObject* plan_run_tensors(PlanObject* p, PyObject* const* tensors, Py_ss
   for (Py_ssize_t i = 0; i < n; i++) {
     request[p->slots[i]] = (int64_t)((BufferObject*)SLOT(tensors[i], off_buffer))->address;
   }
-  /* The inputs stay alive during the call: the caller holds them. */
-  uint64_t start = tracer != NULL ? now_ticks() : 0;
+  /* The inputs stay alive during the call: the caller holds them. A session that starts or
+   * stops while the GIL is released does not record this run. */
+  PyObject* tracing = op_name != NULL ? tracer : NULL;
+  uint64_t start = tracing != NULL ? now_ticks() : 0;
   int code;
   Py_BEGIN_ALLOW_THREADS
   code = kernel_run(request);
   Py_END_ALLOW_THREADS
-  uint64_t end = tracer != NULL ? now_ticks() : 0;
+  uint64_t end = tracing != NULL ? now_ticks() : 0;
   PyObject* result = NULL;
   if (code != 0) {
     raise_run_error(p, code, status);
@@ -781,20 +782,15 @@ static PyObject* plan_run_tensors(PlanObject* p, PyObject* const* tensors, Py_ss
     PyMem_Free(request);
     delete_status(status);
   }
-  if (tracer != NULL && op_name != NULL) {
+  if (tracing != NULL && tracing == tracer) {
     PyObject* fresh_list = result ? fresh_outputs(p, result, tensors, n) : NULL;
     if (result != NULL && fresh_list == NULL) {
       Py_CLEAR(result);
-    } else if (result != NULL || PyErr_Occurred()) {
+    } else {
       PyObject *type, *value, *traceback;
-      PyErr_Fetch(&type, &value, &traceback);
-      int r = record_op(op_name, start, end, result ? (PyObject*)p : NULL, fresh_list);
-      if (type != NULL) {
-        if (r < 0) PyErr_Clear();
-        PyErr_Restore(type, value, traceback);
-      } else if (r < 0) {
-        Py_CLEAR(result);
-      }
+      PyErr_Fetch(&type, &value, &traceback); /* naming a new thread may clear errors */
+      record_op(op_name, start, end, result ? (PyObject*)p : NULL, fresh_list);
+      PyErr_Restore(type, value, traceback);
     }
     Py_XDECREF(fresh_list);
   }
@@ -901,7 +897,6 @@ static PyObject* fast_plan_key(PyObject* self, PyObject* const* args, Py_ssize_t
   return key;
 }
 
-/* execute(op_name, inputs): the outputs of a remembered plan, or None. */
 /* The outputs of `op_name`'s remembered plan for the `n` inputs at `items`, or None. */
 static PyObject* execute_items(PyObject* op_name, PyObject* const* items, Py_ssize_t n) {
   if (check_bound() < 0) return NULL;
@@ -924,6 +919,7 @@ static PyObject* execute_items(PyObject* op_name, PyObject* const* items, Py_ssi
   return r;
 }
 
+/* execute(op_name, inputs): the outputs of a remembered plan, or None. */
 static PyObject* fast_execute(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
   (void)self;
   if (nargs != 2) {

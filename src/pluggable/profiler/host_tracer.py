@@ -1,11 +1,13 @@
 """The host tracer: what the host did during a profiling session, on a ``/host:CPU`` plane.
 
-While a session records, the hooks of `dispatch` (every op), `executor` (every copy),
-`allocator` and `tensors` (every allocation and free) call this tracer; `Trace` annotations
-add their spans. Each record is a plain tuple appended to one list (atomic under the GIL),
-with ``time.time_ns()`` stamps (CLOCK_REALTIME, the clock of the plugins' planes); names,
-shapes and stats are worked out only when the session stops. When no session runs the
-hooks cost one check of a module global each.
+While a session records, `pluggable._fast` records every op run from a remembered plan and
+every tensor buffer freed, and the hooks of `dispatch` (ops on its slow path), `executor`
+(every copy) and `allocator` (allocations and frees by address) call this tracer; `Trace`
+annotations add their spans. All records go to one store in `pluggable._fast`, in the order
+they were made, and become plain tuples (layouts below) when the session stops, with
+CLOCK_REALTIME nanosecond stamps, the clock of the plugins' planes; names, shapes and stats
+are worked out only then. When no session runs the hooks cost one check of a module global
+each.
 """
 from __future__ import annotations
 
@@ -18,7 +20,6 @@ from .. import allocator as _allocator_module
 from .. import dispatch as _dispatch_module
 from .. import executor as _executor_module
 from .._native import fast as _fast
-from ..dispatch import _Plan
 from .xspace import PlaneBuilder
 
 # Ops run from remembered plans and tensor buffers freed are recorded by pluggable._fast
@@ -109,22 +110,10 @@ class HostTracer:
                           info[0] if info else None, ()))
             raise
         end = time_ns()
-        ident = get_ident()
-        if ident not in self.thread_names:
-            self.thread_names[ident] = threading.current_thread().name
         # The kernel's outputs were allocated inside the plugin call: the record keeps their
-        # executors and sizes (never the buffers, which must not be kept alive). The common
-        # case, one output of a fast-path plan (all inputs tensors), is spelled out.
-        if len(outputs) == 1 and type(info[0]) is _Plan:
-            buffer = outputs[0]._buffer
-            fresh = ((buffer.executor, buffer.nbytes),)
-            for t in inputs:
-                if t._buffer is buffer:
-                    fresh = ()
-                    break
-        else:
-            fresh = _fresh_outputs(outputs, inputs)
-        self._append((OP, ident, start, end, op_name, info[0], fresh))
+        # executors and sizes (never the buffers, which must not be kept alive).
+        self._append((OP, self._ident(), start, end, op_name, info[0],
+                      _fresh_outputs(outputs, inputs)))
         return outputs
 
     def copy(self, call: str, executor, stream, nbytes: int, start: int, end: int) -> None:
