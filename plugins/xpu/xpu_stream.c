@@ -281,9 +281,7 @@ static void enqueue(SP_Stream s, XpuOp* op) {
   }
 }
 
-static bool run_op(SP_Stream s, XpuOp* op);
-static void profile_op(SP_Stream s, XpuOp* op, uint64_t start_ns);
-static void op_release(SP_Stream s, XpuOp* op);
+static void run_head(SP_Stream s, XpuOp* op);
 
 /* Enqueues `op` (of `bytes` bytes of work), or runs it at once on the calling thread when
  * that cannot be told apart from the worker running it at once: the stream is idle (nothing
@@ -305,13 +303,8 @@ static void submit(SP_Stream s, XpuOp* op, uint64_t bytes) {
   s->last_ticket = op->ticket;
   s->head = s->tail = op;
   s->inline_running = true;
-  bool profiling = xpu_prof_active();
-  uint64_t start_ns = profiling ? xpu_prof_now_ns() : 0;
-  if (run_op(s, op) && profiling) profile_op(s, op, start_ns);
-  s->head = op->next; /* work other threads enqueued meanwhile */
-  if (s->head == NULL) s->tail = NULL;
+  run_head(s, op); /* leaves the work other threads enqueued meanwhile at the head */
   s->inline_running = false;
-  op_release(s, op);
   if (s->head != NULL && s->sleeping) {
     s->sleeping = false;
     pthread_cond_signal(&s->work_cv);
@@ -654,6 +647,19 @@ static void profile_op(SP_Stream s, XpuOp* op, uint64_t start_ns) {
   xpu_prof_record(s->prof, kind, start_ns, end_ns, bytes, op_type, name);
 }
 
+/* Runs `op`, the head of `s`, profiles it and takes it off the queue: what the worker does with
+ * each operation, and submit with one it runs inline. Under dev->mu (run_op releases it while
+ * the work runs); the caller wakes the waiters. */
+static void run_head(SP_Stream s, XpuOp* op) {
+  /* Read once per operation: a session that starts while it runs catches the next one. */
+  bool profiling = xpu_prof_active();
+  uint64_t start_ns = profiling ? xpu_prof_now_ns() : 0;
+  if (run_op(s, op) && profiling) profile_op(s, op, start_ns);
+  s->head = op->next;
+  if (s->head == NULL) s->tail = NULL;
+  op_release(s, op);
+}
+
 /* The body of a stream's worker thread: runs the queue in order until shutdown. */
 static void* stream_worker(void* arg) {
   SP_Stream s = arg;
@@ -674,13 +680,7 @@ static void* stream_worker(void* arg) {
       sleep_us(delay);
       pthread_mutex_lock(&dev->mu);
     }
-    /* Read once per operation: a session that starts while it runs catches the next one. */
-    bool profiling = xpu_prof_active();
-    uint64_t start_ns = profiling ? xpu_prof_now_ns() : 0;
-    if (run_op(s, op) && profiling) profile_op(s, op, start_ns);
-    s->head = op->next;
-    if (s->head == NULL) s->tail = NULL;
-    op_release(s, op);
+    run_head(s, op);
     pthread_cond_broadcast(&dev->state_cv);
   }
   pthread_mutex_unlock(&dev->mu);
@@ -1303,10 +1303,6 @@ static void free_work_arg(void* arg, bool copied, void (*free_arg)(void*)) {
   else if (!copied) free(arg);
 }
 
-/* xpu_stream_enqueue_fn (work == NULL: `arg` is a heap block the stream owns) and
- * xpu_stream_enqueue_work (`work_size` bytes at `work` are copied into the operation's
- * payload, which is recycled with the operation; `arg` is NULL). `node` (node_len bytes, not
- * NUL-terminated) names the kernel's node for a profiling session. */
 /* The bytes a kernel reads and writes: its inputs' and outputs' device ranges. */
 static uint64_t work_bytes(const XpuDeviceRange* ranges, size_t count) {
   uint64_t total = 0;
@@ -1314,6 +1310,10 @@ static uint64_t work_bytes(const XpuDeviceRange* ranges, size_t count) {
   return total;
 }
 
+/* xpu_stream_enqueue_fn (work == NULL: `arg` is a heap block the stream owns) and
+ * xpu_stream_enqueue_work (`work_size` bytes at `work` are copied into the operation's
+ * payload, which is recycled with the operation; `arg` is NULL). `node` (node_len bytes, not
+ * NUL-terminated) names the kernel's node for a profiling session. */
 static bool enqueue_kernel_work(SP_Stream stream, const char* name, const char* node,
                                 size_t node_len, XpuStreamFn fn, void* arg, const void* work,
                                 size_t work_size, void (*free_arg)(void*),
