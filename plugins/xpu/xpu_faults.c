@@ -180,37 +180,37 @@ void xpu_fault_status(TF_Status* status, XpuFaultKind kind, uint64_t call, const
              fn, xpu_fault_name(kind), call);
 }
 
-/* A whole number from 0 to `max` in `text`; else false with a message naming `variable`. */
-static bool parse_whole(const char* variable, const char* unit, const char* text, uint64_t max,
-                        uint64_t* out, char* err, size_t err_size) {
-  const char* p = text;
+bool xpu_parse_whole(const char* text, uint64_t max, uint64_t* out) {
   uint64_t v = 0;
-  bool ok = *p != '\0';
-  for (; ok && *p != '\0'; p++) {
-    if (*p < '0' || *p > '9' || v > max) {
-      ok = false;
-      break;
-    }
-    v = v * 10 + (uint64_t)(*p - '0');
-  }
-  if (!ok || v > max) {
-    snprintf(err, err_size,
-             "%s='%s' is not valid: expected a whole number of %s from 0 to %" PRIu64,
-             variable, text, unit, max);
-    return false;
+  if (*text == '\0') return false;
+  for (const char* p = text; *p != '\0'; p++) {
+    if (*p < '0' || *p > '9') return false;
+    uint64_t digit = (uint64_t)(*p - '0');
+    if (v > (max - digit) / 10) return false; /* v * 10 + digit > max, without overflow */
+    v = v * 10 + digit;
   }
   *out = v;
   return true;
 }
 
+/* xpu_parse_whole with the message of a setting of `unit`s. */
+static bool parse_setting(const char* variable, const char* unit, const char* text,
+                          uint64_t max, uint64_t* out, char* err, size_t err_size) {
+  if (xpu_parse_whole(text, max, out)) return true;
+  snprintf(err, err_size,
+           "%s='%s' is not valid: expected a whole number of %s from 0 to %" PRIu64, variable,
+           text, unit, max);
+  return false;
+}
+
 bool xpu_parse_stream_delay(const char* text, uint64_t* out, char* err, size_t err_size) {
-  return parse_whole("XPU_STREAM_DELAY_US", "microseconds", text, XPU_MAX_STREAM_DELAY_US, out,
-                     err, err_size);
+  return parse_setting("XPU_STREAM_DELAY_US", "microseconds", text, XPU_MAX_STREAM_DELAY_US,
+                       out, err, err_size);
 }
 
 bool xpu_parse_inline_bytes(const char* text, uint64_t* out, char* err, size_t err_size) {
-  return parse_whole("XPU_INLINE_BYTES", "bytes", text, XPU_MAX_INLINE_BYTES, out, err,
-                     err_size);
+  return parse_setting("XPU_INLINE_BYTES", "bytes", text, XPU_MAX_INLINE_BYTES, out, err,
+                       err_size);
 }
 
 uint64_t xpu_inline_max_bytes(void) { return (uint64_t)atomic_load(&g_inline_bytes); }

@@ -379,6 +379,8 @@ void xpu_fault_status(TF_Status* status, XpuFaultKind kind, uint64_t call, const
 const char* xpu_fault_name(XpuFaultKind kind);
 
 /* Parses XPU_STREAM_DELAY_US text; false with a reason in err when invalid. */
+/* A whole number from 0 to `max` (decimal digits only) in `text` into *out; false otherwise. */
+bool xpu_parse_whole(const char* text, uint64_t max, uint64_t* out);
 bool xpu_parse_stream_delay(const char* text, uint64_t* out, char* err, size_t err_size);
 uint64_t xpu_stream_delay_us(void);
 /* Operations of at most this many bytes, enqueued on an idle stream, run on the caller's

@@ -79,19 +79,14 @@ bool xpu_parse_kernel_threads(const char* text, int* out, char* err, size_t err_
 static atomic_int_fast64_t g_elementwise_split = XPU_ELEMENTWISE_SPLIT_DEFAULT;
 
 bool xpu_parse_elementwise_split(const char* text, int64_t* out, char* err, size_t err_size) {
-  int64_t value = 0;
-  bool ok = *text != '\0';
-  for (const char* p = text; ok && *p != '\0'; p++) {
-    ok = *p >= '0' && *p <= '9' && value <= ((int64_t)1 << 62) / 10;
-    if (ok) value = value * 10 + (*p - '0');
-  }
-  if (!ok || value > ((int64_t)1 << 62)) {
+  uint64_t value = 0;
+  if (!xpu_parse_whole(text, (uint64_t)1 << 62, &value)) {
     snprintf(err, err_size,
              "XPU_ELEMENTWISE_SPLIT='%s' is not valid: expected a whole number of elements "
              "from 0 to 2^62 (element-wise kernels with fewer run on one thread)", text);
     return false;
   }
-  *out = value;
+  *out = (int64_t)value;
   return true;
 }
 
