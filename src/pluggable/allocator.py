@@ -412,8 +412,8 @@ class BFCAllocator:
         ``leaked_allocations``)."""
         if self._handle is None:
             return 0
-        _native.fast.invalidate()  # buffers from this allocator no longer free into it
         self._handle = None
+        _native.fast.invalidate()  # buffers from this allocator no longer free into it
         self.leaked_allocations = self._finalizer()
         return self.leaked_allocations
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import threading
 
+from . import _native
 from ._record import record
 from .errors import FailedPreconditionError, InvalidArgumentError, NotFoundError
 
@@ -23,12 +24,6 @@ if TYPE_CHECKING:
     from .loader import PluginManager, PluginRecord
     from .platform import Platform
     from .stream import Stream
-
-
-def _invalidate_plans() -> None:
-    from ._native import fast
-
-    fast.invalidate()
 
 
 class PluggableDevice:
@@ -107,6 +102,7 @@ class PluggableDevice:
             streams = list(self.streams)
             names = ("compute_stream", "host_to_device_stream", "device_to_host_stream",
                      "device_to_device_stream")
+            failed = []
             for i, stream in enumerate(streams):
                 if stream.is_closed:
                     continue
@@ -119,17 +115,21 @@ class PluggableDevice:
                     f"{self.name}'s {names[i]} failed ({state.message}) and was replaced by a "
                     f"new stream; use {self.name}.{names[i]} again (or pluggable.get_device("
                     f"{self.name!r}).{names[i]}) for further work")
-                stream.close()
-            _invalidate_plans()  # plans on the old compute stream are stale
+                failed.append(stream)
             (self.compute_stream, self.host_to_device_stream, self.device_to_host_stream,
              self.device_to_device_stream) = streams
             self._name_streams()
+            # The streams are replaced first, plans told next, the old streams closed last:
+            # a plan checked in between is stale for good, none runs on a closed stream.
+            _native.fast.invalidate()
+            for stream in failed:
+                stream.close()
 
     def close(self) -> None:
         if self._closed:
             return
-        _invalidate_plans()  # plans on this device are stale
         self._closed = True
+        _native.fast.invalidate()  # after the flag: a plan checked meanwhile is found stale
         for stream in self.streams:
             stream.close()
 

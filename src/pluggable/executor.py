@@ -1002,7 +1002,6 @@ class StreamExecutor:
         to the operating system with a warning, and the device with it."""
         if self._closed:
             return
-        _native.fast.invalidate()  # plans and buffers of this device check it again
         if self._staging is not None:
             self._staging.close()  # its fences' events go back to the event manager's pool
         if self._event_manager is not None:

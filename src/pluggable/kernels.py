@@ -470,7 +470,6 @@ generation = 0
 
 def _rebuild_index() -> None:
     global generation
-    _native.fast.invalidate()  # plans made from the older set are stale
     generation += 1
     _index.clear()
     _by_op.clear()
@@ -478,6 +477,7 @@ def _rebuild_index() -> None:
         if r._enabled:
             _index.setdefault((r.op, r.device_type), []).append(r)
             _by_op.setdefault(r.op, []).append(r)
+    _native.fast.invalidate()  # plans made from the older set are stale
 
 
 def registered_kernels(op: Optional[str] = None, device_type: Optional[str] = None,
@@ -669,8 +669,8 @@ class Kernel:
         """Calls the plugin's delete_func now; idempotent."""
         if self._handle is None:
             return
-        _native.fast.invalidate()  # plans of this instance are stale
         handle, self._handle = self._handle, None
+        _native.fast.invalidate()  # plans of this instance are stale (before it is freed)
         self._finalizer.detach()
         _Delete(handle)
         flush_releases()

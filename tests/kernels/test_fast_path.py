@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gc
 import threading
+import warnings
 
 import numpy as np
 import pytest
@@ -159,3 +160,30 @@ def test_raw_ops_take_the_plan_with_their_inputs_in_any_order():
     loss, backprop = raw_ops.SparseSoftmaxCrossEntropyWithLogits(features=logits, labels=labels)
     assert loss.numpy() == pytest.approx([np.log(2)] * 2)  # two outputs: a tuple
     assert backprop.numpy().tolist() == [[-0.5, 0.5], [0.5, -0.5]]
+
+
+def test_a_plan_checked_while_its_kernel_is_being_disabled_is_not_kept(monkeypatch):
+    # Whatever makes plans stale changes its state before telling the plans: an op run by
+    # another thread right after the telling (here: inside it) sees the new state.
+    x = _xpu([1.0, 2.0])
+    ops.add(x, x)
+    registration = next(r for r in kernels.registered_kernels("AddV2", "XPU")
+                        if r.matches({"T": x.dtype}))
+    invalidate = _fast.invalidate
+
+    def invalidate_then_run():
+        invalidate()
+        ops.add(x, x)  # as another thread could, between the change and what follows
+
+    monkeypatch.setattr(_fast, "invalidate", invalidate_then_run)
+    try:
+        with warnings.catch_warnings():  # soft placement onto the CPU is said once
+            warnings.simplefilter("ignore", dispatch.PlacementWarning)
+            registration.set_enabled(False)
+            monkeypatch.setattr(_fast, "invalidate", invalidate)
+            out = ops.add(x, x)
+        assert out.device == "/device:CPU:0" and out.numpy().tolist() == [2.0, 4.0]
+    finally:
+        monkeypatch.setattr(_fast, "invalidate", invalidate)
+        registration.set_enabled(True)
+    assert ops.add(x, x).device == "/device:XPU:0"

@@ -63,8 +63,10 @@ static PyObject* tracer;                /* the HostTracer itself */
 enum { RECORD_OP = 0, RECORD_FREE = 3 }; /* host_tracer.py's record kinds */
 
 /* Bumped by `invalidate()` whenever a plan or a buffer could go stale: a device closed or its
- * streams replaced, the enabled kernels changed, a kernel instance, an executor or an
- * allocator closed. What was checked at the current epoch needs no check again. */
+ * streams replaced, the enabled kernels changed, a kernel instance or an allocator closed.
+ * What was checked at the current epoch needs no check again. Callers change the state
+ * first and invalidate after (and free what went stale only then), so that a check made in
+ * between, which saw the old state, is made again. */
 static unsigned long long epoch = 1;
 
 static int bind_kernels(void);
@@ -559,7 +561,8 @@ done:
 /* Whether the plan can still run: the device open with the same compute stream, the kernel
  * registry unchanged and the kernel instance open. -1 on error. */
 static int plan_fresh(PlanObject* p) {
-  if (p->fresh_epoch == epoch) return 1;
+  unsigned long long now = epoch; /* what closes or replaces changes its state first */
+  if (p->fresh_epoch == now) return 1;
   int fresh = 0;
   PyObject* closed = PyObject_GetAttr(p->device, s_closed);
   PyObject* compute = closed ? PyObject_GetAttr(p->device, s_compute_stream) : NULL;
@@ -577,7 +580,7 @@ static int plan_fresh(PlanObject* p) {
   Py_XDECREF(compute);
   Py_XDECREF(generation);
   Py_XDECREF(handle);
-  if (fresh == 1) p->fresh_epoch = epoch;
+  if (fresh == 1) p->fresh_epoch = now;
   return fresh;
 }
 
