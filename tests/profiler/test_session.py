@@ -6,6 +6,7 @@ import os
 import re
 import socket
 
+import numpy as np
 import pytest
 
 from pluggable import profiler
@@ -176,6 +177,9 @@ def test_trace_as_decorator_and_context_manager(own_manager, tmp_path):
     assert inner.start_ns + inner.duration_ns <= outer.start_ns + outer.duration_ns
     with pytest.raises(InvalidArgumentError, match="non-empty string"):
         profiler.Trace("")
+    with pytest.raises(InvalidArgumentError, match="step_num must be an integer.*'abc'"):
+        profiler.Trace("bad", step_num="abc")  # refused now, not when the session stops
+    assert profiler.Trace("numpy", step_num=np.int64(3)).step_num == 3
 
 
 def test_delay_ms_waits_before_recording(profiler_plugin, own_manager, tmp_path):

@@ -9,6 +9,10 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+/* Kinds of host tracer record (host_tracer.py: OP, COPY, ALLOC, FREE, ANNOTATION = range(5)):
+ * oprun.c makes OP and FREE records, hostplane.c encodes all of them. */
+enum { REC_OP, REC_COPY, REC_ALLOC, REC_FREE, REC_ANNOTATION, REC_KINDS };
+
 /* The part that runs remembered ops (oprun.c). */
 extern PyMethodDef pg_oprun_methods[];
 int pg_oprun_init(PyObject* module);

@@ -14,9 +14,6 @@
 #include <stdint.h>
 #include <string.h>
 
-/* Kinds of record (host_tracer.py: OP, COPY, ALLOC, FREE, ANNOTATION = range(5)). */
-enum { REC_OP, REC_COPY, REC_ALLOC, REC_FREE, REC_ANNOTATION, REC_KINDS };
-
 static const char* const kind_layouts[REC_KINDS] = {
     "(OP, ident, start_ns, end_ns, op_name, info, fresh)",
     "(COPY, ident, start_ns, end_ns, call, executor, stream, nbytes)",

@@ -60,7 +60,6 @@ static PyObject* tracer_names;          /* HostTracer.thread_names (a dict) */
 static PyObject* tracer_ident;          /* HostTracer._ident (names the calling thread) */
 static PyObject* tracer;                /* the HostTracer itself */
 
-enum { RECORD_OP = 0, RECORD_FREE = 3 }; /* host_tracer.py's record kinds */
 
 /* Bumped by `invalidate()` whenever a plan or a buffer could go stale: a device closed or its
  * streams replaced, the enabled kernels changed, a kernel instance or an allocator closed.
@@ -113,10 +112,10 @@ static PyTypeObject BufferType;
  * grows). `take_records` turns them into host_tracer.py's tuples when the session stops.
  * Records the Python hooks make (copies, allocations, annotations, slow-path ops) are stored
  * here too, as their tuples, so that all keep the order they were made in. */
-enum { RECORD_OBJECT = -1 };
+enum { RECORD_OBJECT = -1 }; /* besides fast_internal.h's REC_ kinds: a Python tuple */
 
 typedef struct {
-  int kind;            /* RECORD_OP, RECORD_FREE or RECORD_OBJECT */
+  int kind;            /* REC_OP, REC_FREE or RECORD_OBJECT */
   unsigned long ident; /* the thread */
   uint64_t t0, t1;     /* OP: start and end; FREE: when (clock ticks) */
   PyObject* a;         /* OP: the op name; FREE: the executor; OBJECT: the tuple */
@@ -206,7 +205,7 @@ static void record_free(PyObject* executor, long long nbytes) {
   uint64_t when = now_ticks();
   Record* r = new_record();
   if (r == NULL) return;
-  r->kind = RECORD_FREE;
+  r->kind = REC_FREE;
   r->ident = thread_ident();
   r->t0 = when;
   r->t1 = 0;
@@ -695,7 +694,7 @@ static void record_op(PyObject* op_name, uint64_t start, uint64_t end, PyObject*
                       PyObject* fresh) {
   Record* r = new_record();
   if (r == NULL) return;
-  r->kind = RECORD_OP;
+  r->kind = REC_OP;
   r->ident = thread_ident();
   r->t0 = start;
   r->t1 = end;
@@ -1255,6 +1254,7 @@ static PyObject* fast_record(PyObject* self, PyObject* record) {
     PyErr_SetString(PyExc_TypeError, "record() takes a record tuple");
     return NULL;
   }
+  if (tracer == NULL) Py_RETURN_NONE; /* a hook that ran as the session ended */
   Record* r = new_record();
   if (r != NULL) {
     r->kind = RECORD_OBJECT;
@@ -1274,7 +1274,7 @@ static PyObject* record_tuple(const Record* r, PG_ClockPair stop) {
   int tsc = clock_tsc > 0;
   PyObject* ident = PyLong_FromUnsignedLong(r->ident);
   PyObject* t0 = PyLong_FromLongLong(pg_profiler_ticks_to_ns(tsc, clock_start, stop, r->t0));
-  if (r->kind == RECORD_OP) {
+  if (r->kind == REC_OP) {
     PyObject* t1 = PyLong_FromLongLong(pg_profiler_ticks_to_ns(tsc, clock_start, stop, r->t1));
     PyObject* fresh = r->c ? new_ref(r->c) : PyTuple_New(0);
     PyObject* t = (ident && t0 && t1 && fresh) ? PyTuple_New(7) : NULL;
@@ -1285,7 +1285,7 @@ static PyObject* record_tuple(const Record* r, PG_ClockPair stop) {
       Py_XDECREF(fresh);
       return NULL;
     }
-    PyTuple_SET_ITEM(t, 0, PyLong_FromLong(RECORD_OP)); /* a cached small int */
+    PyTuple_SET_ITEM(t, 0, PyLong_FromLong(REC_OP)); /* a cached small int */
     PyTuple_SET_ITEM(t, 1, ident);
     PyTuple_SET_ITEM(t, 2, t0);
     PyTuple_SET_ITEM(t, 3, t1);
@@ -1301,7 +1301,7 @@ static PyObject* record_tuple(const Record* r, PG_ClockPair stop) {
     if (allocator == Py_None) {
       t = new_ref(Py_None);
     } else if ((t = PyTuple_New(5)) != NULL) {
-      PyTuple_SET_ITEM(t, 0, PyLong_FromLong(RECORD_FREE));
+      PyTuple_SET_ITEM(t, 0, PyLong_FromLong(REC_FREE));
       PyTuple_SET_ITEM(t, 1, ident);
       PyTuple_SET_ITEM(t, 2, t0);
       PyTuple_SET_ITEM(t, 3, allocator);
@@ -1390,7 +1390,8 @@ PyMethodDef pg_oprun_methods[] = {
     {"set_tracer", (PyCFunction)fast_set_tracer, METH_O,
      "set_tracer(host tracer or None): record ops and frees while set."},
     {"record", (PyCFunction)fast_record, METH_O,
-     "record(tuple): a host tracer record made in Python, kept in order with the C ones."},
+     "record(tuple): a host tracer record made in Python, kept in order with the C ones "
+     "while a session runs (set_tracer); dropped otherwise."},
     {"take_records", (PyCFunction)fast_take_records, METH_NOARGS,
      "take_records(): the host tracer's records since the last call, as tuples."},
     {"invalidate", (PyCFunction)fast_invalidate, METH_NOARGS,

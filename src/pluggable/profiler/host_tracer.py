@@ -41,11 +41,6 @@ _COPY_NAMES = {
 HOST_PLANE_NAME = "/host:CPU"
 
 
-def _round_chunk(nbytes: int) -> int:
-    # The BFC allocator's in-use chunk for a request: rounded up to 256 bytes.
-    return (nbytes + 255) & ~255
-
-
 class HostTracer:
     """Records host activity between `install` and `uninstall`."""
 
@@ -80,12 +75,12 @@ class HostTracer:
         _fast.set_tracer(self)
 
     def uninstall(self) -> None:
-        if _dispatch_module._tracer is self:
-            _fast.set_tracer(None)
-            self._records += _fast.take_records()
         for module in _HOOKED_MODULES:
             if module._tracer is self:
                 module._tracer = None
+        if _fast.get_tracer() is self:  # the hooks are off: nothing records after this
+            _fast.set_tracer(None)
+            self._records += _fast.take_records()
 
     @property
     def records(self) -> List[tuple]:
@@ -120,7 +115,8 @@ class HostTracer:
         self._append((COPY, self._ident(), start, end, call, executor, stream, nbytes))
 
     def alloc(self, bfc, nbytes: int) -> None:
-        self._append((ALLOC, self._ident(), time_ns(), bfc, _round_chunk(nbytes)))
+        # The bytes asked for: the plane shows the allocator's 256-byte chunk (hostplane.c).
+        self._append((ALLOC, self._ident(), time_ns(), bfc, nbytes))
 
     def free(self, bfc, address: int) -> None:
         """A free by address (the allocator's own `deallocate`): the size is asked."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import operator
 import os
 import socket
 import threading
@@ -247,6 +248,14 @@ class Trace:
         if not isinstance(name, str) or not name:
             raise InvalidArgumentError(f"Trace name must be a non-empty string, got {name!r}",
                                        call="profiler.Trace")
+        if step_num is not None:
+            try:
+                step_num = operator.index(step_num)
+            except TypeError:
+                raise InvalidArgumentError(
+                    f"Trace step_num must be an integer (the step's number), got "
+                    f"{step_num!r}; pass the step number or leave step_num out",
+                    call="profiler.Trace") from None
         self.name = name
         self.step_num = step_num
         self.metadata = metadata
