@@ -34,7 +34,6 @@ if TYPE_CHECKING:
     from .stream import Stream
 
 _DONE = (EventStatus.COMPLETE, EventStatus.ERROR)
-ERROR = int(EventStatus.ERROR)
 
 
 class Keep:
@@ -229,8 +228,7 @@ class EventManager:
         try:
             event.record(stream)
         except BaseException:
-            with self._cond:
-                self._pool.append(event)
+            self.give_back(event)  # destroyed instead when the manager closed meanwhile
             raise
         marker = Marker(event, stream, self)
         if fn is not None:

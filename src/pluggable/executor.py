@@ -470,6 +470,7 @@ class StreamExecutor:
         except IndexError:
             struct = _memory_struct()
         base, ref = struct
+        base.opaque = None  # a plugin failing without writing it must not return the last one
         self._allocate(self._device_ptr, size, memory_space, ref)
         address = base.opaque
         if address:

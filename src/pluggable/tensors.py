@@ -745,22 +745,13 @@ def _upload(array: np.ndarray, dtype: DType, device: PluggableDevice, owned: boo
                 free_staged()  # the copy was refused: nothing reads the staged bytes
                 raise
             marker = executor.after_work(stream, free_staged)
-            owned = True
     except BaseException:
         if not buffer.uses:  # with uses (a wait past the deadline), freed once they pass
             buffer.release_now()
         raise
     if marker is None:  # the copy was waited for: nothing is pending
         return Tensor(shape, dtype, device, buffer=buffer)
-    buffer.used_by(marker)
-    if not owned:
-        marker.synchronize()
-        try:
-            device.check_stream(stream)
-        except BaseException:
-            buffer.uses = None
-            buffer.release_now()
-            raise
+    buffer.used_by(marker)  # the host's bytes are the copy's own (`owned`, or staged)
     return Tensor(shape, dtype, device, buffer=buffer, ready=marker)
 
 
