@@ -11,7 +11,10 @@ the plugin's devices and kernels stay usable, as the optimizer would never run h
 from __future__ import annotations
 
 import ctypes
-from typing import Dict, Optional
+
+TYPE_CHECKING = False  # typing's constant, without importing typing while plugins load
+if TYPE_CHECKING:
+    from typing import Dict, Optional
 
 from . import _native
 from ._record import record

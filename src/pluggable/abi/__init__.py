@@ -94,22 +94,4 @@ def __dir__():
     return sorted(set(globals()) | set(__all__) | set(_SUBMODULES))
 
 
-__all__ = [
-    "ABIStruct", "ALL_STRUCTS", "TF_Bool", "walk_ext_chain", "TF_Code", "TF_DataType",
-    "SE_EventStatus", "PLUGGABLE_ExtType", "TF_Buffer", "TF_AllocatorAttributes", "SP_TimerFns",
-    "SP_AllocatorStats", "SP_DeviceMemoryBase", "SP_Device", "SE_CreateDeviceParams",
-    "SP_DeviceFns", "SE_CreateDeviceFnsParams", "SP_StreamExecutor",
-    "SE_CreateStreamExecutorParams", "SP_Platform", "SP_PlatformFns",
-    "SE_PlatformRegistrationParams", "TP_Profiler", "TP_ProfilerFns",
-    "TF_ProfilerRegistrationParams", "TF_StringView", "TF_InputRange_Args",
-    "TFDevice_AllocatorAttributes", "TF_RendezvousArgsStruct", "TF_RendezvousParsedKey",
-    "TF_RendezvousSend_Params", "TF_RendezvousDoneCallback_Params",
-    "TF_RendezvousDoneCallbackImpl", "TF_RendezvousAsyncRecv_Params", "TF_RendezvousThunk",
-    "PLUGGABLE_ExtHeader", "PLUGGABLE_PlatformInfoExt", "PLUGGABLE_LiveHandles",
-    "PLUGGABLE_LiveHandlesExt", "PLUGGABLE_StreamNamesExt", "PLUGGABLE_DLPackDeviceExt",
-    "DLPackVersion", "DLDevice", "DLDataType", "DLTensor", "DLManagedTensor",
-    "DLManagedTensorVersioned", "TP_OptimizerConfigs", "TP_Optimizer",
-    "TP_OptimizerRegistrationParams", "TStringOwnerCApi", "TF_TString_Large",
-    "TF_TString_Offset", "TF_TString_View", "TF_TString_Raw", "TF_TString_Small", "TF_TString",
-    "PG_ClockPair",
-]
+__all__ = ["ALL_STRUCTS", *_HOME]  # every name this package gives, each from its module
