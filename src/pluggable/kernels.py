@@ -239,25 +239,29 @@ class KernelRegistration:
         # Only for a field not read yet (slots that are set never come here).
         if name not in _DETAILS:
             raise AttributeError(f"'KernelRegistration' object has no attribute {name!r}")
-        self._read(self.id)
+        self._read(self.id, keys=False)
         return object.__getattribute__(self, name)
 
-    def _read(self, registration_id: int) -> None:
-        """Reads every field from the runtime (each once; arrays by slicing)."""
+    def _read(self, registration_id: int, keys: bool = True) -> None:
+        """Reads the fields from the runtime (each once; arrays by slicing); without
+        ``keys``, only those `_mirror` did not (the mirrored ones stay as they are: `enabled`
+        may have changed since, under the registry lock)."""
         info = PG_KernelInfo()
         info.struct_size = _INFO_SIZE
         if _Info(registration_id, _byref(info)):
             raise InvalidArgumentError(f"no kernel registration has id {registration_id}",
                                        call="KernelRegistration")
-        self.id = registration_id
-        self.op = (info.op or b"").decode("utf-8", "replace")
-        self.device_type = (info.device_type or b"").decode("utf-8", "replace")
+        if keys:
+            self.id = registration_id
+            self.op = (info.op or b"").decode("utf-8", "replace")
+            self.device_type = (info.device_type or b"").decode("utf-8", "replace")
+            self.plugin = (info.source or b"").decode("utf-8", "surrogateescape")
+            self.error_code = info.error_code
+            self._enabled = bool(info.enabled)
         self.kernel_name = (info.kernel_name or b"").decode("utf-8", "replace")
         self.label = (info.label or b"").decode("utf-8", "replace")
         self.priority = info.priority
-        self.plugin = (info.source or b"").decode("utf-8", "surrogateescape")
         self.is_async = bool(info.is_async)
-        self.error_code = info.error_code
         self.error_message = (info.error_message or b"").decode("utf-8", "replace")
         constraints: Dict[str, FrozenSet[int]] = {}
         n = info.num_constraints
@@ -271,7 +275,6 @@ class KernelRegistration:
         self.host_memory = frozenset(
             (a or b"").decode("utf-8", "replace") for a in info.host_memory_args[:n]) \
             if n else frozenset()
-        self._enabled = bool(info.enabled)
 
     @property
     def enabled(self) -> bool:

@@ -48,6 +48,13 @@ def test_mirrors_made_from_keys_read_the_other_fields_on_first_use(kc):
         assert [getattr(mirrored, f) for f in fields] == [getattr(full, f) for f in fields]
     with pytest.raises(AttributeError, match="no attribute 'colour'"):
         mirrored.colour
+    # The mirrored fields themselves, before any detail is read (a read of the details
+    # leaves them as they are).
+    for fresh in kernels._mirror(0, kernels._Count()):
+        with pytest.raises(AttributeError):
+            object.__getattribute__(fresh, "kernel_name")  # not read yet
+        full = kernels.KernelRegistration(fresh.id)
+        assert [getattr(fresh, f) for f in fields[:5]] == [getattr(full, f) for f in fields[:5]]
 
 
 def test_registration_keys_come_from_one_runtime_call(kc):
