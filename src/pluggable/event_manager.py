@@ -147,6 +147,7 @@ class EventManager:
         recorded and polled on the calling thread (bounded by the deadline), with nothing
         handed to the poller thread. Returns the event's final state (COMPLETE, or ERROR
         when that work failed)."""
+        stream._check_open()  # a stream closed (replaced) meanwhile: its own words
         event = self.take_event()
         executor = self._executor
         try:

@@ -854,6 +854,13 @@ class StreamExecutor:
         self._call("create_timer", ctypes.byref(handle))
         return Timer(self, handle.value)
 
+    def _device_ref(self, address: int, nbytes: int):
+        """The calling thread's scratch SP_DeviceMemoryBase over ``nbytes`` of device memory
+        at ``address``, by reference, for one plugin call (copies of tensors' buffers)."""
+        base, ref = self._scratch.pair
+        base.opaque, base.size, base.payload = address, nbytes, 0
+        return ref
+
     def _check_stream(self, stream: "Stream") -> None:
         self._check_open()
         if stream.executor is not self:

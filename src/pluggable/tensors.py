@@ -246,10 +246,10 @@ class Tensor:
             stream = device.compute_stream if nbytes <= STAGE_LIMIT else \
                 device.device_to_host_stream
             self._order_after_producer(device, stream)
-            base, ref = executor._scratch.pair
-            base.opaque, base.size, base.payload = self._buffer.address, nbytes, 0
+            stream._check_open()  # replaced meanwhile by another thread: its own words
             executor._copy("memcpy_dtoh", stream, nbytes, stream._handle,
-                           out.__array_interface__["data"][0], ref, nbytes)
+                           out.__array_interface__["data"][0],
+                           executor._device_ref(self._buffer.address, nbytes), nbytes)
             _wait_for_stream(device, stream, keep=out)
         else:  # a synchronous copy may write to any host memory
             self._wait_for_producer(device)
@@ -728,8 +728,8 @@ def _upload(array: np.ndarray, dtype: DType, device: PluggableDevice, owned: boo
         if device.platform.has_capability(PLUGGABLE_PLATFORM_PAGEABLE_ASYNC_COPY):
             if not owned:  # straight from the caller's array, waited for: no hand-off
                 executor._copy("memcpy_htod", stream, nbytes, stream._handle,
-                               buffer.memory()._ref, array.__array_interface__["data"][0],
-                               nbytes)
+                               executor._device_ref(buffer.address, nbytes),
+                               array.__array_interface__["data"][0], nbytes)
                 _wait_for_stream(device, stream, keep=array, buffer=buffer)
                 return Tensor(shape, dtype, device, buffer=buffer)
             marker = executor.memcpy_htod(stream, buffer.memory(), array, nbytes)
@@ -771,9 +771,9 @@ def _staged_upload(executor: "StreamExecutor", stream, buffer: DeviceBuffer,
             ctypes.memmove(address, data, nbytes)
         else:
             np.copyto(np.frombuffer(_staged_view(address, nbytes), np.uint8), data)
-        base, ref = executor._scratch.pair
-        base.opaque, base.size, base.payload = destination, nbytes, 0
-        executor._copy("memcpy_htod", stream, nbytes, stream._handle, ref, address, nbytes)
+        stream._check_open()
+        executor._copy("memcpy_htod", stream, nbytes, stream._handle,
+                       executor._device_ref(destination, nbytes), address, nbytes)
 
     return executor.staging.copy(stream, nbytes, enqueue) != 0
 
