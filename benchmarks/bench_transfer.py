@@ -30,7 +30,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _ratios import best_per_call, print_table, rounds  # noqa: E402
+from _ratios import best_per_call, print_table, ratio_stats, rounds  # noqa: E402
 
 import pluggable  # noqa: E402
 from pluggable import ops  # noqa: E402
@@ -163,10 +163,9 @@ def against(other_src: str) -> None:
     for name in samples["this"][0]:
         mine = [r[name] for r in samples["this"]]
         theirs = [r[name] for r in samples["other"]]
-        ratios = sorted(a / b for a, b in zip(mine, theirs))
+        lo, mid, hi = ratio_stats(mine, theirs)
         print(f"  {name:<36} {statistics.median(mine) * 1e6:7.1f}µs "
-              f"{statistics.median(theirs) * 1e6:7.1f}µs {ratios[0]:9.2f} "
-              f"{statistics.median(ratios):7.2f} {ratios[-1]:7.2f}")
+              f"{statistics.median(theirs) * 1e6:7.1f}µs {lo:9.2f} {mid:7.2f} {hi:7.2f}")
 
 
 def main() -> None:

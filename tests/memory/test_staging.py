@@ -3,7 +3,6 @@ staging memory only after the device copy that read it, threads, and errors."""
 from __future__ import annotations
 
 import contextlib
-import threading
 
 import numpy as np
 import pytest
@@ -165,28 +164,17 @@ def test_a_large_upload_goes_straight_and_is_waited_for(monkeypatch):
     assert t.numpy()[-1] == tensors.STAGE_LIMIT // 4
 
 
-def test_threads_on_two_devices_each_see_their_own_values():
-    errors = []
+def test_threads_on_two_devices_each_see_their_own_values(in_threads):
+    def work(seed: int):
+        device = pluggable.get_device(f"XPU:{seed % 2}")
+        for i in range(200):
+            value = seed * 100_000 + i
+            x = pluggable.tensor(np.int64([value, -value]), device=device)
+            y = ops.add(x, pluggable.tensor(np.int64([1, 1]), device=device))
+            got = y.numpy().tolist()
+            assert got == [value + 1, 1 - value], (seed, i, got)
 
-    def work(seed: int, device_name: str):
-        try:
-            device = pluggable.get_device(device_name)
-            for i in range(200):
-                value = seed * 100_000 + i
-                x = pluggable.tensor(np.int64([value, -value]), device=device)
-                y = ops.add(x, pluggable.tensor(np.int64([1, 1]), device=device))
-                got = y.numpy().tolist()
-                if got != [value + 1, 1 - value]:
-                    errors.append((seed, i, got))
-        except BaseException as exc:  # reported below
-            errors.append((seed, repr(exc)))
-
-    threads = [threading.Thread(target=work, args=(n, f"XPU:{n % 2}")) for n in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(120)
-    assert not errors, errors[:5]
+    in_threads(work, 4)
 
 
 def test_a_refused_copy_gives_its_staging_back(faults):
