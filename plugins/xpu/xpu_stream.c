@@ -283,18 +283,29 @@ static void enqueue(SP_Stream s, XpuOp* op) {
 
 static void run_head(SP_Stream s, XpuOp* op);
 
+/* Whether work of `bytes` bytes may run on the calling thread: inlining is on
+ * (xpu_inline_max_bytes is not 0) and the work is small, or it is a copy between host and
+ * device memory (`host_copy`) of any size: the host cannot reuse its side of such a copy
+ * before the copy is done, so it waits for it whoever runs it, and a copy in place saves the
+ * wait's hand-off (a real device's pageable copies block the host likewise). */
+static bool may_run_inline(uint64_t bytes, bool host_copy) {
+  uint64_t max = xpu_inline_max_bytes();
+  return max != 0 && (host_copy || bytes <= max);
+}
+
 /* Enqueues `op` (of `bytes` bytes of work), or runs it at once on the calling thread when
  * that cannot be told apart from the worker running it at once: the stream is idle (nothing
- * queued or running), the work is small (xpu_inline_max_bytes), no stream delay is set and
- * the caller is not a stream worker. A real device's launch has a fixed cost; here handing a
+ * queued or running), the work is small or a host copy (may_run_inline), no stream delay is
+ * set and the caller is not a stream worker. A real device's launch has a fixed cost; here handing a
  * small operation to a sleeping worker thread and waiting for it costs more than the work,
  * and on a host with few cores the worker competes with the caller. The operation goes
  * through the same steps as on the worker (faults, profiling, events, errors), holding the
  * head of the queue while it runs; a worker that wakes meanwhile waits (stream_worker).
  * Under dev->mu, which run_op releases while the work runs. */
-static void submit(SP_Stream s, XpuOp* op, uint64_t bytes) {
+static void submit(SP_Stream s, XpuOp* op, uint64_t bytes, bool host_copy) {
   if (s->head != NULL || s->inline_running || s->closing || s->shutdown ||
-      bytes > xpu_inline_max_bytes() || tl_worker_stream != NULL || xpu_stream_delay_us() > 0) {
+      !may_run_inline(bytes, host_copy) || tl_worker_stream != NULL ||
+      xpu_stream_delay_us() > 0) {
     enqueue(s, op);
     return;
   }
@@ -986,7 +997,7 @@ static void xpu_record_event(const SP_Device* device, SP_Stream stream, SP_Event
     op->u.event.event = event;
     op->u.event.gen = ++event->recorded_gen;
     event->refs++;
-    submit(stream, op, 0);
+    submit(stream, op, 0, false);
   }
   pthread_mutex_unlock(&dev->mu);
 }
@@ -1178,7 +1189,7 @@ static void enqueue_copy(const SP_Device* device, SP_Stream stream, const char* 
     op->u.copy.direction = !dst_on_device ? XPU_PROF_MEMCPY_D2H
                            : src_on_device ? XPU_PROF_MEMCPY_D2D : XPU_PROF_MEMCPY_H2D;
     pin = NULL;
-    submit(stream, op, size);
+    submit(stream, op, size, op->u.copy.direction != XPU_PROF_MEMCPY_D2D);
   }
   pthread_mutex_unlock(&dev->mu);
   xpu_mapping_unref(pin); /* not enqueued */
@@ -1253,7 +1264,7 @@ static void enqueue_fill(const SP_Device* device, SP_Stream stream, const char* 
     op->u.fill.pattern = pattern;
     op->u.fill.width = width;
     op->u.fill.size = size;
-    submit(stream, op, size);
+    submit(stream, op, size, false);
   }
   pthread_mutex_unlock(&dev->mu);
 }
@@ -1374,7 +1385,7 @@ static bool enqueue_kernel_work(SP_Stream stream, const char* name, const char* 
     }
     op->prof_name = prof_name;
     prof_name = NULL;
-    submit(stream, op, work_bytes(ranges, range_count));
+    submit(stream, op, work_bytes(ranges, range_count), false);
   }
   bool queued = ok && (fn == NULL || op != NULL);
   if (queued && fn != NULL && wait && tl_worker_stream != stream) {

@@ -82,7 +82,9 @@ def _load_fast():
             "`pip install -e .`) from the source tree.") from exc
     _fast.bind_runtime({name: ctypes.cast(getattr(lib, name), ctypes.c_void_p).value
                         for name in ("pluggable_KernelRun", "TF_NewStatus", "TF_DeleteStatus",
-                                     "TF_Message", "pluggable_BFCDeallocate")})
+                                     "TF_Message", "pluggable_BFCDeallocate",
+                                     "pluggable_BFCAllocate", "TF_GetCode",
+                                     "pluggable_ResetStatus")})
     return _fast
 
 

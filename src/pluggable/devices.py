@@ -52,6 +52,7 @@ class PluggableDevice:
          self.device_to_device_stream) = streams
         self._name_streams()
         self._closed = False
+        self._copier = None  # tensors._copier: small copies in C, made on first use
 
     # Names of the four streams, in `streams` order: profiles name their timelines so.
     STREAM_ROLES = ("compute", "host_to_device", "device_to_host", "device_to_device")

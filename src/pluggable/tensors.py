@@ -34,7 +34,8 @@ from .abi.stream_executor import SE_EventStatus
 from .abi.tf_status import TF_Code
 from .devices import PluggableDevice, parse_device_name
 from .dtypes import DType, as_dtype
-from .errors import DeadlineExceededError, FailedPreconditionError, InvalidArgumentError
+from .errors import (DeadlineExceededError, FailedPreconditionError, InvalidArgumentError,
+                     PluggableError)
 from .memory import DeviceMemory
 from .staging import staged_view as _staged_view
 
@@ -240,11 +241,19 @@ class Tensor:
         if not nbytes:
             return out
         if device.platform.has_capability(PLUGGABLE_PLATFORM_PAGEABLE_ASYNC_COPY):
-            # Straight into the new array, then one event: small copies on the compute
-            # stream, where kernel outputs and small uploads are made (no stream
-            # dependency), large ones on the device-to-host stream.
-            stream = device.compute_stream if nbytes <= STAGE_LIMIT else \
-                device.device_to_host_stream
+            if self._ready is None:
+                copier = device._copier
+                if copier is None or (copier is not False and copier.stale):
+                    copier = _copier(device)
+                if copier and copier.download(self._buffer.address, nbytes, out):
+                    return out
+            # Straight into the new array, then one event. On the compute stream, where
+            # kernel outputs and uploads are made: no stream dependency, and a plugin may
+            # run the copy at once on an idle stream. A large copy of a tensor made on
+            # another stream (a marker) on the device-to-host stream, which waits for that
+            # marker only.
+            stream = device.compute_stream if self._ready is None or nbytes <= STAGE_LIMIT \
+                else device.device_to_host_stream
             self._order_after_producer(device, stream)
             stream._check_open()  # replaced meanwhile by another thread: its own words
             executor._copy("memcpy_dtoh", stream, nbytes, stream._handle,
@@ -545,10 +554,14 @@ class _HostArrayCache:
 
     A fresh NumPy array pays a page fault per page on its first write, which costs as much as
     the copy itself; memory that comes back here stays mapped and touched. The memory is
-    NumPy's own (not a plugin's), so an array never outlives what it points to.
+    NumPy's own (not a plugin's), so an array never outlives what it points to. Below
+    `MIN_BYTES` the C library's allocator already reuses freed memory (glibc maps a fresh
+    block only above its mmap threshold, which rises up to 32 MiB to the largest block freed),
+    and the cache's own cost (a finalizer and a ctypes view, about 7 µs) would be pure loss:
+    at 1 MiB it made `numpy()` 1.5x a plain `np.empty` and copy.
     """
 
-    MIN_BYTES = 1 << 20
+    MIN_BYTES = (32 << 20) + 1
     MAX_CACHED_BYTES = 512 << 20
 
     def __init__(self):
@@ -613,6 +626,9 @@ def _peer_copies(device: PluggableDevice) -> bool:
 def _host_array(data: Any, dtype: Optional[Any]) -> Tuple[np.ndarray, DType, bool]:
     """``data`` as a C-contiguous array of a supported dtype, and whether the array is the
     caller's own object (which may change after we return)."""
+    if (type(data) is np.ndarray and dtype is None and data.dtype.kind in "biufc"
+            and data.flags.c_contiguous):  # the common case, without the checks below
+        return data, as_dtype(data.dtype), True
     if isinstance(data, Tensor):
         data = data.numpy()
     wanted = as_dtype(dtype) if dtype is not None else None
@@ -714,24 +730,36 @@ def _upload(array: np.ndarray, dtype: DType, device: PluggableDevice, owned: boo
     memory first, large ones are waited for."""
     executor = device.executor
     nbytes = array.nbytes
+    if not nbytes:
+        return Tensor(tuple(array.shape), dtype, device, buffer=DeviceBuffer(executor, 0))
+    copier = device._copier
+    if copier is None or (copier is not False and copier.stale):
+        copier = _copier(device)
+    if copier:  # copied at once when the compute stream is idle, else None
+        uploaded = copier.upload(array, dtype)
+        if uploaded is not None:
+            return uploaded
     buffer = DeviceBuffer(executor, nbytes)
     shape = tuple(array.shape)
-    if not nbytes:
-        return Tensor(shape, dtype, device, buffer=buffer)
     try:
         if (nbytes <= STAGE_LIMIT and executor._fns.get("host_memory_allocate") is not None
                 and _staged_upload(executor, device.compute_stream, buffer, array, nbytes)):
             # On the compute stream, as the ops that read it: `_ready` None says just that.
             return Tensor(shape, dtype, device, buffer=buffer)
+        pageable = device.platform.has_capability(PLUGGABLE_PLATFORM_PAGEABLE_ASYNC_COPY)
+        if pageable and not owned:
+            # Straight from the caller's array, waited for: on the compute stream, where
+            # the new memory may still be in use and the ops that read it run (no stream
+            # dependency; a plugin may run the copy at once on an idle stream).
+            stream = device.compute_stream
+            executor._copy("memcpy_htod", stream, nbytes, stream._handle,
+                           executor._device_ref(buffer.address, nbytes),
+                           array.__array_interface__["data"][0], nbytes)
+            _wait_for_stream(device, stream, keep=array, buffer=buffer)
+            return Tensor(shape, dtype, device, buffer=buffer)
         stream = device.host_to_device_stream
         stream.wait_for(device.compute_stream)  # the new memory may be in use there still
-        if device.platform.has_capability(PLUGGABLE_PLATFORM_PAGEABLE_ASYNC_COPY):
-            if not owned:  # straight from the caller's array, waited for: no hand-off
-                executor._copy("memcpy_htod", stream, nbytes, stream._handle,
-                               executor._device_ref(buffer.address, nbytes),
-                               array.__array_interface__["data"][0], nbytes)
-                _wait_for_stream(device, stream, keep=array, buffer=buffer)
-                return Tensor(shape, dtype, device, buffer=buffer)
+        if pageable:
             marker = executor.memcpy_htod(stream, buffer.memory(), array, nbytes)
         elif executor._fns.get("host_memory_allocate") is None:
             # Neither pageable nor pinned memory for asynchronous copies: a synchronous one.
@@ -753,6 +781,34 @@ def _upload(array: np.ndarray, dtype: DType, device: PluggableDevice, owned: boo
         return Tensor(shape, dtype, device, buffer=buffer)
     buffer.used_by(marker)  # the host's bytes are the copy's own (`owned`, or staged)
     return Tensor(shape, dtype, device, buffer=buffer, ready=marker)
+
+
+_COPIER_FUNCTIONS = ("memcpy_htod", "memcpy_dtoh", "record_event", "get_event_status")
+
+
+def _copier(device: PluggableDevice):
+    """The device's `pluggable._fast.Copier` (copies on the compute stream in C), made anew
+    when the last one went stale; False where copies take the Python path only: a plugin
+    without asynchronous copies of pageable memory, or a closed device."""
+    executor = device.executor
+    fns = executor._fns
+    if (device.is_closed or executor.is_closed
+            or not device.platform.has_capability(PLUGGABLE_PLATFORM_PAGEABLE_ASYNC_COPY)
+            or any(fns.get(name) is None for name in _COPIER_FUNCTIONS)):
+        copier = False
+    else:
+        try:
+            executor.allocator  # made on first use
+            event = executor.create_event()
+            copier = _fast.Copier(
+                device, event,
+                {name: ctypes.cast(fns[name], ctypes.c_void_p).value
+                 for name in _COPIER_FUNCTIONS},
+                ctypes.cast(executor._device_ptr, ctypes.c_void_p).value, _wait_for_stream)
+        except PluggableError:
+            copier = False  # no event to spare: the Python path reports what is wrong
+    device._copier = copier
+    return copier
 
 
 def _staged_upload(executor: "StreamExecutor", stream, buffer: DeviceBuffer,

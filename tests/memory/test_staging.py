@@ -13,6 +13,18 @@ from pluggable.errors import (
     DeadlineExceededError, InternalError, ResourceExhaustedError)
 
 
+@pytest.fixture(autouse=True)
+def through_the_ring():
+    """Uploads on an idle compute stream are copied in C without the ring
+    (tests/memory/test_copier.py); here every upload takes the Python path."""
+    devices = [pluggable.get_device(f"XPU:{i}") for i in (0, 1)]
+    for device in devices:
+        device._copier = False
+    yield
+    for device in devices:
+        device._copier = None
+
+
 @pytest.fixture
 def small_ring(xpu_platform):
     """XPU:0's executor with a 16 KiB staging ring (fences every 2 KiB) for the test, so
@@ -295,6 +307,7 @@ import numpy as np
 import pluggable
 from pluggable import staging
 d = pluggable.get_device("xpu:0")
+d._copier = False  # every upload through the ring
 ex = d.executor
 for i in range(staging.RING_BYTES // staging.FENCES_PER_LAP // 64 * 3):
     pluggable.tensor(np.int32([i]), device=d)

@@ -8,6 +8,9 @@
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <stdint.h>
+
+#include "runtime_internal.h" /* TF_Status, PG_BFC and the runtime's calls */
 
 /* Kinds of host tracer record (host_tracer.py: OP, COPY, ALLOC, FREE, ANNOTATION = range(5)):
  * oprun.c makes OP and FREE records, hostplane.c encodes all of them. */
@@ -16,6 +19,29 @@ enum { REC_OP, REC_COPY, REC_ALLOC, REC_FREE, REC_ANNOTATION, REC_KINDS };
 /* The part that runs remembered ops (oprun.c). */
 extern PyMethodDef pg_oprun_methods[];
 int pg_oprun_init(PyObject* module);
+
+/* What oprun.c shares with the other parts: the runtime's functions bind_runtime took, the
+ * epoch that invalidate() bumps, whether a profiling session records, and the constructors of
+ * device buffers and tensors (tensors.DeviceBuffer, tensors.Tensor). */
+typedef struct {
+  TF_Status* (*new_status)(void);
+  void (*delete_status)(TF_Status*);
+  const char* (*message)(const TF_Status*);
+  int (*code)(const TF_Status*);
+  void (*reset)(TF_Status*);
+  void* (*bfc_allocate)(PG_BFC*, uint64_t);
+} PgRuntime;
+extern PgRuntime pg_runtime;
+unsigned long long pg_epoch(void);
+int pg_tracing(void);
+PyObject* pg_make_buffer(PyObject* executor, long long nbytes, unsigned long long address,
+                         PG_BFC* bfc);
+PyObject* pg_make_tensor(PyObject* shape, PyObject* dtype, PyObject* device, PyObject* buffer);
+PyTypeObject* pg_tensor_type(void);
+
+/* Copies between host arrays and tensors without Python on the way (copies.c). */
+extern PyMethodDef pg_copies_methods[];
+int pg_copies_init(PyObject* module);
 
 /* The host tracer's plane encoder (hostplane.c). */
 extern PyMethodDef pg_hostplane_methods[];

@@ -363,6 +363,18 @@ static PyObject* make_tensor(PyObject* shape, PyObject* dtype, PyObject* device,
   return t;
 }
 
+PgRuntime pg_runtime;
+unsigned long long pg_epoch(void) { return epoch; }
+int pg_tracing(void) { return tracer != NULL; }
+PyTypeObject* pg_tensor_type(void) { return tensor_type; }
+PyObject* pg_make_buffer(PyObject* executor, long long nbytes, unsigned long long address,
+                         PG_BFC* bfc) {
+  return make_buffer(executor, nbytes, address, bfc);
+}
+PyObject* pg_make_tensor(PyObject* shape, PyObject* dtype, PyObject* device, PyObject* buffer) {
+  return make_tensor(shape, dtype, device, buffer);
+}
+
 /* ---- Plan --------------------------------------------------------------------------------- */
 
 typedef struct {
@@ -1133,7 +1145,16 @@ static PyObject* fast_bind_runtime(PyObject* self, PyObject* functions) {
   void* destroy = create ? address_of(functions, "TF_DeleteStatus") : NULL;
   void* message = destroy ? address_of(functions, "TF_Message") : NULL;
   void* dealloc = message ? address_of(functions, "pluggable_BFCDeallocate") : NULL;
-  if (dealloc == NULL) return NULL;
+  void* alloc = dealloc ? address_of(functions, "pluggable_BFCAllocate") : NULL;
+  void* code = alloc ? address_of(functions, "TF_GetCode") : NULL;
+  void* reset = code ? address_of(functions, "pluggable_ResetStatus") : NULL;
+  if (reset == NULL) return NULL;
+  *(void**)&pg_runtime.reset = reset;
+  *(void**)&pg_runtime.new_status = create;
+  *(void**)&pg_runtime.delete_status = destroy;
+  *(void**)&pg_runtime.message = message;
+  *(void**)&pg_runtime.code = code;
+  *(void**)&pg_runtime.bfc_allocate = alloc;
   *(void**)&kernel_run = run;
   *(void**)&new_status = create;
   *(void**)&delete_status = destroy;
