@@ -11,8 +11,9 @@
   0.9x `np.copyto`'s speed, i.e. a time ratio of at most 1.11. `np.array(copy=True)` (a
   fresh array, as `numpy()` must return) is shown for what page faults cost.
 - `--sweep`: upload and download times from 4 bytes to 1 MiB against `np.copyto` of the
-  same size, through the staging ring and straight (`pluggable.tensors.STAGE_LIMIT` is the
-  threshold between them), to see where staging stops paying.
+  same size: in C (`pluggable._fast.Copier`, the path on an idle compute stream), and on
+  the Python paths through the staging ring and straight (`pluggable.tensors.STAGE_LIMIT`
+  is the threshold between them, for uploads behind queued work).
 - `--against OTHER_SRC`: A/B of two source trees (each built in place): this tree's `src`
   and OTHER_SRC (a `src` directory) in alternating child processes, each measuring the round
   trip, 4-byte and 1 MiB copies; prints this tree's time / the other's per round.
@@ -105,13 +106,16 @@ def sweep(device) -> None:
         on_device = pluggable.tensor(source, device=device)
         samplers = {"np.copyto": best_per_call(lambda: np.copyto(target, source), 200, 5)}
         saved = tensors.STAGE_LIMIT
-        for label, limit in (("staged", 1 << 62), ("straight", 0)):
-            def up(limit=limit):
+        for label, limit, copier in (("in C", 0, None), ("staged", 1 << 62, False),
+                                     ("straight", 0, False)):
+            def up(limit=limit, copier=copier):
                 tensors.STAGE_LIMIT = limit
+                device._copier = copier
                 pluggable.tensor(source, device=device)
 
-            def down(limit=limit):
+            def down(limit=limit, copier=copier):
                 tensors.STAGE_LIMIT = limit
+                device._copier = copier
                 on_device.numpy()
 
             samplers[f"upload, {label}"] = best_per_call(up, 200, 5)
@@ -120,6 +124,7 @@ def sweep(device) -> None:
             table = rounds(samplers, ARGS.rounds)
         finally:
             tensors.STAGE_LIMIT = saved
+            device._copier = None
         print_table(f"{nbytes} bytes", table, "np.copyto", "µs", 1e6)
 
 
