@@ -17,7 +17,6 @@ import os
 import threading
 import time
 import warnings
-import weakref
 
 from . import _native, limits
 from .abi import plugin_ext
@@ -141,17 +140,6 @@ class _CallbackRegistry:
 CALLBACKS = _CallbackRegistry()
 
 
-_MEMORY_BASE_SIZE = SP_DeviceMemoryBase.struct_size()
-_new_object = object.__new__
-_weakref = weakref.ref
-
-
-def _memory_struct(**fields) -> Tuple[SP_DeviceMemoryBase, Any]:
-    """An SP_DeviceMemoryBase for allocate / deallocate, and its byref."""
-    base = SP_DeviceMemoryBase.new(**fields)
-    return base, ctypes.byref(base)
-
-
 class _BlockingCalls:
     """Runs an executor's blocking plugin calls that have no status to poll on helper threads,
     so that the caller can give up at its deadline. A helper whose call returned waits for the
@@ -212,7 +200,8 @@ class _ScratchMemoryBase(threading.local):
     one)."""
 
     def __init__(self):
-        self.pair = _memory_struct()
+        base = SP_DeviceMemoryBase.new()
+        self.pair = (base, ctypes.byref(base))
 
 # The host tracer of a running profiling session, or None (set by pluggable.profiler).
 _tracer = None
@@ -228,17 +217,6 @@ class StreamExecutor:
         self.name = f"{platform.device_type}:{ordinal} ({platform.name})"
         self._lock = threading.Lock()
         self._pending_releases: List[Tuple[str, Any, Any]] = []
-        # Owning DeviceMemory objects still holding their memory: a weak reference to each
-        # (whose callback queues the release if the object is collected) -> the
-        # SP_DeviceMemoryBase (and its byref) the plugin's allocate filled, which its
-        # deallocate gets back unchanged. Cheaper per allocation than a weakref.finalize.
-        self._live_memory: Dict[weakref.ref, Tuple[SP_DeviceMemoryBase, Any]] = {}
-        self._on_memory_collected = self._memory_collected  # one bound method for all
-        # Structs of deallocated memory, for the next allocations: a new ctypes struct per
-        # allocation would be the larger part of its cost, and a per-thread one costs a
-        # thread-local lookup and field writes per call. (A list: append and pop are atomic,
-        # so threads share it; DeviceMemory.close() bounds it.)
-        self._memory_structs: List[Tuple[SP_DeviceMemoryBase, Any]] = []
         self._scratch = _ScratchMemoryBase()  # for the device side of small copies
         self._helpers: Optional[_BlockingCalls] = None  # made by the first bounded call
         self._deferred_warnings: List[Tuple[str, type]] = []
@@ -338,7 +316,10 @@ class StreamExecutor:
             raise PluginCallError("validation", f"{where}: {exc}") from None
         self._se = view
         self._fns = fns
-        self._allocate, self._deallocate = fns["allocate"], fns["deallocate"]  # hot pair
+        self._plugin_allocate = _native.fast.PluginAllocator(
+            DeviceMemory, _allocation_arguments, ctypes.addressof(self._device),
+            *(ctypes.cast(fns[name], ctypes.c_void_p).value
+              for name in ("allocate", "deallocate"))).allocate
         self.supports_timers = p._timer_fns is not None
         self._live_handles_fn = self._stream_names_fn = None
         for link in plugin_ext.walk_ext_chain(view.ext or 0):
@@ -411,26 +392,12 @@ class StreamExecutor:
                 warnings.warn(f"{self.name}: releasing a {kind} failed: {exc}",
                               PluggableWarning, stacklevel=2)
 
-    def _track_memory(self, memory: DeviceMemory, address: int, size: int,
-                      payload: int) -> weakref.ref:
-        """Registers an owning DeviceMemory; whoever pops the returned key from
-        `_live_memory` (close(), or the collection callback) frees the memory."""
-        key = weakref.ref(memory, self._on_memory_collected)
-        self._live_memory[key] = _memory_struct(opaque=address or None, size=size,
-                                                payload=payload)
-        return key
-
-    def _memory_collected(self, key: weakref.ref) -> None:
-        # A weakref callback, maybe inside the garbage collector: only queue the release.
-        struct = self._live_memory.pop(key, None)
-        if struct is not None:
-            self._queue_release("deallocate", struct[0])
-
     def _release_now(self, kind: str, handle: Any) -> None:
         if self._closed:
             return  # destroying the executor released everything
-        if kind == "deallocate":
-            self._fns["deallocate"](self._device_ptr, ctypes.byref(handle))
+        if kind == "deallocate":  # the bytes of the SP_DeviceMemoryBase allocate filled
+            self._fns["deallocate"](self._device_ptr,
+                                    ctypes.byref(SP_DeviceMemoryBase.from_buffer_copy(handle)))
         elif kind in ("host_memory_deallocate", "unified_memory_deallocate"):
             self._fns[kind](self._device_ptr, handle)
         elif kind == "destroy_stream":
@@ -461,30 +428,9 @@ class StreamExecutor:
         if self._closed or self._pending_releases:
             self._check_open()
             self.flush_releases()
-        if type(size) is not int or size < 0:
-            size = _non_negative(size, "size", "allocate")
-        # A plugin may lower a pooled struct's struct_size to its own; passing that back to
-        # the same plugin is what the size rules allow, so it is not reset per call.
-        try:
-            struct = self._memory_structs.pop()
-        except IndexError:
-            struct = _memory_struct()
-        base, ref = struct
-        base.opaque = None  # a plugin failing without writing it must not return the last one
-        self._allocate(self._device_ptr, size, memory_space, ref)
-        address = base.opaque
-        if address:
-            # Built here, slot by slot, rather than through DeviceMemory.__init__: this is
-            # the hot path of every small allocation.
-            memory = _new_object(DeviceMemory)
-            memory.executor = self
-            memory._range = (address, base.size, base.payload)
-            memory._struct = memory._owner = None
-            key = memory._key = _weakref(memory, self._on_memory_collected)
-            self._live_memory[key] = struct
-            return memory
-        self._memory_structs.append(struct)
-        if size:
+        # In C: the struct is a fresh one inside the new DeviceMemory, and close() hands it back.
+        memory = self._plugin_allocate(self, size, memory_space)
+        if memory is None:
             free_total = self.memory_usage()
             detail = (f"; {free_total[0]} of {free_total[1]} bytes are free"
                       if free_total else "")
@@ -493,8 +439,7 @@ class StreamExecutor:
                 f"could not allocate {size} bytes in memory space {memory_space}{detail}. "
                 f"Free device memory (close() tensors and buffers) or allocate less",
                 plugin=self.platform.label, call="SP_StreamExecutor.allocate")
-        # nothing to own (size 0)
-        return DeviceMemory(self, SP_DeviceMemoryBase.new(size=base.size, payload=base.payload))
+        return memory
 
     def deallocate(self, memory: DeviceMemory) -> None:
         memory.close()
@@ -1108,6 +1053,21 @@ def _non_negative(value: Any, name: str, call: str) -> int:
     if number >= 1 << 63:
         raise InvalidArgumentError(f"{call}: {name} {number} is too large", call=call)
     return number
+
+
+def _allocation_arguments(size: Any, memory_space: Any) -> Tuple[int, int]:
+    """`allocate`'s size and memory space as integers in range, or the error that says why
+    not (called from C when they are not plain integers in range)."""
+    size = _non_negative(size, "size", "allocate")
+    try:
+        space = operator.index(memory_space)
+    except TypeError:
+        raise TypeError(f"allocate: memory_space must be an integer, not "
+                        f"{type(memory_space).__name__}") from None
+    if not -1 << 63 <= space < 1 << 63:
+        raise InvalidArgumentError(f"allocate: memory_space {space} does not fit in int64",
+                                   call="allocate")
+    return size, space
 
 
 def _plain_host_memory(executor: StreamExecutor, size: int) -> HostMemory:

@@ -4,14 +4,15 @@
 `HostMemory` is host memory from the plugin's ``host_memory_allocate`` (pinned, on real
 hardware) or ``unified_memory_allocate``; it exposes the buffer protocol through `numpy()`
 and `memoryview()`. Both are made by `StreamExecutor` methods, free their memory exactly once
-(`close()`, a ``with`` block, or a finalizer that queues the release), and keep their
-executor alive.
+(`close()`, a ``with`` block, or, when dropped open, a release queued for the executor's next
+safe point), and keep their executor alive.
 """
 from __future__ import annotations
 
 import ctypes
 
 from ._handle import finalizer
+from ._native import fast as _fast
 from .abi.stream_executor import SP_DeviceMemoryBase
 from .errors import FailedPreconditionError, InvalidArgumentError
 
@@ -20,37 +21,21 @@ if TYPE_CHECKING:
     from typing import Optional
     from .executor import StreamExecutor
 
-# SP_DeviceMemoryBase structs an executor keeps for reuse (allocate takes one, close() gives
-# it back): at most this many, more than the small allocations a program usually holds at
-# once.
-_POOLED_MEMORY_STRUCTS = 64
 
-
-class DeviceMemory:
+class DeviceMemory(_fast.Memory):
     """A range of device memory: ``address`` (the plugin's opaque pointer) and ``size``.
 
     An owning `DeviceMemory` comes from `StreamExecutor.allocate` and returns its memory on
-    `close()`. `view()` gives a non-owning sub-range that keeps the owner alive.
+    `close()` (or, dropped without it, at its executor's next safe point). `view()` gives a
+    non-owning sub-range that keeps the owner alive. ``DeviceMemory(executor, address, size,
+    payload=0, owner=None)`` wraps a range it does not own.
     """
 
-    # The range is kept as a tuple of Python integers (`_range`: address, size, payload); the
-    # SP_DeviceMemoryBase that copies and kernels pass to the plugin (`_base`, `_ref`) is
-    # built on first use. StreamExecutor.allocate (which fills these slots itself) and
-    # close() pass the plugin a struct of the executor's pool instead, kept with the
-    # registration below, so that deallocate gets back what allocate filled.
-    # `_key`: for owning memory, the executor's registration (StreamExecutor._track_memory),
-    # which queues the release if the object is collected while it still owns the memory;
-    # False once closed, None for memory that never owned its range (views, unchecked).
-    # `_struct`: None, or (SP_DeviceMemoryBase, its byref) once made.
-    __slots__ = ("executor", "_range", "_struct", "_owner", "_key", "__weakref__")
-
-    def __init__(self, executor: "StreamExecutor", base: SP_DeviceMemoryBase,
-                 owner: Optional["DeviceMemory"] = None, owning: bool = False, ref=None):
-        self.executor = executor
-        self._range = (base.opaque or 0, int(base.size), int(base.payload))
-        self._struct = (base, ref if ref is not None else ctypes.byref(base))
-        self._owner = owner
-        self._key = executor._track_memory(self, *self._range) if owning else None
+    # The range is the SP_DeviceMemoryBase that allocate filled and close() gives back, kept
+    # in the C base (pluggable._fast.Memory, which also holds `executor`, `_owner`, `address`,
+    # `size`, `payload`, `is_closed` and `close()`). The struct that copies and kernels pass
+    # to the plugin (`_base`, `_ref`) is a ctypes copy of it, made on first use.
+    __slots__ = ()
 
     @property
     def _base(self) -> SP_DeviceMemoryBase:
@@ -63,30 +48,10 @@ class DeviceMemory:
         return (self._struct or self._make_struct())[1]
 
     def _make_struct(self):
-        address, size, payload = self._range
-        base = SP_DeviceMemoryBase.new(opaque=address or None, size=size, payload=payload)
+        base = SP_DeviceMemoryBase.new(opaque=self.address or None, size=self.size,
+                                       payload=self.payload)
         self._struct = (base, ctypes.byref(base))
         return self._struct
-
-    @property
-    def address(self) -> int:
-        """The plugin's opaque pointer, as an integer (0 for an empty allocation)."""
-        return self._range[0]
-
-    @property
-    def size(self) -> int:
-        return self._range[1]
-
-    @property
-    def payload(self) -> int:
-        return self._range[2]
-
-    @property
-    def is_closed(self) -> bool:
-        if self._owner is not None:
-            return self._owner.is_closed
-        key = self._key  # None: never owned memory; False: closed
-        return key is False or (key is not None and key not in self.executor._live_memory)
 
     def view(self, offset: int, size: int) -> "DeviceMemory":
         """The sub-range ``[offset, offset + size)`` of this memory, without copying."""
@@ -96,37 +61,14 @@ class DeviceMemory:
                 f"view({offset}, {size}) does not fit in device memory of {self.size} bytes; "
                 f"offset and size must be >= 0 and offset + size <= {self.size}",
                 call="DeviceMemory.view")
-        base = SP_DeviceMemoryBase.new()
-        base.opaque = self.address + offset if self.address else None
-        base.size = size
-        base.payload = self._range[2]
-        return DeviceMemory(self.executor, base, owner=self._owner or self)
+        return DeviceMemory(self.executor, self.address + offset if self.address else 0, size,
+                            self.payload, self._owner or self)
 
     @classmethod
     def unchecked(cls, executor: "StreamExecutor", address: int, size: int) -> "DeviceMemory":
         """A non-owning handle for an arbitrary address and size, which the host does not
         check: for plugin authors testing that their plugin rejects bad device pointers."""
-        base = SP_DeviceMemoryBase.new()
-        base.opaque = address or None
-        base.size = size
-        return cls(executor, base)
-
-    def close(self) -> None:
-        """Returns the memory to the device now (a no-op for views and closed memory)."""
-        # Exactly once: dict.pop is atomic, and whoever removes the key frees the memory.
-        # Dropping the weak reference first means no callback when this object dies (no
-        # local variable holds it: `allocate(n).close()` ends this object's life on return).
-        key = self._key
-        if key:
-            executor = self.executor
-            struct = executor._live_memory.pop(key, None)
-            if struct is not None:
-                self._key = False
-                if not executor._closed:  # destroying the executor released everything
-                    executor._deallocate(executor._device_ptr, struct[1])
-                    pool = executor._memory_structs
-                    if len(pool) < _POOLED_MEMORY_STRUCTS:
-                        pool.append(struct)
+        return cls(executor, address, size)
 
     def _check_open(self) -> None:
         if self.is_closed:

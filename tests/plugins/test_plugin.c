@@ -22,6 +22,7 @@
  *   DEVICE_COUNT=n            reports n devices
  *   FAIL_CREATE_DEVICE        create_device fails
  *   FAIL_CREATE_STREAM_EXECUTOR  create_stream_executor fails
+ *   ALLOCATE_LIMIT=n          allocate of more than n bytes returns without writing the struct
  *   UNKNOWN_EXT               SP_Platform.ext starts with an extension type the host does not
  *                             know, followed by a PLATFORM_INFO extension
  *   DEFAULT_PRIORITY=n        declares priority n through PLATFORM_INFO
@@ -99,6 +100,9 @@ static void plugin_allocate(const SP_Device* device, uint64_t size, int64_t memo
                             SP_DeviceMemoryBase* mem) {
   (void)device;
   (void)memory_space;
+#ifdef ALLOCATE_LIMIT
+  if (size > (uint64_t)(ALLOCATE_LIMIT)) return; /* fails, leaving whatever the host passed */
+#endif
   mem->struct_size = SP_DEVICE_MEMORY_BASE_STRUCT_SIZE;
 #ifdef CONFORMANT
   mem->opaque = NULL;

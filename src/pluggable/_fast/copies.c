@@ -377,8 +377,6 @@ static PyTypeObject CopierType = {
     .tp_new = PyType_GenericNew,
 };
 
-PyMethodDef pg_copies_methods[] = {{NULL, NULL, 0, NULL}};
-
 int pg_copies_init(PyObject* module) {
   if (!(s_closed = PyUnicode_InternFromString("_closed")) ||
       !(s_compute_stream = PyUnicode_InternFromString("compute_stream")) ||

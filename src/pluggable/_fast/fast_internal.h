@@ -1,8 +1,9 @@
-/* pluggable._fast: the CPython extension module that keeps the per-op path and the host
- * profiler's hot loops in C. Each part (one .c file) contributes a method table and an init
- * function; module.c gathers them. The runtime library's functions are reached through
- * pointers that `bind` receives from the ctypes side (the module links against nothing of
- * ours, so it loads wherever libpluggable_runtime.so was loaded from). */
+/* pluggable._fast: the CPython extension module that keeps the per-op path, device memory and
+ * the host profiler's hot loops in C. Each part (one .c file) contributes an init function and
+ * a method table if it has module functions; module.c gathers them. The runtime library's
+ * functions, and a plugin's, are reached through pointers that the ctypes side passes in (the
+ * module links against nothing of ours, so it loads wherever libpluggable_runtime.so was
+ * loaded from). */
 #ifndef PLUGGABLE_FAST_INTERNAL_H_
 #define PLUGGABLE_FAST_INTERNAL_H_
 
@@ -39,9 +40,12 @@ PyObject* pg_make_buffer(PyObject* executor, long long nbytes, unsigned long lon
 PyObject* pg_make_tensor(PyObject* shape, PyObject* dtype, PyObject* device, PyObject* buffer);
 PyTypeObject* pg_tensor_type(void);
 
-/* Copies between host arrays and tensors without Python on the way (copies.c). */
-extern PyMethodDef pg_copies_methods[];
+/* Copies between host arrays and tensors without Python on the way (copies.c): a type, no
+ * module functions. */
 int pg_copies_init(PyObject* module);
+
+/* Device memory from SP_StreamExecutor.allocate (memory.c): types, no module functions. */
+int pg_memory_init(PyObject* module);
 
 /* The host tracer's plane encoder (hostplane.c). */
 extern PyMethodDef pg_hostplane_methods[];

@@ -1,11 +1,11 @@
 /* pluggable._fast's module object: gathers the method tables of its parts. */
 #include "fast_internal.h"
 
-static PyMethodDef* const parts[] = {pg_oprun_methods, pg_copies_methods, pg_hostplane_methods};
+static PyMethodDef* const parts[] = {pg_oprun_methods, pg_hostplane_methods};
 
 static struct PyModuleDef fast_module = {
     PyModuleDef_HEAD_INIT, "pluggable._fast",
-    "The per-op path and the host profiler's hot loops, in C.", -1, NULL,
+    "The per-op path, copies, device memory and the host profiler's hot loops, in C.", -1, NULL,
     NULL, NULL, NULL, NULL};
 
 PyMODINIT_FUNC PyInit__fast(void) {
@@ -14,7 +14,8 @@ PyMODINIT_FUNC PyInit__fast(void) {
   for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
     if (PyModule_AddFunctions(module, parts[i]) < 0) goto fail;
   }
-  if (pg_oprun_init(module) < 0 || pg_copies_init(module) < 0 || pg_hostplane_init(module) < 0) {
+  if (pg_oprun_init(module) < 0 || pg_copies_init(module) < 0 || pg_memory_init(module) < 0 ||
+      pg_hostplane_init(module) < 0) {
     goto fail;
   }
   return module;
