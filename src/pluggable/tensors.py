@@ -33,7 +33,7 @@ from ._native import fast as _fast
 from .abi.stream_executor import SE_EventStatus
 from .abi.tf_status import TF_Code
 from .devices import PluggableDevice, parse_device_name
-from .dtypes import DType, as_dtype
+from .dtypes import _BY_NUMPY, DType, as_dtype
 from .errors import (DeadlineExceededError, FailedPreconditionError, InvalidArgumentError,
                      PluggableError)
 from .memory import DeviceMemory
@@ -626,9 +626,10 @@ def _peer_copies(device: PluggableDevice) -> bool:
 def _host_array(data: Any, dtype: Optional[Any]) -> Tuple[np.ndarray, DType, bool]:
     """``data`` as a C-contiguous array of a supported dtype, and whether the array is the
     caller's own object (which may change after we return)."""
-    if (type(data) is np.ndarray and dtype is None and data.dtype.kind in "biufc"
-            and data.flags.c_contiguous):  # the common case, without the checks below
-        return data, as_dtype(data.dtype), True
+    if type(data) is np.ndarray and dtype is None and data.flags.c_contiguous:
+        found = _BY_NUMPY.get(data.dtype)  # the common case, without the checks below
+        if found is not None:
+            return data, found, True
     if isinstance(data, Tensor):
         data = data.numpy()
     wanted = as_dtype(dtype) if dtype is not None else None
