@@ -17,6 +17,11 @@ enum { REC_OP, REC_COPY, REC_ALLOC, REC_FREE, REC_ANNOTATION, REC_KINDS };
 extern PyMethodDef pg_oprun_methods[];
 int pg_oprun_init(PyObject* module);
 
+/* Python host callbacks and their pending count (hostcall.c): nonzero while any callback
+ * handed to a plugin has not finished, when a kernel run must not keep the GIL. */
+extern PyMethodDef pg_hostcall_methods[];
+int pg_host_callbacks_pending(void);
+
 /* The host tracer's plane encoder (hostplane.c). */
 extern PyMethodDef pg_hostplane_methods[];
 int pg_hostplane_init(PyObject* module);

@@ -5,9 +5,20 @@
  * and devices has a Plan (dispatch._Plan subclasses it): the kernel instance, a request for
  * the runtime's pluggable_KernelRun with everything but the input addresses filled in, and
  * the output shapes and dtypes. `execute(op_name, inputs)` finds the plan, checks it is not
- * stale, fills in the input addresses, runs the kernel with the GIL released, and builds the
- * output tensors: one call from Python, no Python code on the way. It returns None when there
- * is no usable plan; dispatch then takes its slow path, which leaves a plan behind.
+ * stale, fills in the input addresses, runs the kernel, and builds the output tensors: one
+ * call from Python, no Python code on the way. It returns None when there is no usable plan;
+ * dispatch then takes its slow path, which leaves a plan behind.
+ *
+ * The GIL during the kernel run: released when the run's inputs and outputs together exceed
+ * HOLD_GIL_BYTES, or while a Python host callback is pending (hostcall.c); kept otherwise.
+ * A small run is over in about a microsecond, less than giving the GIL away costs: with a
+ * second Python thread waiting for it, each release wakes that thread (a futex call), which
+ * takes the GIL, and the two then hand it back and forth once per op. Kept, the GIL goes to
+ * the other thread only at the interpreter's switch interval, as with NumPy's small loops.
+ * A plugin kernel may wait for its stream; the only work queued there that needs the GIL is
+ * a Python host callback, and runs are released while one is pending. A small run that does
+ * wait (a launch-blocking plugin behind a long queue) keeps other Python threads waiting as
+ * long; a large run always lets them go on.
  *
  * Buffer is the base of tensors.DeviceBuffer: device memory from a device's BFC allocator.
  * Dropping the last reference gives the memory back from C (no finalizer call); a buffer that
@@ -76,6 +87,11 @@ static PyObject *s_allocator, *s_closed, *s_handle, *s_deallocate_failed, *s_com
     *s_template, *s_slots, *s_n_out;
 
 #define SLOT(obj, off) (*(PyObject**)((char*)(obj) + (off)))
+
+/* A run whose inputs and outputs add up to at most this many bytes keeps the GIL (unless a
+ * host callback is pending): an elementwise kernel over 16 KiB, or a product of 32x32
+ * matrices, run in place, takes a few microseconds. */
+#define HOLD_GIL_BYTES (16 * 1024)
 
 static int64_t realtime_ns(void) {
   struct timespec ts;
@@ -393,6 +409,7 @@ typedef struct {
   int64_t* out;
   TF_Status* status;
   int busy;
+  char small; /* inputs and outputs of at most HOLD_GIL_BYTES: runs keep the GIL */
   unsigned long long fresh_epoch; /* the epoch at which it was last found fresh */
 } PlanObject;
 
@@ -451,6 +468,22 @@ static void plan_dealloc(PlanObject* p) {
   plan_clear(p);
   plan_free_buffers(p);
   Py_TYPE(p)->tp_free((PyObject*)p);
+}
+
+/* The bytes of the plan's inputs and outputs (-1 for a template that does not say). */
+static long long run_bytes(const PlanObject* p) {
+  const int64_t* w = p->template_words;
+  int64_t n_in = w[PG_RUN_NUM_INPUTS], n_out = w[PG_RUN_NUM_OUTPUTS];
+  if (n_in < 0 || n_out < 0 || n_out > p->n_words) return -1;
+  long long total = 0;
+  for (Py_ssize_t i = 0; i < p->n_out; i++) total += p->specs[i].nbytes;
+  Py_ssize_t at = PG_RUN_HEADER_WORDS + (Py_ssize_t)n_out;
+  for (int64_t i = 0; i < n_in; i++) {
+    if (at + 5 > p->n_words || w[at + 1] < 0 || w[at + 4] < 0) return -1;
+    total += w[at + 1];
+    at += 5 + (Py_ssize_t)w[at + 4];
+  }
+  return total;
 }
 
 /* Plan(device, prepared, outputs, generation): `prepared` is a kernels.PreparedRun,
@@ -540,6 +573,8 @@ static int plan_init(PlanObject* p, PyObject* args, PyObject* kwargs) {
     p->specs[i].dtype = dtype;
     p->specs[i].nbytes = nbytes;
   }
+  long long bytes = run_bytes(p);
+  p->small = bytes >= 0 && bytes <= HOLD_GIL_BYTES;
   /* The run's own request: the template with its output array and status. */
   memcpy(p->request, p->template_words, (size_t)view.len);
   p->request[PG_RUN_OUT] = (int64_t)(intptr_t)p->out;
@@ -768,9 +803,13 @@ static PyObject* plan_run_tensors(PlanObject* p, PyObject* const* tensors, Py_ss
   PyObject* tracing = op_name != NULL ? tracer : NULL;
   uint64_t start = tracing != NULL ? now_ticks() : 0;
   int code;
-  Py_BEGIN_ALLOW_THREADS
-  code = kernel_run(request);
-  Py_END_ALLOW_THREADS
+  if (p->small && !pg_host_callbacks_pending()) { /* see the top of this file */
+    code = kernel_run(request);
+  } else {
+    Py_BEGIN_ALLOW_THREADS
+    code = kernel_run(request);
+    Py_END_ALLOW_THREADS
+  }
   uint64_t end = tracing != NULL ? now_ticks() : 0;
   PyObject* result = NULL;
   if (code != 0) {
@@ -823,6 +862,9 @@ static PyMemberDef plan_members[] = {
      "(shape, dtype, nbytes) per output"},
     {"generation", T_LONGLONG, offsetof(PlanObject, generation), READONLY,
      "kernels.generation when the plan was made"},
+    {"holds_gil", T_BOOL, offsetof(PlanObject, small), READONLY,
+     "whether runs keep the GIL (small inputs and outputs; not while a host callback is "
+     "pending)"},
     {NULL, 0, 0, 0, NULL}};
 
 static PyTypeObject PlanType = {
@@ -1417,6 +1459,7 @@ int pg_oprun_init(PyObject* module) {
       PyType_Ready(&RawOpType) < 0) {
     return -1;
   }
+  if (PyModule_AddIntConstant(module, "HOLD_GIL_BYTES", HOLD_GIL_BYTES) < 0) return -1;
   Py_INCREF(&RawOpType);
   if (PyModule_AddObject(module, "RawOp", (PyObject*)&RawOpType) < 0) {
     Py_DECREF(&RawOpType);
