@@ -886,9 +886,14 @@ class StreamExecutor:
         enqueue = self._fn("host_callback")
         token = CALLBACKS.add(fn, self, f"host callback {getattr(fn, '__name__', fn)!r}")
         stream._callback_tokens.add(token)
-        if not enqueue(self._device_ptr, stream._handle, CALLBACKS.trampoline, token):
-            CALLBACKS.discard(token)
-            stream._callback_tokens.discard(token)
+        enqueued = False
+        try:
+            enqueued = enqueue(self._device_ptr, stream._handle, CALLBACKS.trampoline, token)
+        finally:
+            if not enqueued:  # refused, or the call raised: it will never run
+                CALLBACKS.discard(token)
+                stream._callback_tokens.discard(token)
+        if not enqueued:
             raise self._error(TF_Code.TF_INTERNAL, "the plugin could not enqueue the callback",
                               "SP_StreamExecutor.host_callback")
 
