@@ -90,7 +90,7 @@ static PyObject *s_allocator, *s_closed, *s_handle, *s_deallocate_failed, *s_com
 
 /* A run whose inputs and outputs add up to at most this many bytes keeps the GIL (unless a
  * host callback is pending): an elementwise kernel over 16 KiB, or a product of 32x32
- * matrices, run in place, takes a few microseconds. */
+ * matrices, run in place, takes microseconds. */
 #define HOLD_GIL_BYTES (16 * 1024)
 
 static int64_t realtime_ns(void) {
