@@ -30,15 +30,35 @@ def launch_blocking(xpu_control):
     xpu_control.XPU_SetLaunchBlocking(0)
 
 
-def test_plans_of_small_runs_keep_the_gil_and_of_large_runs_do_not():
+@pytest.fixture
+def hold_gil_bytes():
+    """``hold_gil_bytes(n)`` sets the threshold for the test; the default afterwards."""
+    yield _fast.hold_gil_bytes
+    _fast.hold_gil_bytes(_fast.HOLD_GIL_BYTES)
+
+
+def test_a_plan_knows_the_bytes_of_its_run():
+    assert _fast.hold_gil_bytes() == _fast.HOLD_GIL_BYTES
     small = pluggable.tensor(np.ones(FLOATS_HELD, np.float32), device="xpu:0")
     large = pluggable.tensor(np.ones(FLOATS_HELD + 1, np.float32), device="xpu:0")
     for x in (small, large):
         ops.add(x, x)
-    assert plan_of("AddV2", small, small).holds_gil is True
-    assert plan_of("AddV2", large, large).holds_gil is False
+    assert plan_of("AddV2", small, small).run_bytes == 3 * 4 * FLOATS_HELD
+    assert plan_of("AddV2", large, large).run_bytes == 3 * 4 * (FLOATS_HELD + 1)
+    assert 3 * 4 * FLOATS_HELD <= _fast.HOLD_GIL_BYTES < 3 * 4 * (FLOATS_HELD + 1)
     assert (ops.add(small, small).numpy() == 2).all()
     assert (ops.add(large, large).numpy() == 2).all()
+
+
+def test_the_threshold_takes_bytes_or_minus_one(hold_gil_bytes):
+    assert hold_gil_bytes(-1) == _fast.HOLD_GIL_BYTES
+    assert hold_gil_bytes(0) == -1
+    assert hold_gil_bytes() == 0
+    with pytest.raises(ValueError, match=r"hold_gil_bytes\(-2\): give a number of bytes"):
+        hold_gil_bytes(-2)
+    with pytest.raises(TypeError):
+        hold_gil_bytes("16 KiB")
+    assert hold_gil_bytes() == 0
 
 
 def test_host_callbacks_are_counted_until_they_ran(xpu, stream_delay):
@@ -113,7 +133,7 @@ def other_thread_ran_during(x, blocked_for):
 
 
 def test_a_large_run_lets_other_threads_run_and_a_small_one_keeps_the_gil(
-        launch_blocking, stream_delay):
+        launch_blocking, stream_delay, hold_gil_bytes):
     small = pluggable.tensor(np.ones(FLOATS_HELD, np.float32), device="xpu:0")
     large = pluggable.tensor(np.ones(FLOATS_HELD + 1, np.float32), device="xpu:0")
     for x in (small, large):
@@ -122,7 +142,11 @@ def test_a_large_run_lets_other_threads_run_and_a_small_one_keeps_the_gil(
     stream_delay(300_000)  # each kernel's work waits 0.3 s on the stream, and its run with it
     during_large, y_large = other_thread_ran_during(large, 0.3)
     during_small, y_small = other_thread_ran_during(small, 0.3)
+    hold_gil_bytes(-1)  # no run keeps it
+    during_released, y_released = other_thread_ran_during(small, 0.3)
     stream_delay(0)
     assert during_large, "no other Python thread ran during a large kernel run"
     assert during_small == []  # a small run keeps the GIL, even while it waits
-    assert (y_large.numpy() == 2).all() and (y_small.numpy() == 2).all()
+    assert during_released, "no other Python thread ran with hold_gil_bytes(-1)"
+    for y in (y_large, y_small, y_released):
+        assert (y.numpy() == 2).all()

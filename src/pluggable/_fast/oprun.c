@@ -10,7 +10,8 @@
  * dispatch then takes its slow path, which leaves a plan behind.
  *
  * The GIL during the kernel run: released when the run's inputs and outputs together exceed
- * HOLD_GIL_BYTES, or while a Python host callback is pending (hostcall.c); kept otherwise.
+ * hold_gil_bytes (HOLD_GIL_BYTES unless changed with `hold_gil_bytes(n)`), or while a Python
+ * host callback is pending (hostcall.c); kept otherwise.
  * A small run is over in about a microsecond, less than giving the GIL away costs: with a
  * second Python thread waiting for it, each release wakes that thread (a futex call), which
  * takes the GIL, and the two then hand it back and forth once per op. Kept, the GIL goes to
@@ -36,6 +37,7 @@
 #include "fast_internal.h" /* Python.h first */
 #include "pluggable/profiler_clock.h"
 
+#include <limits.h>
 #include <stdint.h>
 #include <string.h>
 #include <time.h>
@@ -90,8 +92,10 @@ static PyObject *s_allocator, *s_closed, *s_handle, *s_deallocate_failed, *s_com
 
 /* A run whose inputs and outputs add up to at most this many bytes keeps the GIL (unless a
  * host callback is pending): an elementwise kernel over 16 KiB, or a product of 32x32
- * matrices, run in place, takes microseconds. */
+ * matrices, run in place, takes microseconds. The default of hold_gil_bytes; -1 releases it
+ * for every run (what benchmarks compare with). */
 #define HOLD_GIL_BYTES (16 * 1024)
+static long long hold_gil_bytes = HOLD_GIL_BYTES;
 
 static int64_t realtime_ns(void) {
   struct timespec ts;
@@ -409,7 +413,7 @@ typedef struct {
   int64_t* out;
   TF_Status* status;
   int busy;
-  char small; /* inputs and outputs of at most HOLD_GIL_BYTES: runs keep the GIL */
+  long long run_bytes; /* of its inputs and outputs (LLONG_MAX when the template does not say) */
   unsigned long long fresh_epoch; /* the epoch at which it was last found fresh */
 } PlanObject;
 
@@ -574,7 +578,7 @@ static int plan_init(PlanObject* p, PyObject* args, PyObject* kwargs) {
     p->specs[i].nbytes = nbytes;
   }
   long long bytes = run_bytes(p);
-  p->small = bytes >= 0 && bytes <= HOLD_GIL_BYTES;
+  p->run_bytes = bytes >= 0 ? bytes : LLONG_MAX;
   /* The run's own request: the template with its output array and status. */
   memcpy(p->request, p->template_words, (size_t)view.len);
   p->request[PG_RUN_OUT] = (int64_t)(intptr_t)p->out;
@@ -803,7 +807,7 @@ static PyObject* plan_run_tensors(PlanObject* p, PyObject* const* tensors, Py_ss
   PyObject* tracing = op_name != NULL ? tracer : NULL;
   uint64_t start = tracing != NULL ? now_ticks() : 0;
   int code;
-  if (p->small && !pg_host_callbacks_pending()) { /* see the top of this file */
+  if (p->run_bytes <= hold_gil_bytes && !pg_host_callbacks_pending()) { /* see the top */
     code = kernel_run(request);
   } else {
     Py_BEGIN_ALLOW_THREADS
@@ -862,9 +866,9 @@ static PyMemberDef plan_members[] = {
      "(shape, dtype, nbytes) per output"},
     {"generation", T_LONGLONG, offsetof(PlanObject, generation), READONLY,
      "kernels.generation when the plan was made"},
-    {"holds_gil", T_BOOL, offsetof(PlanObject, small), READONLY,
-     "whether runs keep the GIL (small inputs and outputs; not while a host callback is "
-     "pending)"},
+    {"run_bytes", T_LONGLONG, offsetof(PlanObject, run_bytes), READONLY,
+     "bytes of the run's inputs and outputs together: runs of at most hold_gil_bytes() keep "
+     "the GIL (unless a host callback is pending)"},
     {NULL, 0, 0, 0, NULL}};
 
 static PyTypeObject PlanType = {
@@ -1405,6 +1409,28 @@ static PyObject* fast_invalidate(PyObject* self, PyObject* unused) {
   Py_RETURN_NONE;
 }
 
+/* hold_gil_bytes([n]): the threshold before the call; sets it to `n` when given. */
+static PyObject* fast_hold_gil_bytes(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
+  (void)self;
+  if (nargs > 1) {
+    PyErr_SetString(PyExc_TypeError, "hold_gil_bytes([n]) takes at most one argument");
+    return NULL;
+  }
+  long long before = hold_gil_bytes;
+  if (nargs == 1) {
+    long long n = PyLong_AsLongLong(args[0]);
+    if (n == -1 && PyErr_Occurred()) return NULL;
+    if (n < -1) {
+      PyErr_Format(PyExc_ValueError,
+                   "hold_gil_bytes(%lld): give a number of bytes, or -1 to release the GIL for "
+                   "every run", n);
+      return NULL;
+    }
+    hold_gil_bytes = n;
+  }
+  return PyLong_FromLongLong(before);
+}
+
 static PyObject* fast_get_tracer(PyObject* self, PyObject* unused) {
   (void)self;
   (void)unused;
@@ -1439,6 +1465,9 @@ PyMethodDef pg_oprun_methods[] = {
     {"invalidate", (PyCFunction)fast_invalidate, METH_NOARGS,
      "invalidate(): plans and buffers check again whether their device, streams, kernels "
      "and allocator are still open (call it before closing or replacing any of them)."},
+    {"hold_gil_bytes", (PyCFunction)(void (*)(void))fast_hold_gil_bytes, METH_FASTCALL,
+     "hold_gil_bytes([n]): the most bytes of inputs and outputs a kernel run keeps the GIL "
+     "for (default HOLD_GIL_BYTES), before the call; sets it to n when given (-1: none)."},
     {"get_tracer", (PyCFunction)fast_get_tracer, METH_NOARGS,
      "get_tracer(): the host tracer set_tracer set, or None."},
     {NULL, NULL, 0, NULL}};
