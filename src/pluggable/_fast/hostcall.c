@@ -38,8 +38,6 @@ static void host_callback_entry(void* const token, TF_Status* const status) {
   /* While the interpreter shuts down, taking the GIL could end this (the plugin's) thread. */
   if (finalizing()) return;
   PyGILState_STATE gil = PyGILState_Ensure();
-  PyObject *type, *value, *traceback;
-  PyErr_Fetch(&type, &value, &traceback);
   int ran = 0;
   PyObject* r = run_callback == NULL ? NULL
       : PyObject_CallFunction(run_callback, "KK", (unsigned long long)(uintptr_t)token,
@@ -53,7 +51,6 @@ static void host_callback_entry(void* const token, TF_Status* const status) {
     ran = PyObject_IsTrue(r) == 1;
     Py_DECREF(r);
   }
-  PyErr_Restore(type, value, traceback);
   PyGILState_Release(gil);
   if (ran) atomic_fetch_sub_explicit(&pending, 1, memory_order_relaxed);
 }
