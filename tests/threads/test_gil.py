@@ -138,6 +138,8 @@ def test_a_large_run_lets_other_threads_run_and_a_small_one_keeps_the_gil(
     large = pluggable.tensor(np.ones(FLOATS_HELD + 1, np.float32), device="xpu:0")
     for x in (small, large):
         ops.add(x, x)  # the plans
+    # A pending callback (of an earlier test) would make every run release the GIL.
+    assert _fast.host_callbacks_pending() == 0
     launch_blocking()
     stream_delay(300_000)  # each kernel's work waits 0.3 s on the stream, and its run with it
     during_large, y_large = other_thread_ran_during(large, 0.3)

@@ -44,8 +44,8 @@ static void host_callback_entry(void* const token, TF_Status* const status) {
                               (unsigned long long)(uintptr_t)status);
   if (r == NULL) {
     /* The registry's own failure (the callable's exceptions are handled there). Whether the
-     * callback was taken off the registry is unknown: it stays counted, which only costs
-     * runs the GIL. */
+     * callback was taken off the registry is unknown: it stays counted, which only makes
+     * every run release the GIL. */
     if (PyErr_Occurred()) PyErr_WriteUnraisable(run_callback);
   } else {
     ran = PyObject_IsTrue(r) == 1;
