@@ -1,7 +1,7 @@
 """The XPU stream worker's wait: CPU time against wall time while ops stream in, single-op
 latency, and two Python threads on two devices against one thread.
 
-    python benchmarks/bench_worker.py [--rounds 7] [--ops 5000]
+    python benchmarks/bench_worker.py [--rounds 7] [--ops 5000] [--batches 3]
     python benchmarks/bench_worker.py --against /path/to/other/libxpu_plugin.so
 
 Figures, each a ratio measured in the same run (min / median / max over the rounds):
@@ -14,7 +14,17 @@ Figures, each a ratio measured in the same run (min / median / max over the roun
   per-op time of the same round (how much a wait per op costs).
 - two threads: two Python threads, one on XPU:0 and one on XPU:1, each issuing `--ops` ops
   and synchronizing; total throughput / one thread's throughput on XPU:0 alone in the same
-  round. Goal >= 1.0.
+  round. Goal >= 1.0. The threads are started first and released together (a barrier); each
+  stamps its own start and end, and the two-thread time runs from the first start to the
+  last end, so thread creation is not counted and neither is the main thread's wait for the
+  GIL. Each round takes the best of `--batches` one-thread and two-thread batches,
+  alternating (a batch that was preempted says nothing about the code). Beside it, the
+  issuing threads' CPU time per op (`time.thread_time`, which a preempted or waiting thread
+  does not accrue) / one thread's: what sharing the GIL costs the threads themselves, the
+  figure least moved by the machine's load. Both figures are also taken, in the same
+  batches, with every kernel run releasing the GIL (`pluggable._fast.hold_gil_bytes(-1)`,
+  the per-op path before small runs kept it), and reported against the same one-thread
+  batches.
 With `--against OTHER.so`, the script runs itself on this build's plugin and on OTHER.so in
 alternating child processes and prints this build's figures / OTHER's (A/B of two builds).
 """
@@ -33,11 +43,11 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _ratios import load  # noqa: E402
 
 
-def measure(rounds: int, n_ops: int, plugin: str = None) -> dict:
+def measure(rounds: int, n_ops: int, plugin: str = None, batches: int = 3) -> dict:
     import numpy as np
 
     import pluggable
-    from pluggable import ops
+    from pluggable import _fast, ops
 
     if plugin:
         pluggable.load_plugin(plugin)
@@ -56,7 +66,8 @@ def measure(rounds: int, n_ops: int, plugin: str = None) -> dict:
             dev0.synchronize()
 
     out = {"cpu_per_main": [], "cpu_per_wall": [], "stream_us": [], "latency_us": [], "latency_cpu_per_wall": [],
-           "two_threads_vs_one": []}
+           "two_threads_vs_one": [], "two_threads_cpu_per_op_vs_one": [],
+           "released_two_threads_vs_one": [], "released_two_threads_cpu_per_op_vs_one": []}
     stream(x0, dev0, n_ops)
     stream(x1, dev1, n_ops)
     latency(n_ops // 10)
@@ -76,19 +87,44 @@ def measure(rounds: int, n_ops: int, plugin: str = None) -> dict:
         out["latency_us"].append(wall / count * 1e6)
         out["latency_cpu_per_wall"].append(cpu / wall)
 
-        one = time.perf_counter()
-        stream(x0, dev0, n_ops)
-        one = n_ops / (time.perf_counter() - one)
-        threads = [threading.Thread(target=stream, args=(x, d, n_ops))
-                   for x, d in ((x0, dev0), (x1, dev1))]
-        two = time.perf_counter()
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        two = 2 * n_ops / (time.perf_counter() - two)
-        out["two_threads_vs_one"].append(two / one)
+        one, one_cpu = 0.0, float("inf")
+        two = {"": [0.0, float("inf")], "released_": [0.0, float("inf")]}
+        for _ in range(batches):
+            started, cpu = time.perf_counter(), time.thread_time()
+            stream(x0, dev0, n_ops)
+            one = max(one, n_ops / (time.perf_counter() - started))
+            one_cpu = min(one_cpu, (time.thread_time() - cpu) / n_ops)
+            for key, threshold in (("", _fast.HOLD_GIL_BYTES), ("released_", -1)):
+                _fast.hold_gil_bytes(threshold)
+                seconds, cpu = two_threads(stream, ((x0, dev0), (x1, dev1)), n_ops)
+                _fast.hold_gil_bytes(_fast.HOLD_GIL_BYTES)
+                two[key][0] = max(two[key][0], 2 * n_ops / seconds)
+                two[key][1] = min(two[key][1], cpu / (2 * n_ops))
+        for key, (throughput, cpu_per_op) in two.items():
+            out[key + "two_threads_vs_one"].append(throughput / one)
+            out[key + "two_threads_cpu_per_op_vs_one"].append(cpu_per_op / one_cpu)
     return out
+
+
+def two_threads(stream, targets, n_ops: int):
+    """Seconds from the first of the threads starting `stream` on its (tensor, device) to the
+    last one finishing, and the CPU seconds the threads spent; the threads are made and
+    started before, and released together."""
+    gate = threading.Barrier(len(targets))
+    stamps = []
+
+    def run(x, device):
+        gate.wait()
+        started, cpu = time.perf_counter(), time.thread_time()
+        stream(x, device, n_ops)
+        stamps.append((started, time.perf_counter(), time.thread_time() - cpu))
+
+    threads = [threading.Thread(target=run, args=target) for target in targets]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return (max(s[1] for s in stamps) - min(s[0] for s in stamps), sum(s[2] for s in stamps))
 
 
 def describe(values) -> str:
@@ -99,16 +135,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--ops", type=int, default=5000)
+    parser.add_argument("--batches", type=int, default=3,
+                        help="batches per round of the two-thread figure, best taken")
     parser.add_argument("--against", help="another build's libxpu_plugin.so (A/B)")
     parser.add_argument("--plugin", help=argparse.SUPPRESS)  # child of --against
     parser.add_argument("--json", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.json:
-        print(json.dumps(measure(args.rounds, args.ops, args.plugin)))
+        print(json.dumps(measure(args.rounds, args.ops, args.plugin, args.batches)))
         return
     print(f"XPU stream worker, {args.rounds} rounds of {args.ops} ops  ({load()})")
     if not args.against:
-        r = measure(args.rounds, args.ops)
+        r = measure(args.rounds, args.ops, batches=args.batches)
         print(f"  {'figure':<52} {'min':>7} {'median':>7} {'max':>7}")
         print(f"  {'stream: process CPU time / wall time (goal <= 1.3)':<52} "
               f"{describe(r['cpu_per_wall'])}")
@@ -122,6 +160,16 @@ def main() -> None:
               f"{describe(r['latency_cpu_per_wall'])}")
         print(f"  {'2 threads on 2 devices / 1 thread (goal >= 1.0)':<52} "
               f"{describe(r['two_threads_vs_one'])}")
+        print(f"  {'2 threads: CPU time per op / 1 thread':<52} "
+              f"{describe(r['two_threads_cpu_per_op_vs_one'])}")
+        print(f"  {'every run releasing the GIL: 2 threads / 1 thread':<52} "
+              f"{describe(r['released_two_threads_vs_one'])}")
+        print(f"  {'every run releasing the GIL: CPU per op / 1 thread':<52} "
+              f"{describe(r['released_two_threads_cpu_per_op_vs_one'])}")
+        kept_vs_released = [a / b for a, b in zip(r["two_threads_vs_one"],
+                                                  r["released_two_threads_vs_one"])]
+        print(f"  {'2 threads: keeping / releasing, same round':<52} "
+              f"{describe(kept_vs_released)}")
         print(f"  ({load()})")
         return
     # A/B: children alternate between the two builds, one round each, so load hits both alike.
@@ -132,7 +180,8 @@ def main() -> None:
     for _ in range(args.rounds):
         for name, path in (("this", mine), ("other", args.against)):
             child = subprocess.run([sys.executable, __file__, "--json", "--rounds", "1",
-                                    "--ops", str(args.ops), "--plugin", path],
+                                    "--ops", str(args.ops), "--batches", str(args.batches),
+                                    "--plugin", path],
                                    env=env, capture_output=True, text=True, check=True)
             results[name].append(json.loads(child.stdout.splitlines()[-1]))
     print(f"  {'this build / other build, per round':<52} {'min':>7} {'median':>7} {'max':>7}")
@@ -140,7 +189,8 @@ def main() -> None:
                        ("cpu_per_main", "stream CPU/main thread CPU"), ("stream_us", "stream per op"),
                        ("latency_us", "latency per op"),
                        ("latency_cpu_per_wall", "latency CPU/wall"),
-                       ("two_threads_vs_one", "2 threads / 1 thread")):
+                       ("two_threads_vs_one", "2 threads / 1 thread"),
+                       ("two_threads_cpu_per_op_vs_one", "2 threads CPU/op / 1 thread")):
         ratios = [a[key][0] / b[key][0] for a, b in zip(results["this"], results["other"])]
         this = statistics.median(r[key][0] for r in results["this"])
         other = statistics.median(r[key][0] for r in results["other"])

@@ -43,6 +43,12 @@ XPU_CONTROL_EXPORT void XPU_SetStreamDelayUs(uint64_t us);
  * clamped. */
 XPU_CONTROL_EXPORT void XPU_SetInlineBytes(uint64_t bytes);
 
+/* Nonzero: every kernel's compute() waits until the work it enqueued has run, behind all the
+ * work queued on its stream before it (host callbacks included), as on a host without the
+ * variable functions (TensorFlow), where the plugin does so by itself. 0: the mode the
+ * plugin chose when it was loaded. */
+XPU_CONTROL_EXPORT void XPU_SetLaunchBlocking(int blocking);
+
 /* How many deallocations (deallocate, unified_memory_deallocate, host_memory_deallocate) of
  * memory the plugin did not hand out, or had already taken back, were ignored since the
  * plugin was loaded. */

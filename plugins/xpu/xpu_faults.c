@@ -34,6 +34,7 @@ static atomic_bool g_spec_active;                   /* lets calls skip the lock 
 static atomic_uint_fast64_t g_stream_delay_us;
 static atomic_uint_fast64_t g_inline_bytes = XPU_DEFAULT_INLINE_BYTES;
 static atomic_uint_fast64_t g_invalid_frees;
+static atomic_bool g_force_launch_blocking;
 static _Thread_local char tl_control_error[512];
 
 const char* xpu_fault_name(XpuFaultKind kind) {
@@ -217,6 +218,8 @@ uint64_t xpu_inline_max_bytes(void) { return (uint64_t)atomic_load(&g_inline_byt
 
 uint64_t xpu_stream_delay_us(void) { return (uint64_t)atomic_load(&g_stream_delay_us); }
 
+bool xpu_launch_blocking_forced(void) { return atomic_load(&g_force_launch_blocking); }
+
 void xpu_count_invalid_free(void) { atomic_fetch_add(&g_invalid_frees, 1); }
 
 /* ---- exported test controls ------------------------------------------------------------- */
@@ -244,6 +247,11 @@ void XPU_SetStreamDelayUs(uint64_t us) {
   tl_control_error[0] = '\0';
   if (us > XPU_MAX_STREAM_DELAY_US) us = XPU_MAX_STREAM_DELAY_US;
   atomic_store(&g_stream_delay_us, us);
+}
+
+void XPU_SetLaunchBlocking(int blocking) {
+  tl_control_error[0] = '\0';
+  atomic_store(&g_force_launch_blocking, blocking != 0);
 }
 
 uint64_t XPU_InvalidFreeCount(void) { return (uint64_t)atomic_load(&g_invalid_frees); }

@@ -387,6 +387,8 @@ uint64_t xpu_stream_delay_us(void);
  * thread (xpu_stream.c: submit); 0 runs everything on the workers. */
 bool xpu_parse_inline_bytes(const char* text, uint64_t* out, char* err, size_t err_size);
 uint64_t xpu_inline_max_bytes(void);
+/* Whether XPU_SetLaunchBlocking made every kernel's compute() wait for its work. */
+bool xpu_launch_blocking_forced(void);
 
 #pragma GCC visibility pop
 

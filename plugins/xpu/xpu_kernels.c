@@ -40,6 +40,9 @@
  * those host-side updates read and write settled memory. Set once by TF_InitKernel. */
 static bool g_launch_blocking = false;
 
+/* g_launch_blocking, or what a test set with XPU_SetLaunchBlocking. */
+static bool launch_blocking(void) { return g_launch_blocking || xpu_launch_blocking_forced(); }
+
 __attribute__((visibility("default"))) void TF_InitKernel(void) {
   g_launch_blocking = !xpu_host_has_variable_api();
   xpu_register_elementwise_kernels();
@@ -563,10 +566,10 @@ static bool compute_enqueue(XpuCompute* c, XpuStreamFn fn, void* arg, void (*fre
   if (xpu_prof_active()) node = TF_GetOpKernelName(c->ctx);
   bool ok = work != NULL
                 ? xpu_stream_enqueue_work(stream, c->op, node.data, node.len, fn, work,
-                                          work_size, NULL, ranges, n, g_launch_blocking,
+                                          work_size, NULL, ranges, n, launch_blocking(),
                                           c->status)
                 : xpu_stream_enqueue_fn(stream, c->op, node.data, node.len, fn, arg, free_arg,
-                                        ranges, n, g_launch_blocking, c->status);
+                                        ranges, n, launch_blocking(), c->status);
   if (ranges != inline_ranges) free(ranges);
   if (!ok) {
     c->failed = true;
@@ -771,8 +774,8 @@ bool xpu_enqueue_on_context(TF_OpKernelContext* ctx, const char* op, XpuStreamFn
     TF_SetStatus(status, TF_INVALID_ARGUMENT, message);
     free(arg);
   } else {
-    ok = xpu_stream_enqueue_fn(stream, op, NULL, 0, fn, arg, NULL, ranges, count, g_launch_blocking,
-                               status);
+    ok = xpu_stream_enqueue_fn(stream, op, NULL, 0, fn, arg, NULL, ranges, count,
+                               launch_blocking(), status);
   }
   if (!ok) TF_OpKernelContext_Failure(ctx, status);
   return ok;

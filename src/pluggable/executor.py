@@ -99,33 +99,39 @@ def host_buffer(obj: Any, writable: bool, what: str) -> Tuple[int, int, Any]:
 class _CallbackRegistry:
     """Python callables a plugin will call back through ``SE_StatusCallbackFn``.
 
-    One C trampoline serves every callback; ``callback_arg`` is a token that finds the
-    callable, so nothing is created per call and nothing can be collected while the plugin
-    may still call it.
+    One C function (pluggable._fast's) serves every callback; ``callback_arg`` is a token
+    that finds the callable, so nothing is created per call and nothing can be collected while
+    the plugin may still call it. Every callable registered and not yet run or discarded is
+    counted in pluggable._fast: while any is, kernel runs release the GIL, which the callback
+    will need (see _fast/hostcall.c).
     """
 
     def __init__(self):
         self._lock = threading.Lock()
         self._next = 1
         self._entries: Dict[int, Tuple[Callable[[], Any], "StreamExecutor", str]] = {}
-        self.trampoline = SE_StatusCallbackFn(self._run)
+        self.trampoline = SE_StatusCallbackFn(_native.fast.bind_host_callbacks(self._run))
 
     def add(self, fn: Callable[[], Any], executor: "StreamExecutor", what: str) -> int:
         with self._lock:
             token = self._next
             self._next += 1
             self._entries[token] = (fn, executor, what)
+            _native.fast.host_callback_added()
         return token
 
     def discard(self, token: int) -> None:
         with self._lock:
-            self._entries.pop(token, None)
+            if self._entries.pop(token, None) is not None:
+                _native.fast.host_callback_dropped()
 
-    def _run(self, arg, status_address) -> None:
+    def _run(self, arg: int, status_address: int) -> bool:
+        """Runs the callable of token ``arg``; whether there was one (the C caller counts it
+        out once it has given the GIL back)."""
         with self._lock:
-            entry = self._entries.pop(arg or 0, None)
+            entry = self._entries.pop(arg, None)
         if entry is None:
-            return
+            return False
         fn, executor, what = entry
         try:
             fn()
@@ -135,6 +141,7 @@ class _CallbackRegistry:
                 _native.TF_SetStatus(status_address, TF_Code.TF_INTERNAL,
                                      message.encode("utf-8", "replace"))
             executor._defer_warning(message, CallbackWarning)
+        return True
 
 
 CALLBACKS = _CallbackRegistry()
@@ -824,9 +831,14 @@ class StreamExecutor:
         enqueue = self._fn("host_callback")
         token = CALLBACKS.add(fn, self, f"host callback {getattr(fn, '__name__', fn)!r}")
         stream._callback_tokens.add(token)
-        if not enqueue(self._device_ptr, stream._handle, CALLBACKS.trampoline, token):
-            CALLBACKS.discard(token)
-            stream._callback_tokens.discard(token)
+        enqueued = False
+        try:
+            enqueued = enqueue(self._device_ptr, stream._handle, CALLBACKS.trampoline, token)
+        finally:
+            if not enqueued:  # refused, or the call raised: it will never run
+                CALLBACKS.discard(token)
+                stream._callback_tokens.discard(token)
+        if not enqueued:
             raise self._error(TF_Code.TF_INTERNAL, "the plugin could not enqueue the callback",
                               "SP_StreamExecutor.host_callback")
 

@@ -47,6 +47,11 @@ int pg_copies_init(PyObject* module);
 /* Device memory from SP_StreamExecutor.allocate (memory.c): types, no module functions. */
 int pg_memory_init(PyObject* module);
 
+/* Python host callbacks and their pending count (hostcall.c): nonzero while any callback
+ * handed to a plugin has not finished, when a kernel run must not keep the GIL. */
+extern PyMethodDef pg_hostcall_methods[];
+int pg_host_callbacks_pending(void);
+
 /* The host tracer's plane encoder (hostplane.c). */
 extern PyMethodDef pg_hostplane_methods[];
 int pg_hostplane_init(PyObject* module);

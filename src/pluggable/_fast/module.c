@@ -1,11 +1,13 @@
 /* pluggable._fast's module object: gathers the method tables of its parts. */
 #include "fast_internal.h"
 
-static PyMethodDef* const parts[] = {pg_oprun_methods, pg_hostplane_methods};
+static PyMethodDef* const parts[] = {pg_oprun_methods, pg_hostcall_methods,
+                                     pg_hostplane_methods};
 
 static struct PyModuleDef fast_module = {
     PyModuleDef_HEAD_INIT, "pluggable._fast",
-    "The per-op path, copies, device memory and the host profiler's hot loops, in C.", -1, NULL,
+    "The per-op path, copies, device memory, Python host callbacks and the host profiler's hot "
+    "loops, in C.", -1, NULL,
     NULL, NULL, NULL, NULL};
 
 PyMODINIT_FUNC PyInit__fast(void) {

@@ -5,9 +5,21 @@
  * and devices has a Plan (dispatch._Plan subclasses it): the kernel instance, a request for
  * the runtime's pluggable_KernelRun with everything but the input addresses filled in, and
  * the output shapes and dtypes. `execute(op_name, inputs)` finds the plan, checks it is not
- * stale, fills in the input addresses, runs the kernel with the GIL released, and builds the
- * output tensors: one call from Python, no Python code on the way. It returns None when there
- * is no usable plan; dispatch then takes its slow path, which leaves a plan behind.
+ * stale, fills in the input addresses, runs the kernel, and builds the output tensors: one
+ * call from Python, no Python code on the way. It returns None when there is no usable plan;
+ * dispatch then takes its slow path, which leaves a plan behind.
+ *
+ * The GIL during the kernel run: released when the run's inputs and outputs together exceed
+ * hold_gil_bytes (HOLD_GIL_BYTES unless changed with `hold_gil_bytes(n)`), or while a Python
+ * host callback is pending (hostcall.c); kept otherwise.
+ * A small run is over in about a microsecond, less than giving the GIL away costs: with a
+ * second Python thread waiting for it, each release wakes that thread (a futex call), which
+ * takes the GIL, and the two then hand it back and forth once per op. Kept, the GIL goes to
+ * the other thread only at the interpreter's switch interval, as with NumPy's small loops.
+ * A plugin kernel may wait for its stream; the only work queued there that needs the GIL is
+ * a Python host callback, and runs are released while one is pending. A small run that does
+ * wait (a launch-blocking plugin behind a long queue) keeps other Python threads waiting as
+ * long; a large run always lets them go on.
  *
  * Buffer is the base of tensors.DeviceBuffer: device memory from a device's BFC allocator.
  * Dropping the last reference gives the memory back from C (no finalizer call); a buffer that
@@ -25,6 +37,7 @@
 #include "fast_internal.h" /* Python.h first */
 #include "pluggable/profiler_clock.h"
 
+#include <limits.h>
 #include <stdint.h>
 #include <string.h>
 #include <time.h>
@@ -76,6 +89,13 @@ static PyObject *s_allocator, *s_closed, *s_handle, *s_deallocate_failed, *s_com
     *s_template, *s_slots, *s_n_out;
 
 #define SLOT(obj, off) (*(PyObject**)((char*)(obj) + (off)))
+
+/* A run whose inputs and outputs add up to at most this many bytes keeps the GIL (unless a
+ * host callback is pending): an elementwise kernel over 16 KiB, or a product of 32x32
+ * matrices, run in place, takes microseconds. The default of hold_gil_bytes; -1 releases it
+ * for every run (what benchmarks compare with). */
+#define HOLD_GIL_BYTES (16 * 1024)
+static long long hold_gil_bytes = HOLD_GIL_BYTES;
 
 static int64_t realtime_ns(void) {
   struct timespec ts;
@@ -405,6 +425,7 @@ typedef struct {
   int64_t* out;
   TF_Status* status;
   int busy;
+  long long run_bytes; /* of its inputs and outputs (LLONG_MAX when the template does not say) */
   unsigned long long fresh_epoch; /* the epoch at which it was last found fresh */
 } PlanObject;
 
@@ -463,6 +484,22 @@ static void plan_dealloc(PlanObject* p) {
   plan_clear(p);
   plan_free_buffers(p);
   Py_TYPE(p)->tp_free((PyObject*)p);
+}
+
+/* The bytes of the plan's inputs and outputs (-1 for a template that does not say). */
+static long long run_bytes(const PlanObject* p) {
+  const int64_t* w = p->template_words;
+  int64_t n_in = w[PG_RUN_NUM_INPUTS], n_out = w[PG_RUN_NUM_OUTPUTS];
+  if (n_in < 0 || n_out < 0 || n_out > p->n_words) return -1;
+  long long total = 0;
+  for (Py_ssize_t i = 0; i < p->n_out; i++) total += p->specs[i].nbytes;
+  Py_ssize_t at = PG_RUN_HEADER_WORDS + (Py_ssize_t)n_out;
+  for (int64_t i = 0; i < n_in; i++) {
+    if (at + 5 > p->n_words || w[at + 1] < 0 || w[at + 4] < 0) return -1;
+    total += w[at + 1];
+    at += 5 + (Py_ssize_t)w[at + 4];
+  }
+  return total;
 }
 
 /* Plan(device, prepared, outputs, generation): `prepared` is a kernels.PreparedRun,
@@ -552,6 +589,8 @@ static int plan_init(PlanObject* p, PyObject* args, PyObject* kwargs) {
     p->specs[i].dtype = dtype;
     p->specs[i].nbytes = nbytes;
   }
+  long long bytes = run_bytes(p);
+  p->run_bytes = bytes >= 0 ? bytes : LLONG_MAX;
   /* The run's own request: the template with its output array and status. */
   memcpy(p->request, p->template_words, (size_t)view.len);
   p->request[PG_RUN_OUT] = (int64_t)(intptr_t)p->out;
@@ -780,9 +819,13 @@ static PyObject* plan_run_tensors(PlanObject* p, PyObject* const* tensors, Py_ss
   PyObject* tracing = op_name != NULL ? tracer : NULL;
   uint64_t start = tracing != NULL ? now_ticks() : 0;
   int code;
-  Py_BEGIN_ALLOW_THREADS
-  code = kernel_run(request);
-  Py_END_ALLOW_THREADS
+  if (p->run_bytes <= hold_gil_bytes && !pg_host_callbacks_pending()) { /* see the top */
+    code = kernel_run(request);
+  } else {
+    Py_BEGIN_ALLOW_THREADS
+    code = kernel_run(request);
+    Py_END_ALLOW_THREADS
+  }
   uint64_t end = tracing != NULL ? now_ticks() : 0;
   PyObject* result = NULL;
   if (code != 0) {
@@ -835,6 +878,9 @@ static PyMemberDef plan_members[] = {
      "(shape, dtype, nbytes) per output"},
     {"generation", T_LONGLONG, offsetof(PlanObject, generation), READONLY,
      "kernels.generation when the plan was made"},
+    {"run_bytes", T_LONGLONG, offsetof(PlanObject, run_bytes), READONLY,
+     "bytes of the run's inputs and outputs together: runs of at most hold_gil_bytes() keep "
+     "the GIL (unless a host callback is pending)"},
     {NULL, 0, 0, 0, NULL}};
 
 static PyTypeObject PlanType = {
@@ -1384,6 +1430,28 @@ static PyObject* fast_invalidate(PyObject* self, PyObject* unused) {
   Py_RETURN_NONE;
 }
 
+/* hold_gil_bytes([n]): the threshold before the call; sets it to `n` when given. */
+static PyObject* fast_hold_gil_bytes(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
+  (void)self;
+  if (nargs > 1) {
+    PyErr_SetString(PyExc_TypeError, "hold_gil_bytes([n]) takes at most one argument");
+    return NULL;
+  }
+  long long before = hold_gil_bytes;
+  if (nargs == 1) {
+    long long n = PyLong_AsLongLong(args[0]);
+    if (n == -1 && PyErr_Occurred()) return NULL;
+    if (n < -1) {
+      PyErr_Format(PyExc_ValueError,
+                   "hold_gil_bytes(%lld): give a number of bytes, or -1 to release the GIL for "
+                   "every run", n);
+      return NULL;
+    }
+    hold_gil_bytes = n;
+  }
+  return PyLong_FromLongLong(before);
+}
+
 static PyObject* fast_get_tracer(PyObject* self, PyObject* unused) {
   (void)self;
   (void)unused;
@@ -1418,6 +1486,9 @@ PyMethodDef pg_oprun_methods[] = {
     {"invalidate", (PyCFunction)fast_invalidate, METH_NOARGS,
      "invalidate(): plans and buffers check again whether their device, streams, kernels "
      "and allocator are still open (call it before closing or replacing any of them)."},
+    {"hold_gil_bytes", (PyCFunction)(void (*)(void))fast_hold_gil_bytes, METH_FASTCALL,
+     "hold_gil_bytes([n]): the most bytes of inputs and outputs a kernel run keeps the GIL "
+     "for (default HOLD_GIL_BYTES), before the call; sets it to n when given (-1: none)."},
     {"get_tracer", (PyCFunction)fast_get_tracer, METH_NOARGS,
      "get_tracer(): the host tracer set_tracer set, or None."},
     {NULL, NULL, 0, NULL}};
@@ -1438,6 +1509,7 @@ int pg_oprun_init(PyObject* module) {
       PyType_Ready(&RawOpType) < 0) {
     return -1;
   }
+  if (PyModule_AddIntConstant(module, "HOLD_GIL_BYTES", HOLD_GIL_BYTES) < 0) return -1;
   Py_INCREF(&RawOpType);
   if (PyModule_AddObject(module, "RawOp", (PyObject*)&RawOpType) < 0) {
     Py_DECREF(&RawOpType);
