@@ -14,6 +14,8 @@ import pytest
 
 import pluggable
 from pluggable import config, ops, raw_ops
+from pluggable.op_defs import OPS
+from pluggable.plugin_ops import plugin_of
 from pluggable.dispatch import PlacementWarning
 from pluggable.errors import InvalidArgumentError, NotFoundError
 
@@ -422,7 +424,11 @@ def test_version_and_kernels_command():
 def test_kernel_coverage_matrix():
     matrix = config.kernel_coverage()
     assert len(matrix) >= 100
-    assert all("CPU" in row for row in matrix.values())  # a NumPy kernel for every op
+    # A NumPy kernel for every op of the library (not for ops that plugins of tests that ran
+    # before registered with tensorflow/c/ops.h, nor for their kernels of unknown ops).
+    library = [op for op in matrix if op in OPS and plugin_of(OPS[op]) is None]
+    assert len(library) >= 100
+    assert [op for op in library if "CPU" not in matrix[op]] == []
     assert matrix["AddV2"]["XPU"] == ("int32", "int64", "float32", "float64")
     assert matrix["All"]["CPU"] == ("bool",)
     assert matrix["Shape"]["CPU"][0] == "bool" and "complex128" in matrix["Shape"]["CPU"]

@@ -22,7 +22,9 @@
  * busy in another thread, or a profiling session records (the Python path tells the host
  * tracer about copies and allocations), and for anything unusual; tensors.py then takes its
  * own path, which gives the full errors. A plugin's error from the copy or the event is
- * raised as executor._error words it. The GIL is released around the copy itself. */
+ * raised as executor._error words it. The GIL is released around the copy itself, unless
+ * the copy is small and no Python host callback is pending (pg_keep_gil, oprun.c's policy for
+ * kernel runs). */
 #include "fast_internal.h" /* Python.h first */
 
 #include <string.h>
@@ -280,9 +282,13 @@ static PyObject* copier_upload(CopierObject* c, PyObject* const* args, Py_ssize_
     PyTuple_SET_ITEM(shape, i, n);
   }
   SP_DeviceMemoryBase dst = {SP_DEVICE_MEMORY_BASE_STRUCT_SIZE, NULL, address, nbytes, 0};
-  Py_BEGIN_ALLOW_THREADS
-  c->htod(c->sp_device, c->sp_stream, &dst, view.buf, nbytes, c->status);
-  Py_END_ALLOW_THREADS
+  if (pg_keep_gil((long long)nbytes)) {
+    c->htod(c->sp_device, c->sp_stream, &dst, view.buf, nbytes, c->status);
+  } else {
+    Py_BEGIN_ALLOW_THREADS
+    c->htod(c->sp_device, c->sp_stream, &dst, view.buf, nbytes, c->status);
+    Py_END_ALLOW_THREADS
+  }
   int code = pg_runtime.code(c->status);
   if (code != 0) {
     raise_plugin_error(c, code, "SP_StreamExecutor.memcpy_htod");
@@ -329,9 +335,13 @@ static PyObject* copier_download(CopierObject* c, PyObject* const* args, Py_ssiz
   } else {
     SP_DeviceMemoryBase src = {SP_DEVICE_MEMORY_BASE_STRUCT_SIZE, NULL,
                                (void*)(uintptr_t)address, (uint64_t)nbytes, 0};
-    Py_BEGIN_ALLOW_THREADS
-    c->dtoh(c->sp_device, c->sp_stream, view.buf, &src, (uint64_t)nbytes, c->status);
-    Py_END_ALLOW_THREADS
+    if (pg_keep_gil(nbytes)) {
+      c->dtoh(c->sp_device, c->sp_stream, view.buf, &src, (uint64_t)nbytes, c->status);
+    } else {
+      Py_BEGIN_ALLOW_THREADS
+      c->dtoh(c->sp_device, c->sp_stream, view.buf, &src, (uint64_t)nbytes, c->status);
+      Py_END_ALLOW_THREADS
+    }
     int code = pg_runtime.code(c->status);
     if (code != 0) {
       raise_plugin_error(c, code, "SP_StreamExecutor.memcpy_dtoh");

@@ -34,6 +34,8 @@ typedef struct {
 } PgRuntime;
 extern PgRuntime pg_runtime;
 unsigned long long pg_epoch(void);
+/* Whether a plugin call on `bytes` of data keeps the GIL (oprun.c's policy, see its top). */
+int pg_keep_gil(long long bytes);
 int pg_tracing(void);
 PyObject* pg_make_buffer(PyObject* executor, long long nbytes, unsigned long long address,
                          PG_BFC* bfc);

@@ -384,6 +384,7 @@ static PyObject* make_tensor(PyObject* shape, PyObject* dtype, PyObject* device,
 }
 
 PgRuntime pg_runtime;
+int pg_keep_gil(long long bytes) { return bytes <= hold_gil_bytes && !pg_host_callbacks_pending(); }
 unsigned long long pg_epoch(void) { return epoch; }
 int pg_tracing(void) { return tracer != NULL; }
 PyTypeObject* pg_tensor_type(void) { return tensor_type; }
@@ -819,7 +820,7 @@ static PyObject* plan_run_tensors(PlanObject* p, PyObject* const* tensors, Py_ss
   PyObject* tracing = op_name != NULL ? tracer : NULL;
   uint64_t start = tracing != NULL ? now_ticks() : 0;
   int code;
-  if (p->run_bytes <= hold_gil_bytes && !pg_host_callbacks_pending()) { /* see the top */
+  if (pg_keep_gil(p->run_bytes)) { /* see the top */
     code = kernel_run(request);
   } else {
     Py_BEGIN_ALLOW_THREADS
