@@ -142,17 +142,19 @@ class EventManager:
                 return
         event.close()  # the pool is gone: nothing would destroy it
 
-    def wait(self, stream: "Stream") -> int:
+    def wait(self, stream: "Stream", limit: Optional[float] = None,
+             call: str = "block_host_for_event") -> int:
         """Blocks until the work enqueued on ``stream`` so far is done: one pooled event,
-        recorded and polled on the calling thread (bounded by the deadline), with nothing
-        handed to the poller thread. Returns the event's final state (COMPLETE, or ERROR
-        when that work failed)."""
+        recorded and polled on the calling thread (bounded by ``limit`` seconds, default the
+        deadline; `DeadlineExceededError` names ``call``), with nothing handed to the poller
+        thread. Returns the event's final state (COMPLETE, or ERROR when that work
+        failed)."""
         stream._check_open()  # a stream closed (replaced) meanwhile: its own words
         event = self.take_event()
         executor = self._executor
         try:
             executor._call("record_event", stream._handle, event._handle)
-            return executor.await_event(event._handle, "block_host_for_event")
+            return executor.await_event(event._handle, call, limit)
         finally:
             self.give_back(event)
 

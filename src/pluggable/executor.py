@@ -858,17 +858,19 @@ class StreamExecutor:
             if not limit and self._fns.get("block_host_until_done") is not None:
                 self._call("block_host_until_done", stream._handle)
             else:
-                # With a deadline the host polls an event: a blocking call that never
-                # returns could not be given up on.
-                with self.create_event() as event:
-                    event.record(stream)
-                    try:
-                        self._poll_event(event._handle, "block_host_until_done", limit)
-                    except DeadlineExceededError:
-                        raise
-                    except PluggableError:
-                        stream.raise_if_error()  # the stream's own words, when it has them
-                        raise
+                # With a deadline the host polls an event (the event manager's pooled one): a
+                # blocking call that never returns could not be given up on.
+                try:
+                    state = self.event_manager.wait(stream, limit, "block_host_until_done")
+                except DeadlineExceededError:
+                    raise
+                except PluggableError:
+                    stream.raise_if_error()  # the stream's own words, when it has them
+                    raise
+                if state == SE_EventStatus.SE_EVENT_ERROR:
+                    stream.raise_if_error()
+                    raise self._error(TF_Code.TF_INTERNAL, "the event completed with an error",
+                                      "SP_StreamExecutor.get_event_status")
         finally:
             self._flush_warnings()
 

@@ -131,6 +131,26 @@ def test_synchronize_all_activity_reuses_its_helper_thread(xpu, streams, monkeyp
     assert started == []
 
 
+def test_a_bounded_stream_wait_polls_a_pooled_event(xpu, streams, stream_delay, monkeypatch):
+    """With a deadline (the default) `Stream.synchronize` records and polls an event of the
+    event manager's pool: none is created or destroyed per wait."""
+    a, _ = streams
+    a.synchronize()  # the pool has an event now
+    created = []
+    create = type(xpu).create_event
+    monkeypatch.setattr(type(xpu), "create_event",
+                        lambda self: (created.append(1), create(self))[1])
+    stream_delay(2_000)
+    with xpu.allocate(16) as memory:
+        for value in range(5):
+            slow_writes(xpu, a, memory, value, count=2)
+            a.synchronize()
+            host = np.zeros(16, np.uint8)
+            xpu.sync_memcpy_dtoh(host, memory)
+            assert host.tolist() == [value] * 16  # it did wait for the writes
+    assert created == []
+
+
 def test_timer_measures_the_time_the_stream_spent(xpu, streams, stream_delay):
     a, _ = streams
     stream_delay(DELAY_US)
