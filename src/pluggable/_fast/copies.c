@@ -236,7 +236,8 @@ static int record_event(CopierObject* c) {
  * tensors._wait_for_stream waits (and raises the stream's error). 0 with an exception. */
 static int finish(CopierObject* c, PyObject* keep, PyObject* buffer) {
   if (c->event_status(c->sp_device, c->sp_event) == SE_EVENT_COMPLETE) return 1;
-  c->busy = 0; /* the wait runs Python code: another thread may copy meanwhile */
+  /* Still busy while the wait runs Python code: other threads' copies take the Python path
+   * meanwhile rather than share the copier's status. */
   PyObject* r = PyObject_CallFunctionObjArgs(c->wait, c->device, c->stream, keep,
                                              buffer ? buffer : Py_None, NULL);
   Py_XDECREF(r);
