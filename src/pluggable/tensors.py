@@ -707,14 +707,18 @@ _SMALL_COPY = 4096  # below this, bytes() and one memmove copy into staging fast
 
 
 def _wait_for_stream(device: PluggableDevice, stream, keep: Any = None,
-                     buffer: Optional[DeviceBuffer] = None) -> None:
-    """Blocks until the work enqueued on ``stream`` so far is done (one pooled event,
-    bounded by the deadline); raises the stream's error if that work failed. Past the
-    deadline the work is still queued: ``keep`` (host memory it reads or writes) is handed
-    to the event manager, and ``buffer`` (device memory it writes) gets the marker as a use,
-    so neither is freed under the device's feet."""
+                     buffer: Optional[DeviceBuffer] = None, recorded: Any = None) -> None:
+    """Blocks until the work enqueued on ``stream`` so far is done (one pooled event, or
+    the event handle ``recorded`` when the caller recorded one last; bounded by the
+    deadline); raises the stream's error if that work failed. Past the deadline the work is
+    still queued: ``keep`` (host memory it reads or writes) is handed to the event manager,
+    and ``buffer`` (device memory it writes) gets the marker as a use, so neither is freed
+    under the device's feet."""
     try:
-        state = device.executor.event_manager.wait(stream)
+        if recorded is None:
+            state = device.executor.event_manager.wait(stream)
+        else:
+            state = device.executor.await_event(recorded, "block_host_for_event")
     except DeadlineExceededError:
         marker = device.executor._keep_until_done(stream, keep)
         if buffer is not None and marker is not None:

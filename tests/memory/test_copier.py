@@ -13,6 +13,14 @@ from pluggable import limits, ops
 from pluggable.errors import DeadlineExceededError, FailedPreconditionError, InternalError
 
 
+@pytest.fixture(autouse=True)
+def fresh_copiers():
+    """Each test starts with new copiers (earlier tests' busy streams may have left one not
+    asking for a while)."""
+    for i in (0, 1):
+        pluggable.get_device(f"XPU:{i}")._copier = None
+
+
 def recorded_calls(monkeypatch, executor):
     """The names of the SP_StreamExecutor calls the executor makes from Python from now on."""
     names = []
@@ -213,3 +221,23 @@ def test_a_plugin_without_pageable_async_copies_takes_the_python_path(monkeypatc
     assert device._copier is False
     assert t.numpy().tolist() == [1, 2]
 
+
+
+def test_uploads_that_keep_finding_the_stream_busy_soon_stop_asking(stream_delay):
+    """A plugin that never runs work at once (here: every operation starts 200 µs late) never
+    shows an idle stream: after 8 misses in a row the copier stops asking (each question
+    records an event) for the next 256 uploads, which go through the staging ring."""
+    device = pluggable.get_device("XPU:1")
+    device._copier = None
+    pluggable.tensor(np.float32([0]), device=device)
+    device.synchronize()
+    copier, ring = device._copier, device.executor.staging
+    head = ring._head
+    stream_delay(200)
+    try:
+        values = [pluggable.tensor(np.float32([i]), device=device) for i in range(20)]
+        assert copier.skip_uploads == 256 - 12  # 8 asked, 12 did not
+        assert ring._head - head >= 20 * 64  # every one staged
+    finally:
+        stream_delay(0)
+    assert [v.numpy().tolist() for v in values] == [[i] for i in range(20)]

@@ -10,14 +10,16 @@
  * event again and poll it: a plugin that runs work on an idle stream at once (the XPU does)
  * has finished the copy by then, so the array is free to change and nothing waits. If the
  * stream is busy the call returns None and tensors.py takes its own path (the staging ring,
- * which does not wait for the queued work). If the copy is still pending after it was
- * enqueued (another thread's work came first), tensors._wait_for_stream waits for it.
+ * which does not wait for the queued work); after UPLOAD_MISSES such calls in a row, the next
+ * UPLOAD_SKIPS uploads go there without asking, so that a plugin that never runs work at once
+ * pays little for the question. If the copy is still pending after it was enqueued (another
+ * thread's work came first), tensors._wait_for_stream waits for the copier's event.
  *
- * download(tensor, out): copies the tensor's bytes into the host array `out`, records the
- * event and polls it; if the copy is pending, tensors._wait_for_stream waits for it (and
- * raises the stream's error if the work failed).
+ * download(address, nbytes, out): copies a tensor's bytes into the host array `out`, records
+ * the event and polls it; if the copy is pending, tensors._wait_for_stream waits for that
+ * event (and raises the stream's error if the work failed).
  *
- * Both return None, before doing anything, when the copier is stale (the device closed, its
+ * Both return None (download: False), before doing anything, when the copier is stale (the device closed, its
  * compute stream replaced or its allocator closed since it was made: the epoch of oprun.c),
  * busy in another thread, or a profiling session records (the Python path tells the host
  * tracer about copies and allocations), and for anything unusual; tensors.py then takes its
@@ -46,7 +48,7 @@ typedef struct {
   PyObject* stream;   /* the device's compute stream when the copier was made */
   PyObject* allocator;
   PyObject* event;    /* the copier's own event.Event */
-  PyObject* wait;     /* tensors._wait_for_stream(device, stream, keep, buffer) */
+  PyObject* wait;     /* tensors._wait_for_stream(device, stream, keep, buffer, recorded) */
   const SP_Device* sp_device;
   SP_Stream sp_stream;
   SP_Event sp_event;
@@ -58,10 +60,17 @@ typedef struct {
   TF_Status* status;
   int busy;
   int stale;
+  int misses;       /* uploads in a row that found the stream busy */
+  int skip_uploads; /* uploads left to the Python path without asking the stream */
   unsigned long long fresh_epoch;
 } CopierObject;
 
 static PyObject *s_closed, *s_compute_stream, *s_allocator, *s_handle;
+
+/* After this many uploads in a row that found the stream busy, the next UPLOAD_SKIPS go to
+ * the Python path without asking. */
+#define UPLOAD_MISSES 8
+#define UPLOAD_SKIPS 256
 
 static int copier_clear(CopierObject* c) {
   Py_CLEAR(c->device);
@@ -233,13 +242,17 @@ static int record_event(CopierObject* c) {
 }
 
 /* After the copy was enqueued and the event recorded: done if the event completed, else
- * tensors._wait_for_stream waits (and raises the stream's error). 0 with an exception. */
+ * tensors._wait_for_stream waits for that event (and raises the stream's error). 0 with an
+ * exception. */
 static int finish(CopierObject* c, PyObject* keep, PyObject* buffer) {
   if (c->event_status(c->sp_device, c->sp_event) == SE_EVENT_COMPLETE) return 1;
   /* Still busy while the wait runs Python code: other threads' copies take the Python path
    * meanwhile rather than share the copier's status. */
+  PyObject* handle = PyLong_FromVoidPtr(c->sp_event);
+  if (handle == NULL) return 0;
   PyObject* r = PyObject_CallFunctionObjArgs(c->wait, c->device, c->stream, keep,
-                                             buffer ? buffer : Py_None, NULL);
+                                             buffer ? buffer : Py_None, handle, NULL);
+  Py_DECREF(handle);
   Py_XDECREF(r);
   return r != NULL;
 }
@@ -250,6 +263,10 @@ static PyObject* copier_upload(CopierObject* c, PyObject* const* args, Py_ssize_
     return NULL;
   }
   PyObject *array = args[0], *dtype = args[1];
+  if (c->skip_uploads > 0) {
+    c->skip_uploads--;
+    Py_RETURN_NONE;
+  }
   if (!copier_enter(c)) Py_RETURN_NONE;
   Py_buffer view;
   if (PyObject_GetBuffer(array, &view, PyBUF_C_CONTIGUOUS) < 0) {
@@ -268,7 +285,16 @@ static PyObject* copier_upload(CopierObject* c, PyObject* const* args, Py_ssize_
     pg_runtime.reset(c->status);
     goto fallback;
   }
-  if (c->event_status(c->sp_device, c->sp_event) != SE_EVENT_COMPLETE) goto fallback;
+  if (c->event_status(c->sp_device, c->sp_event) != SE_EVENT_COMPLETE) {
+    /* A plugin that never runs work at once finds its stream busy every time: after a few
+     * misses in a row, the next uploads do not ask (each ask records an event). */
+    if (++c->misses >= UPLOAD_MISSES) {
+      c->misses = 0;
+      c->skip_uploads = UPLOAD_SKIPS;
+    }
+    goto fallback;
+  }
+  c->misses = 0;
   uint64_t nbytes = (uint64_t)view.len;
   void* address = pg_runtime.bfc_allocate(c->bfc, nbytes);
   if (address == NULL) goto fallback; /* the Python path frees memory or reports it */
@@ -372,6 +398,8 @@ static PyMemberDef copier_members[] = {
      "the compute stream the copies run on"},
     {"stale", T_INT, offsetof(CopierObject, stale), READONLY,
      "true once the device closed or its compute stream or allocator changed"},
+    {"skip_uploads", T_INT, offsetof(CopierObject, skip_uploads), READONLY,
+     "uploads left to the Python path without asking whether the stream is idle"},
     {NULL, 0, 0, 0, NULL}};
 
 static PyTypeObject CopierType = {
