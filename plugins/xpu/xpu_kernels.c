@@ -700,11 +700,10 @@ int64_t xpu_task_count(int64_t count, int64_t grain) {
 
 /* The task count of xpu_parallel_elements over `count` elements. */
 static int64_t elementwise_tasks(int64_t count) {
-  if (count < xpu_pool_elementwise_split() || count < 2) return 1;
+  if (count < xpu_pool_elementwise_split() || count < 2 * XPU_PARALLEL_GRAIN) return 1;
   /* An even number of tasks (two threads share them evenly) of at least XPU_PARALLEL_GRAIN
-   * elements each, but at least two. */
+   * elements each. */
   int64_t pairs = count / (2 * XPU_PARALLEL_GRAIN);
-  if (pairs < 1) pairs = 1;
   return pairs > 2048 ? 4096 : 2 * pairs;
 }
 

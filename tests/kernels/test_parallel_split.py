@@ -109,6 +109,8 @@ print(json.dumps(out))
     # Across the threshold and across each step of the task count (tasks come in pairs of at
     # least 32768 elements each), odd sizes included.
     ("65536", {65535: 0, 65536: 2, 131071: 2, 131072: 4, 300_007: 8}),
+    # 0: from 2 x 32768 elements on, never a split of a few elements.
+    ("0", {5: 0, 65535: 0, 65536: 2}),
     # The default: 10^5 elements run as one piece.
     (None, {100_000: 0, 65536: 0}),
 ])
