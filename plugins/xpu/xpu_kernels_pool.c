@@ -40,23 +40,14 @@ typedef struct PoolJob {
   void* ctx;
   int64_t task_count;
   atomic_int_fast64_t next_task; /* the next unclaimed task */
-  atomic_int helpers; /* helpers working on it; changed under g_pool.mu, read while spinning */
+  int helpers;                   /* helpers working on it; guarded by g_pool.mu */
 } PoolJob;
-
-/* How long a helper that finished a job spins for the next one, and a caller whose tasks are
- * done spins for the helpers still on its job, before either sleeps on a condition variable.
- * A stream of element-wise kernels issues a job every few microseconds; a futex wake-up of a
- * sleeping helper (and of the sleeping caller when the helper finishes) costs about as much,
- * more on a loaded machine. A helper spins only while jobs came within this time of each other
- * (helper_main), so an isolated job costs one spin at most. */
-#define XPU_POOL_SPIN_NS UINT64_C(20000)
 
 static struct {
   pthread_mutex_t mu;
   pthread_cond_t work_cv; /* helpers wait here for jobs */
   pthread_cond_t done_cv; /* callers wait here for helpers to leave their job */
   PoolJob* jobs;          /* open jobs, oldest first */
-  atomic_int published;   /* jobs ever listed (wraps); bumped under mu, read by spinning helpers */
   pthread_t* helpers;
   int helper_count;       /* started helpers */
   int64_t refs;           /* live streams */
@@ -144,55 +135,21 @@ static PoolJob* open_job(void) {
   return NULL;
 }
 
-static uint64_t pool_now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * UINT64_C(1000000000) + (uint64_t)ts.tv_nsec;
-}
-
-/* Hints the CPU that this is a spin-wait loop. */
-static inline void pool_relax(void) {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#endif
-}
-
-/* Spins without the lock while `*value` is `idle`, for at most XPU_POOL_SPIN_NS. */
-static void spin_while(atomic_int* value, int idle) {
-  uint64_t started = pool_now_ns();
-  for (unsigned i = 1; atomic_load_explicit(value, memory_order_acquire) == idle; i++) {
-    pool_relax();
-    if ((i & 63) == 0 && pool_now_ns() - started >= XPU_POOL_SPIN_NS) return;
-  }
-}
-
-/* A helper thread: joins open jobs until the pool stops. After a job it spins for the next
- * one (XPU_POOL_SPIN_NS) if the wait for the job it just did was no longer than that. */
+/* A helper thread: joins open jobs until the pool stops. */
 static void* helper_main(void* arg) {
   (void)arg;
-  bool came_fast = false;
   pthread_mutex_lock(&g_pool.mu);
   for (;;) {
-    int seen = atomic_load(&g_pool.published);
-    PoolJob* job = open_job();
-    uint64_t waited_from = pool_now_ns();
-    if (job == NULL && came_fast && !g_pool.stopping) {
-      pthread_mutex_unlock(&g_pool.mu);
-      spin_while(&g_pool.published, seen);
-      pthread_mutex_lock(&g_pool.mu);
-      job = open_job();
-    }
-    while (!g_pool.stopping && job == NULL) {
+    PoolJob* job = NULL;
+    while (!g_pool.stopping && (job = open_job()) == NULL) {
       pthread_cond_wait(&g_pool.work_cv, &g_pool.mu);
-      job = open_job();
     }
     if (g_pool.stopping) break;
-    came_fast = pool_now_ns() - waited_from <= XPU_POOL_SPIN_NS;
-    atomic_fetch_add(&job->helpers, 1);
+    job->helpers++;
     pthread_mutex_unlock(&g_pool.mu);
     run_tasks(job);
     pthread_mutex_lock(&g_pool.mu);
-    if (atomic_fetch_sub(&job->helpers, 1) == 1) pthread_cond_broadcast(&g_pool.done_cv);
+    if (--job->helpers == 0) pthread_cond_broadcast(&g_pool.done_cv);
   }
   pthread_mutex_unlock(&g_pool.mu);
   return NULL;
@@ -246,7 +203,6 @@ void xpu_parallel_for(int64_t task_count, void (*fn)(void* ctx, int64_t task), v
   if (task_count <= 0) return;
   PoolJob job = {.fn = fn, .ctx = ctx, .task_count = task_count};
   atomic_init(&job.next_task, 0);
-  atomic_init(&job.helpers, 0);
   if (task_count > 1) {
     atomic_fetch_add_explicit(&g_split_tasks, (uint_fast64_t)task_count, memory_order_relaxed);
     pthread_mutex_lock(&g_pool.mu);
@@ -256,16 +212,13 @@ void xpu_parallel_for(int64_t task_count, void (*fn)(void* ctx, int64_t task), v
       PoolJob** tail = &g_pool.jobs;
       while (*tail != NULL) tail = &(*tail)->next;
       *tail = &job;
-      atomic_fetch_add(&g_pool.published, 1);
       if (task_count - 1 >= g_pool.helper_count) pthread_cond_broadcast(&g_pool.work_cv);
       else for (int64_t i = 0; i < task_count - 1; i++) pthread_cond_signal(&g_pool.work_cv);
     }
     pthread_mutex_unlock(&g_pool.mu);
     if (shared) {
       run_tasks(&job);
-      /* Unlist the job so no helper joins it late, then wait for those still on it: a
-       * spin first (a helper's last task is at most a few microseconds away), then a
-       * sleep. A helper lets go of the job with its last access to it. */
+      /* Unlist the job so no helper joins it late, then wait for those still on it. */
       pthread_mutex_lock(&g_pool.mu);
       for (PoolJob** p = &g_pool.jobs; *p != NULL; p = &(*p)->next) {
         if (*p == &job) {
@@ -273,13 +226,7 @@ void xpu_parallel_for(int64_t task_count, void (*fn)(void* ctx, int64_t task), v
           break;
         }
       }
-      int still = atomic_load(&job.helpers);
-      if (still > 0) {
-        pthread_mutex_unlock(&g_pool.mu);
-        spin_while(&job.helpers, still);
-        pthread_mutex_lock(&g_pool.mu);
-      }
-      while (atomic_load(&job.helpers) > 0) pthread_cond_wait(&g_pool.done_cv, &g_pool.mu);
+      while (job.helpers > 0) pthread_cond_wait(&g_pool.done_cv, &g_pool.mu);
       pthread_mutex_unlock(&g_pool.mu);
       return;
     }
