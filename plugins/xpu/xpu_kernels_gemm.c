@@ -328,42 +328,6 @@ typedef struct GemmWork {
  * row groups rarely (a packed B block is reused by every row tile of its task). */
 #define XPU_GEMM_TASKS 16
 
-/* Products with at least this many multiply-adds (128^3: ~40 us on one core) are worth
- * spreading over the helper threads even when one tile would hold them. */
-#define XPU_GEMM_SPLIT_MACS ((int64_t)1 << 21)
-
-/* n split into the fewest tiles of at most `max` (a multiple of `unit`), `at_least` of
- * them if `n` has that many units, made as even as `unit` allows: 256 rows are two tiles
- * of 132 and 124, not 192 and 64. */
-static void even_tiles(int64_t n, int64_t max, int64_t unit, int64_t at_least, int64_t* size,
-                       int64_t* count) {
-  int64_t units = (n + unit - 1) / unit;
-  int64_t tiles = (n + max - 1) / max;
-  if (tiles < at_least) tiles = at_least < units ? at_least : units;
-  int64_t per = (n + tiles - 1) / tiles;
-  *size = (per + unit - 1) / unit * unit;
-  *count = (n + *size - 1) / *size;
-}
-
-/* The C tiles of a product. The split into tasks depends on the problem's size only (any
- * tiling of C gives every element the same sums in the same order). A product of fewer
- * than XPU_GEMM_TASKS tiles gets an even number of them when it is large enough to split
- * (XPU_GEMM_SPLIT_MACS): an odd count leaves one thread of two with the last tile alone
- * (a 512^2 product was three row tiles, so one thread did two thirds of it, and a 128-row
- * one ran on a single thread). */
-static void gemm_tiling(const XpuGemm* g, const GemmKernel* kern, GemmWork* w) {
-  even_tiles(g->m, kern->mc, kern->mr, 1, &w->mc, &w->m_tiles);
-  even_tiles(g->n, kern->nc, kern->nr, 1, &w->nc, &w->n_tiles);
-  int64_t tiles = g->batches * w->m_tiles * w->n_tiles;
-  bool large = g->m * g->n > (XPU_GEMM_SPLIT_MACS - 1) / g->k; /* m n k >= the threshold */
-  if (tiles >= XPU_GEMM_TASKS || tiles % 2 == 0 || !large) return;
-  if (w->m_tiles < (g->m + kern->mr - 1) / kern->mr) {
-    even_tiles(g->m, kern->mc, kern->mr, w->m_tiles + 1, &w->mc, &w->m_tiles);
-  } else {
-    even_tiles(g->n, kern->nc, kern->nr, w->n_tiles + 1, &w->nc, &w->n_tiles);
-  }
-}
-
 /* Packs the A block of tile rows [i0, i0 + mc) x K columns [k0, k0 + kc) of batch b. */
 static void pack_a_block(const GemmWork* w, int64_t b, int64_t i0, int64_t mc, int64_t k0,
                          int64_t kc, void* dst) {
@@ -491,7 +455,10 @@ bool xpu_gemm(const XpuGemm* g) {
   }
   const GemmArch* arch = gemm_arch();
   GemmWork w = {.g = g, .kern = g->dtype == TF_FLOAT ? &arch->f32 : &arch->f64, .size = sz};
-  gemm_tiling(g, w.kern, &w);
+  w.mc = w.kern->mc;
+  w.nc = w.kern->nc;
+  w.m_tiles = (g->m + w.mc - 1) / w.mc;
+  w.n_tiles = (g->n + w.nc - 1) / w.nc;
   /* Row groups: as many as needed for about XPU_GEMM_TASKS tasks, at most one per row tile. */
   int64_t column_tasks = g->batches * w.n_tiles;
   int64_t groups = column_tasks >= XPU_GEMM_TASKS ? 1
