@@ -58,6 +58,12 @@ XPU_CONTROL_EXPORT uint64_t XPU_InvalidFreeCount(void);
  * loaded (all streams, all devices). Streams recycle finished records, so in a steady stream
  * of work this stops growing. */
 XPU_CONTROL_EXPORT uint64_t XPU_OpRecordAllocations(void);
+
+/* How many tasks kernels have split their work into since the plugin was loaded (all
+ * devices): a kernel that runs as one piece adds nothing, one split into n tasks for the
+ * helper threads adds n, whether or not a helper ran any of them. Tests read it around a
+ * kernel to see whether and how it was split. */
+XPU_CONTROL_EXPORT uint64_t XPU_SplitTaskCount(void);
 /* Sets how many events the profiler keeps per stream and session (default 262144) for
  * sessions started afterwards; later events are dropped and counted in the XSpace. 0 restores
  * the default. */

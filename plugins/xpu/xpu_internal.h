@@ -163,9 +163,17 @@ typedef struct XpuDevice {
   uint64_t platform_id; /* XpuPlatform.id of the platform that created it; immutable */
   char pci_bus_id[16];
   pthread_mutex_t mu;
-  /* Broadcast whenever a stream finishes an operation or an event changes state. Host threads
-   * blocked in block_host_* / synchronize_all_activity and workers blocked in a wait wait on it. */
+  /* Broadcast when a stream's progress may end somebody's wait: an event completed, a queue
+   * ran empty, or a queue's head moved past wait_ticket (see progress_wakes in xpu_stream.c).
+   * Host threads blocked in block_host_* / synchronize_all_activity / destroy_stream and
+   * workers blocked in a wait wait on it. */
   pthread_cond_t state_cv;
+  /* The lowest ticket a host thread blocked in block_host_until_done or
+   * synchronize_all_activity waits for (it waits until every queue's head is past it);
+   * UINT64_MAX while none waits. A waiter that leaves while others still wait leaves it as
+   * it is (lower than needed: more broadcasts, never a missed one). */
+  uint64_t wait_ticket;
+  int ticket_waiters;
   XpuArena arena;
   XpuPtrSet streams;     /* live SP_Stream handles */
   XpuPtrSet events;      /* live SP_Event handles given to the host */

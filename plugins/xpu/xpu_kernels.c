@@ -701,8 +701,34 @@ int64_t xpu_task_count(int64_t count, int64_t grain) {
   return tasks > 4096 ? 4096 : tasks;
 }
 
-int64_t xpu_elementwise_tasks(int64_t count) {
-  return count < xpu_pool_elementwise_split() ? 1 : xpu_task_count(count, XPU_PARALLEL_GRAIN);
+/* The task count of xpu_parallel_elements over `count` elements. */
+static int64_t elementwise_tasks(int64_t count) {
+  if (count < xpu_pool_elementwise_split() || count < 2 * XPU_PARALLEL_GRAIN) return 1;
+  /* An even number of tasks (two threads share them evenly) of at least XPU_PARALLEL_GRAIN
+   * elements each. */
+  int64_t pairs = count / (2 * XPU_PARALLEL_GRAIN);
+  return pairs > 2048 ? 4096 : 2 * pairs;
+}
+
+/* An xpu_parallel_elements call as its pool tasks see it. */
+typedef struct ElementsJob {
+  void (*range)(void* ctx, int64_t begin, int64_t end);
+  void* ctx;
+  int64_t count, tasks;
+} ElementsJob;
+
+static void elements_task(void* arg, int64_t t) {
+  const ElementsJob* job = arg;
+  int64_t begin, end;
+  xpu_task_range(job->count, job->tasks, t, &begin, &end);
+  job->range(job->ctx, begin, end);
+}
+
+void xpu_parallel_elements(int64_t count, void (*range)(void* ctx, int64_t begin, int64_t end),
+                           void* ctx) {
+  ElementsJob job = {.range = range, .ctx = ctx, .count = count,
+                     .tasks = elementwise_tasks(count)};
+  xpu_parallel_for(job.tasks, elements_task, &job);
 }
 
 void xpu_task_range(int64_t count, int64_t tasks, int64_t t, int64_t* begin, int64_t* end) {

@@ -35,7 +35,7 @@ typedef struct TF_OpKernelContext TF_OpKernelContext;
 #define XPU_MAX_RANK 64
 /* Work is split into tasks of about this many elements for the helper-thread pool, from
  * twice this many on (element-wise kernels: from XPU_ELEMENTWISE_SPLIT elements on, see
- * xpu_elementwise_tasks). */
+ * xpu_parallel_elements). */
 #define XPU_PARALLEL_GRAIN 32768
 
 /* ---- shapes and NumPy broadcasting (xpu_kernels.c) -------------------------------------- */
@@ -77,9 +77,11 @@ const char* xpu_shape_str(const XpuShape* s, char* buf, size_t size);
 /* Splits [0, count) into tasks of about `grain` items (one task when count < 2 * grain), the
  * same for any number of threads; xpu_task_range gives task t's [begin, end). */
 int64_t xpu_task_count(int64_t count, int64_t grain);
-/* The task count of an element-wise kernel over `count` elements: 1 below
- * XPU_ELEMENTWISE_SPLIT (xpu_internal.h), else tasks of XPU_PARALLEL_GRAIN elements. */
-int64_t xpu_elementwise_tasks(int64_t count);
+/* Runs range(ctx, begin, end) over [0, count) of an element-wise kernel: one call below
+ * XPU_ELEMENTWISE_SPLIT elements (xpu_internal.h), else an even number of calls (at least
+ * two) on slices of at least XPU_PARALLEL_GRAIN elements, as tasks for the pool. */
+void xpu_parallel_elements(int64_t count, void (*range)(void* ctx, int64_t begin, int64_t end),
+                           void* ctx);
 void xpu_task_range(int64_t count, int64_t tasks, int64_t t, int64_t* begin, int64_t* end);
 
 /* Bytes per element of the fixed-size types the kernels handle; 0 for others. */

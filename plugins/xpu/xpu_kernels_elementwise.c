@@ -8,7 +8,7 @@
  * a run of elements where each operand is either contiguous or a single broadcast value, so
  * the common cases (same shapes, a scalar operand) vectorize. Broadcasting reduces every
  * shape pair to runs like that (xpu_broadcast_walk). Outputs of XPU_ELEMENTWISE_SPLIT elements
- * or more are split into tasks of XPU_PARALLEL_GRAIN elements for the helper-thread pool.
+ * or more are split into tasks for the helper-thread pool (xpu_parallel_elements).
  *
  * The loops' pointers are `restrict`, so that they compile to packed SIMD without run-time
  * overlap checks (tests/kernels/test_vectorised.py looks for the packed instructions): an
@@ -237,7 +237,6 @@ typedef struct BinaryWork {
   char* z;
   bool scalar; /* the scalar result of (Not)Equal with incompatible_shape_error = false */
   XpuBroadcast bc;
-  int64_t tasks; /* of the pool job, set by the stream work */
 } BinaryWork;
 
 /* Runs the binary loop over one run of the broadcast walk. */
@@ -249,11 +248,9 @@ static bool binary_run(void* ctx, const int64_t* offs, const int64_t* inner, int
   return true;
 }
 
-/* One task of a binary op: a slice of the output. */
-static void binary_task(void* ctx, int64_t t) {
+/* One task of a binary op: output elements [begin, end). */
+static void binary_task(void* ctx, int64_t begin, int64_t end) {
   BinaryWork* w = ctx;
-  int64_t begin, end;
-  xpu_task_range(w->bc.count, w->tasks, t, &begin, &end);
   xpu_broadcast_walk(&w->bc, begin, end, binary_run, w);
 }
 
@@ -262,8 +259,7 @@ static TF_Code binary_work(void* arg, char* message, size_t size) {
   (void)message;
   (void)size;
   BinaryWork* w = arg;
-  w->tasks = xpu_elementwise_tasks(w->bc.count);
-  xpu_parallel_for(w->tasks, binary_task, w);
+  xpu_parallel_elements(w->bc.count, binary_task, w);
   return TF_OK;
 }
 
@@ -426,14 +422,11 @@ typedef struct FlatWork {
   const char* x;
   char* y;
   int64_t count;
-  int64_t tasks; /* of the pool job, set by the stream work */
 } FlatWork;
 
-/* One task of a flat op: a slice of the elements. */
-static void flat_task(void* ctx, int64_t t) {
+/* One task of a flat op: elements [begin, end). */
+static void flat_task(void* ctx, int64_t begin, int64_t end) {
   FlatWork* w = ctx;
-  int64_t begin, end;
-  xpu_task_range(w->count, w->tasks, t, &begin, &end);
   w->loop(w->x + begin * (int64_t)w->in_size, w->y + begin * (int64_t)w->out_size, end - begin);
 }
 
@@ -442,8 +435,7 @@ static TF_Code flat_work(void* arg, char* message, size_t size) {
   (void)message;
   (void)size;
   FlatWork* w = arg;
-  w->tasks = xpu_elementwise_tasks(w->count);
-  xpu_parallel_for(w->tasks, flat_task, w);
+  xpu_parallel_elements(w->count, flat_task, w);
   return TF_OK;
 }
 
@@ -660,7 +652,6 @@ typedef struct SelectWork {
   const char* e;
   char* out;
   XpuBroadcast bc;
-  int64_t tasks; /* of the pool job, set by the stream work */
 } SelectWork;
 
 /* Defines the select run for elements of type T. */
@@ -692,11 +683,9 @@ static bool select_run(void* ctx, const int64_t* offs, const int64_t* inner, int
   return true;
 }
 
-/* One task of Select: a slice of the output. */
-static void select_task(void* ctx, int64_t t) {
+/* One task of Select: output elements [begin, end). */
+static void select_task(void* ctx, int64_t begin, int64_t end) {
   SelectWork* w = ctx;
-  int64_t begin, end;
-  xpu_task_range(w->bc.count, w->tasks, t, &begin, &end);
   xpu_broadcast_walk(&w->bc, begin, end, select_run, w);
 }
 
@@ -705,8 +694,7 @@ static TF_Code select_work(void* arg, char* message, size_t size) {
   (void)message;
   (void)size;
   SelectWork* w = arg;
-  w->tasks = xpu_elementwise_tasks(w->bc.count);
-  xpu_parallel_for(w->tasks, select_task, w);
+  xpu_parallel_elements(w->bc.count, select_task, w);
   return TF_OK;
 }
 
@@ -773,7 +761,6 @@ typedef struct BiasWork {
   const void* bias;
   void* out;
   int64_t count, channels, inner;
-  int64_t tasks; /* of the pool job, set by the stream work */
 } BiasWork;
 
 /* Defines the BiasAdd loop over flat elements [begin, end) for type T with addition ADD. */
@@ -801,11 +788,9 @@ BIAS_LOOP(bias_f64, double, a + c)
 BIAS_LOOP(bias_i32, int32_t, wadd_i32(a, c))
 BIAS_LOOP(bias_i64, int64_t, wadd_i64(a, c))
 
-/* One task of BiasAdd: a slice of the elements. */
-static void bias_task(void* ctx, int64_t t) {
+/* One task of BiasAdd: elements [begin, end). */
+static void bias_task(void* ctx, int64_t begin, int64_t end) {
   BiasWork* w = ctx;
-  int64_t begin, end;
-  xpu_task_range(w->count, w->tasks, t, &begin, &end);
   switch (w->dtype) {
     case TF_FLOAT: bias_f32(w, begin, end); break;
     case TF_DOUBLE: bias_f64(w, begin, end); break;
@@ -819,8 +804,7 @@ static TF_Code bias_work(void* arg, char* message, size_t size) {
   (void)message;
   (void)size;
   BiasWork* w = arg;
-  w->tasks = xpu_elementwise_tasks(w->count);
-  xpu_parallel_for(w->tasks, bias_task, w);
+  xpu_parallel_elements(w->count, bias_task, w);
   return TF_OK;
 }
 

@@ -60,7 +60,6 @@ typedef struct AddNWork {
   int n;
   int64_t count;
   void* out;
-  int64_t tasks; /* of the pool job, set by the stream work */
   const void* in[];
 } AddNWork;
 
@@ -83,11 +82,9 @@ ADDN_TASK(addn_f64, double, PLAIN_ADD)
 ADDN_TASK(addn_i32, int32_t, WRAP_ADD32)
 ADDN_TASK(addn_i64, int64_t, WRAP_ADD64)
 
-/* One task of AddN: a slice of the elements. */
-static void addn_task(void* ctx, int64_t t) {
+/* One task of AddN: elements [begin, end). */
+static void addn_task(void* ctx, int64_t begin, int64_t end) {
   AddNWork* w = ctx;
-  int64_t begin, end;
-  xpu_task_range(w->count, w->tasks, t, &begin, &end);
   switch (w->dtype) {
     case TF_FLOAT: addn_f32(w, begin, end); break;
     case TF_DOUBLE: addn_f64(w, begin, end); break;
@@ -100,8 +97,7 @@ static TF_Code addn_work(void* arg, char* message, size_t size) {
   (void)message;
   (void)size;
   AddNWork* w = arg;
-  w->tasks = xpu_elementwise_tasks(w->count);
-  xpu_parallel_for(w->tasks, addn_task, w);
+  xpu_parallel_elements(w->count, addn_task, w);
   return TF_OK;
 }
 
@@ -148,7 +144,6 @@ typedef struct ReluGradWork {
   const void* features;
   void* out;
   int64_t count;
-  int64_t tasks; /* of the pool job, set by the stream work */
 } ReluGradWork;
 
 #define RELU_GRAD_TASK(NAME, T)                                                       \
@@ -163,10 +158,9 @@ RELU_GRAD_TASK(relu_grad_f64, double)
 RELU_GRAD_TASK(relu_grad_i32, int32_t)
 RELU_GRAD_TASK(relu_grad_i64, int64_t)
 
-static void relu_grad_task(void* ctx, int64_t t) {
+/* One task of ReluGrad: elements [begin, end). */
+static void relu_grad_task(void* ctx, int64_t begin, int64_t end) {
   ReluGradWork* w = ctx;
-  int64_t begin, end;
-  xpu_task_range(w->count, w->tasks, t, &begin, &end);
   switch (w->dtype) {
     case TF_FLOAT: relu_grad_f32(w, begin, end); break;
     case TF_DOUBLE: relu_grad_f64(w, begin, end); break;
@@ -179,8 +173,7 @@ static TF_Code relu_grad_work(void* arg, char* message, size_t size) {
   (void)message;
   (void)size;
   ReluGradWork* w = arg;
-  w->tasks = xpu_elementwise_tasks(w->count);
-  xpu_parallel_for(w->tasks, relu_grad_task, w);
+  xpu_parallel_elements(w->count, relu_grad_task, w);
   return TF_OK;
 }
 

@@ -78,6 +78,13 @@ bool xpu_parse_kernel_threads(const char* text, int* out, char* err, size_t err_
 
 static atomic_int_fast64_t g_elementwise_split = XPU_ELEMENTWISE_SPLIT_DEFAULT;
 
+/* Tasks of the jobs that were split (XPU_SplitTaskCount). */
+static atomic_uint_fast64_t g_split_tasks;
+
+uint64_t XPU_SplitTaskCount(void) {
+  return (uint64_t)atomic_load_explicit(&g_split_tasks, memory_order_relaxed);
+}
+
 bool xpu_parse_elementwise_split(const char* text, int64_t* out, char* err, size_t err_size) {
   uint64_t value = 0;
   if (!xpu_parse_whole(text, (uint64_t)1 << 62, &value)) {
@@ -197,6 +204,7 @@ void xpu_parallel_for(int64_t task_count, void (*fn)(void* ctx, int64_t task), v
   PoolJob job = {.fn = fn, .ctx = ctx, .task_count = task_count};
   atomic_init(&job.next_task, 0);
   if (task_count > 1) {
+    atomic_fetch_add_explicit(&g_split_tasks, (uint_fast64_t)task_count, memory_order_relaxed);
     pthread_mutex_lock(&g_pool.mu);
     start_helpers();
     bool shared = g_pool.helper_count > 0;

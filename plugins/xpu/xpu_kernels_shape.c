@@ -45,14 +45,11 @@ typedef struct FillWork {
   char* dst;
   size_t size;
   int64_t count;
-  int64_t tasks; /* of the pool job, set by the stream work */
 } FillWork;
 
-/* One task of a fill: writes a slice by doubling copies of the first element. */
-static void fill_task(void* ctx, int64_t t) {
+/* One task of a fill: writes elements [begin, end) by doubling copies of the first one. */
+static void fill_task(void* ctx, int64_t begin, int64_t end) {
   FillWork* w = ctx;
-  int64_t begin, end;
-  xpu_task_range(w->count, w->tasks, t, &begin, &end);
   char* p = w->dst + begin * (int64_t)w->size;
   size_t total = (size_t)(end - begin) * w->size;
   if (total == 0) return;
@@ -77,8 +74,7 @@ static TF_Code fill_work(void* arg, char* message, size_t size) {
   (void)size;
   FillWork* w = arg;
   if (w->src != NULL) memcpy(w->value, w->src, w->size);
-  w->tasks = xpu_elementwise_tasks(w->count);
-  xpu_parallel_for(w->tasks, fill_task, w);
+  xpu_parallel_elements(w->count, fill_task, w);
   return TF_OK;
 }
 

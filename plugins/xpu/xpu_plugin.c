@@ -288,6 +288,7 @@ static void xpu_create_device(const SP_Platform* platform, SE_CreateDeviceParams
   }
   dev->ordinal = params->ordinal;
   dev->platform_id = xp->id;
+  dev->wait_ticket = UINT64_MAX;
   snprintf(dev->pci_bus_id, sizeof dev->pci_bus_id, "0000:%02x:00.0", (unsigned)dev->ordinal);
   xpu_memory_init_device(dev, xp->config.memory_bytes);
   pthread_mutex_lock(&g_registry_mu);

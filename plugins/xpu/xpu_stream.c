@@ -2,8 +2,9 @@
  *
  * Each SP_Stream is a FIFO of operations drained by its own worker thread. The host's calls
  * validate their arguments, append an operation and return; the worker runs operations one at
- * a time, in order, and broadcasts XpuDevice.state_cv after each so that anybody waiting for
- * progress (the host in block_host_*, other workers in a wait) re-checks its condition. A
+ * a time, in order, and broadcasts XpuDevice.state_cv after one that may end somebody's wait
+ * (the host in block_host_*, other workers in a wait; progress_wakes), who then re-checks its
+ * condition. A
  * worker whose queue ran empty spins, naps (a timed wait) or sleeps on its stream's work_cv
  * depending on how work has been arriving (wait_for_work); a sleeping worker is signalled by
  * the next enqueue, a napping one by a host thread that starts to wait.
@@ -281,7 +282,7 @@ static void enqueue(SP_Stream s, XpuOp* op) {
   }
 }
 
-static void run_head(SP_Stream s, XpuOp* op);
+static bool run_head(SP_Stream s, XpuOp* op);
 
 /* Whether work of `bytes` bytes may run on the calling thread: inlining is on
  * (xpu_inline_max_bytes is not 0) and the work is small, or it is a copy between host and
@@ -314,7 +315,7 @@ static void submit(SP_Stream s, XpuOp* op, uint64_t bytes, bool host_copy) {
   s->last_ticket = op->ticket;
   s->head = s->tail = op;
   s->inline_running = true;
-  run_head(s, op); /* leaves the work other threads enqueued meanwhile at the head */
+  (void)run_head(s, op); /* leaves the work other threads enqueued meanwhile at the head */
   s->inline_running = false;
   if (s->head != NULL && s->sleeping) {
     s->sleeping = false;
@@ -658,17 +659,42 @@ static void profile_op(SP_Stream s, XpuOp* op, uint64_t start_ns) {
   xpu_prof_record(s->prof, kind, start_ns, end_ns, bytes, op_type, name);
 }
 
+/* Whether finishing `op` of `s` (the head already moved past it) may end a wait on
+ * dev->state_cv: an event completed (block_host_for_event, a stream's wait), the queue ran
+ * empty (destroy_stream, and the last step of any drain), or the head moved past the lowest
+ * ticket a host thread waits for (block_host_until_done, synchronize_all_activity: each
+ * waits until every queue's head is past its ticket, and any ticket it waits for is at least
+ * dev->wait_ticket). Anything else wakes nobody: a host that waits for a stream of 200 adds
+ * used to be woken after each of them, a futex wake-up per op in the worker. Under dev->mu. */
+static bool progress_wakes(SP_Stream s, const XpuOp* op) {
+  return op->kind == OP_RECORD || s->head == NULL || s->head->ticket > s->dev->wait_ticket;
+}
+
 /* Runs `op`, the head of `s`, profiles it and takes it off the queue: what the worker does with
  * each operation, and submit with one it runs inline. Under dev->mu (run_op releases it while
- * the work runs); the caller wakes the waiters. */
-static void run_head(SP_Stream s, XpuOp* op) {
+ * the work runs); the caller wakes the waiters, needed when this returns true
+ * (progress_wakes). */
+static bool run_head(SP_Stream s, XpuOp* op) {
   /* Read once per operation: a session that starts while it runs catches the next one. */
   bool profiling = xpu_prof_active();
   uint64_t start_ns = profiling ? xpu_prof_now_ns() : 0;
   if (run_op(s, op) && profiling) profile_op(s, op, start_ns);
   s->head = op->next;
   if (s->head == NULL) s->tail = NULL;
+  bool wakes = progress_wakes(s, op);
   op_release(s, op);
+  return wakes;
+}
+
+/* A host thread starts / stops waiting until every queue's head is past `ticket`. Under
+ * dev->mu. */
+static void ticket_wait_begin(XpuDevice* dev, uint64_t ticket) {
+  dev->ticket_waiters++;
+  if (ticket < dev->wait_ticket) dev->wait_ticket = ticket;
+}
+
+static void ticket_wait_end(XpuDevice* dev) {
+  if (--dev->ticket_waiters == 0) dev->wait_ticket = UINT64_MAX;
 }
 
 /* The body of a stream's worker thread: runs the queue in order until shutdown. */
@@ -691,8 +717,7 @@ static void* stream_worker(void* arg) {
       sleep_us(delay);
       pthread_mutex_lock(&dev->mu);
     }
-    run_head(s, op);
-    pthread_cond_broadcast(&dev->state_cv);
+    if (run_head(s, op)) pthread_cond_broadcast(&dev->state_cv);
   }
   pthread_mutex_unlock(&dev->mu);
   return NULL;
@@ -845,9 +870,11 @@ static void wait_until_done_locked(XpuDevice* dev, SP_Stream stream, TF_Status* 
   uint64_t target = stream->last_ticket;
   host_waits_on(stream);
   stream->host_waiters++;
+  ticket_wait_begin(dev, target);
   while (stream->head != NULL && stream->head->ticket <= target) {
     pthread_cond_wait(&dev->state_cv, &dev->mu);
   }
+  ticket_wait_end(dev);
   stream->host_waiters--;
   if (stream->error_code != TF_OK) {
     TF_SetStatus(status, stream->error_code, message_or_empty(stream->error_message));
@@ -890,6 +917,7 @@ static void xpu_synchronize_all_activity(const SP_Device* device, TF_Status* sta
   }
   uint64_t target = dev->next_ticket;
   host_waits_on_device(dev);
+  ticket_wait_begin(dev, target);
   for (;;) {
     bool busy = false;
     for (size_t i = 0; i < dev->streams.capacity && !busy; i++) {
@@ -899,6 +927,7 @@ static void xpu_synchronize_all_activity(const SP_Device* device, TF_Status* sta
     if (!busy) break;
     pthread_cond_wait(&dev->state_cv, &dev->mu);
   }
+  ticket_wait_end(dev);
   TF_SetStatus(status, TF_OK, "");
   for (size_t i = 0; i < dev->streams.capacity; i++) {
     SP_Stream s = dev->streams.slots[i];

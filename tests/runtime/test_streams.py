@@ -112,6 +112,37 @@ def test_synchronize_all_activity_waits_for_every_stream(xpu, streams, stream_de
     assert sorted(done) == ["a", "b"]
 
 
+def test_each_waiter_wakes_when_its_own_work_is_done(xpu, streams, stream_delay):
+    """Waiters with different targets on one device: the worker wakes them only when its
+    progress may end a wait (the queue empty, the head past the lowest awaited ticket), and
+    none of them is missed: each returns once its own work is done, not before or after."""
+    a, b = streams
+    stream_delay(DELAY_US)
+    finished = []
+    with xpu.allocate(16) as memory:
+        for _ in range(8):  # b: long
+            xpu.memset(b, memory, 0xEE)
+        b.host_callback(lambda: finished.append("b"))
+        xpu.memset(a, memory, 1)  # a: short
+        a.host_callback(lambda: finished.append("a"))
+        seen = {}
+
+        def wait_for(name, wait):
+            wait()
+            seen[name] = list(finished)
+
+        threads = [threading.Thread(target=wait_for, args=("a", a.synchronize)),
+                   threading.Thread(target=wait_for, args=("all", xpu.synchronize_all_activity))]
+        for t in threads:
+            t.start()
+        b.synchronize()
+        for t in threads:
+            t.join(timeout=30)
+        assert not any(t.is_alive() for t in threads), "a waiter was never woken"
+    assert seen["a"] == ["a"]  # woken when a ran empty, long before b was done
+    assert sorted(seen["all"]) == ["a", "b"]
+
+
 def test_synchronize_all_activity_reuses_its_helper_thread(xpu, streams, monkeypatch):
     """With a deadline (the default) the blocking call runs on a helper thread that waits for
     the next call once it returned: repeated synchronizes start no thread each."""
