@@ -106,6 +106,23 @@ def faults(xpu_control):
 
 
 @pytest.fixture
+def plugin_calls(monkeypatch):
+    """``plugin_calls(executor)``: the list of the names of the SP_StreamExecutor calls the
+    executor makes through Python (`StreamExecutor._call`) from now on, for the test."""
+    def record(executor):
+        names = []
+        original = executor._call
+
+        def call(name, *args):
+            names.append(name)
+            return original(name, *args)
+
+        monkeypatch.setattr(executor, "_call", call)
+        return names
+    return record
+
+
+@pytest.fixture
 def stream_delay(xpu_control):
     """``stream_delay(us)`` slows every XPU stream operation for the test."""
     yield lambda us: xpu_control.XPU_SetStreamDelayUs(us)

@@ -21,26 +21,13 @@ def fresh_copiers():
         pluggable.get_device(f"XPU:{i}")._copier = None
 
 
-def recorded_calls(monkeypatch, executor):
-    """The names of the SP_StreamExecutor calls the executor makes from Python from now on."""
-    names = []
-    original = executor._call
-
-    def call(name, *args):
-        names.append(name)
-        return original(name, *args)
-
-    monkeypatch.setattr(executor, "_call", call)
-    return names
-
-
 def in_use(device) -> int:
     device.synchronize()
     device.executor.event_manager.synchronize()
     return device.executor.allocator.stats()["bytes_in_use"]
 
 
-def test_a_small_round_trip_on_an_idle_stream_needs_no_python_plugin_call(monkeypatch):
+def test_a_small_round_trip_on_an_idle_stream_needs_no_python_plugin_call(plugin_calls):
     device = pluggable.get_device("XPU:0")
     executor = device.executor
     x = pluggable.tensor(np.float32([1, 2]), device=device)
@@ -48,7 +35,7 @@ def test_a_small_round_trip_on_an_idle_stream_needs_no_python_plugin_call(monkey
     executor.event_manager.synchronize()
     ring = executor._staging
     head = ring._head if ring is not None else None
-    names = recorded_calls(monkeypatch, executor)
+    names = plugin_calls(executor)
     y = ops.add(pluggable.tensor(np.float32([3, 4]), device=device), x)
     assert y.numpy().tolist() == [4, 6]
     assert names == []  # the copies, their events and the kernel: all in C

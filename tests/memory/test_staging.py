@@ -65,19 +65,6 @@ def faults_on_host_regions(executor, refusals: int):
         executor._host_allocator = pool
 
 
-def recorded_calls(monkeypatch, executor):
-    """The names of the SP_StreamExecutor calls the executor makes from now on."""
-    names = []
-    original = executor._call
-
-    def call(name, *args):
-        names.append(name)
-        return original(name, *args)
-
-    monkeypatch.setattr(executor, "_call", call)
-    return names
-
-
 def test_many_small_uploads_ops_and_downloads_keep_their_order(small_ring, stream_delay):
     stream_delay(20)  # the device lags the host: copies are still queued when reused
     device = pluggable.get_device("XPU:0")
@@ -131,12 +118,12 @@ def test_a_plugin_short_of_pinned_memory_gets_a_smaller_ring_or_none(xpu_platfor
     ring.close(wait=True)
 
 
-def test_a_small_round_trip_makes_no_stream_dependency_and_one_event(monkeypatch):
+def test_a_small_round_trip_makes_no_stream_dependency_and_one_event(plugin_calls):
     device = pluggable.get_device("XPU:0")
     executor = device.executor
     x = pluggable.tensor(np.float32([1, 2]), device=device)
     executor.event_manager.synchronize()
-    names = recorded_calls(monkeypatch, executor)
+    names = plugin_calls(executor)
     y = ops.add(pluggable.tensor(np.float32([3, 4]), device=device), x)
     assert names == ["memcpy_htod"]  # kernels run through the kernel API, not _call
     names.clear()
@@ -162,12 +149,12 @@ def test_a_download_of_a_peer_copy_waits_for_its_stream(stream_delay):
     assert copy.numpy().tolist() == list(range(64))
 
 
-def test_a_large_upload_goes_straight_and_is_waited_for(monkeypatch):
+def test_a_large_upload_goes_straight_and_is_waited_for(plugin_calls):
     device = pluggable.get_device("XPU:0")
     executor = device.executor
     host = np.arange((tensors.STAGE_LIMIT // 4) + 1, dtype=np.float32)
     pluggable.tensor(host, device=device)
-    names = recorded_calls(monkeypatch, executor)
+    names = plugin_calls(executor)
     t = pluggable.tensor(host, device=device)
     host[:] = 0  # waited for: the device has its own copy already
     assert "memcpy_htod" in names and "record_event" in names
