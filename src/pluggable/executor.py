@@ -222,7 +222,10 @@ class StreamExecutor:
         self.platform = platform
         self.ordinal = ordinal
         self.name = f"{platform.device_type}:{ordinal} ({platform.name})"
-        self._lock = threading.Lock()
+        # Reentrant: the collector may destroy an open DeviceMemory (or a stream or event) on
+        # a thread that holds it (inside flush_releases, or while a pool is made), and the
+        # release that object queues takes it again.
+        self._lock = threading.RLock()
         self._pending_releases: List[Tuple[str, Any, Any]] = []
         self._scratch = _ScratchMemoryBase()  # for the device side of small copies
         self._helpers: Optional[_BlockingCalls] = None  # made by the first bounded call

@@ -160,3 +160,27 @@ def test_the_plugin_allocator_refuses_what_it_cannot_call(xpu):
     odd = _fast.PluginAllocator(DeviceMemory, lambda *a: ("x", 0), 1, 2, 3)
     with pytest.raises(TypeError, match="must return .size, memory_space. as integers"):
         odd.allocate(xpu, -1, 0)  # refused before anything is called through the addresses
+
+
+def test_memory_dropped_while_its_executor_s_lock_is_held_is_still_released(run_python):
+    # The collector may destroy open memory on a thread that holds the executor's lock (in
+    # flush_releases, or while the executor makes its allocator): queueing the release must
+    # not wait for that lock. In a child process with a bounded join, so that a regression
+    # fails instead of hanging the suite.
+    out = run_python("""
+import threading
+import pluggable
+executor = pluggable.get_device("XPU:0").executor
+memory = executor.allocate(64)
+def drop():
+    global memory
+    with executor._lock:
+        memory = None  # deallocated here, the lock held
+worker = threading.Thread(target=drop, daemon=True)
+worker.start()
+worker.join(10)
+print("stuck" if worker.is_alive() else "queued", len(executor._pending_releases))
+executor.flush_releases()
+print(len(executor._pending_releases))
+""").stdout.split()
+    assert out == ["queued", "1", "0"]
