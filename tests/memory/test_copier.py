@@ -228,3 +228,18 @@ def test_uploads_that_keep_finding_the_stream_busy_soon_stop_asking(stream_delay
     finally:
         stream_delay(0)
     assert [v.numpy().tolist() for v in values] == [[i] for i in range(20)]
+
+
+def test_a_copier_is_refused_without_the_plugin_s_functions():
+    from pluggable import _fast, tensors
+
+    device = pluggable.get_device("XPU:0")
+    event = device.executor.create_event()
+    try:
+        with pytest.raises(ValueError, match="Copier: no address for memcpy_htod"):
+            _fast.Copier(device, event, {}, 1, tensors._wait_for_stream)
+        with pytest.raises(ValueError, match="Copier: no address for get_event_status"):
+            _fast.Copier(device, event, {"memcpy_htod": 1, "memcpy_dtoh": 1, "record_event": 1,
+                                         "get_event_status": None}, 1, tensors._wait_for_stream)
+    finally:
+        event.close()

@@ -99,17 +99,6 @@ static void copier_dealloc(CopierObject* c) {
   Py_TYPE(c)->tp_free((PyObject*)c);
 }
 
-static void* address_in(PyObject* functions, const char* name) {
-  PyObject* value = PyDict_GetItemString(functions, name);
-  if (value == NULL || value == Py_None) {
-    PyErr_Format(PyExc_ValueError, "Copier: the plugin has no %s", name);
-    return NULL;
-  }
-  void* p = PyLong_AsVoidPtr(value);
-  if (p == NULL && !PyErr_Occurred()) PyErr_Format(PyExc_ValueError, "Copier: %s is NULL", name);
-  return p;
-}
-
 /* Copier(device, event, functions, device_address, wait): `functions` maps memcpy_htod,
  * memcpy_dtoh, record_event and get_event_status to the plugin's function addresses;
  * `device_address` is the SP_Device*. */
@@ -147,10 +136,10 @@ static int copier_init(CopierObject* c, PyObject* args, PyObject* kwargs) {
   c->sp_stream = stream_handle == Py_None ? NULL : (SP_Stream)PyLong_AsVoidPtr(stream_handle);
   c->sp_event = event_handle == Py_None ? NULL : (SP_Event)PyLong_AsVoidPtr(event_handle);
   if (PyErr_Occurred()) goto done;
-  void* htod = address_in(functions, "memcpy_htod");
-  void* dtoh = htod ? address_in(functions, "memcpy_dtoh") : NULL;
-  void* record = dtoh ? address_in(functions, "record_event") : NULL;
-  void* status = record ? address_in(functions, "get_event_status") : NULL;
+  void* htod = pg_function_address(functions, "memcpy_htod", "Copier");
+  void* dtoh = htod ? pg_function_address(functions, "memcpy_dtoh", "Copier") : NULL;
+  void* record = dtoh ? pg_function_address(functions, "record_event", "Copier") : NULL;
+  void* status = record ? pg_function_address(functions, "get_event_status", "Copier") : NULL;
   if (status == NULL) goto done;
   *(void**)&c->htod = htod;
   *(void**)&c->dtoh = dtoh;

@@ -41,6 +41,9 @@ PyObject* pg_make_buffer(PyObject* executor, long long nbytes, unsigned long lon
                          PG_BFC* bfc);
 PyObject* pg_make_tensor(PyObject* shape, PyObject* dtype, PyObject* device, PyObject* buffer);
 PyTypeObject* pg_tensor_type(void);
+/* The function address `functions[name]` (an integer), or NULL with a ValueError naming
+ * `who` when it is missing, None or zero. */
+void* pg_function_address(PyObject* functions, const char* name, const char* who);
 
 /* Copies between host arrays and tensors without Python on the way (copies.c): a type, no
  * module functions. */

@@ -1169,15 +1169,19 @@ static Py_ssize_t slot_offset(PyTypeObject* type, const char* name) {
   return member->offset;
 }
 
-static void* address_of(PyObject* functions, const char* name) {
+void* pg_function_address(PyObject* functions, const char* name, const char* who) {
   PyObject* value = PyDict_GetItemString(functions, name);
-  if (value == NULL) {
-    PyErr_Format(PyExc_KeyError, "bind_runtime: no address for %s", name);
+  if (value == NULL || value == Py_None) {
+    PyErr_Format(PyExc_ValueError, "%s: no address for %s", who, name);
     return NULL;
   }
   void* p = PyLong_AsVoidPtr(value);
-  if (p == NULL && !PyErr_Occurred()) PyErr_Format(PyExc_ValueError, "bind_runtime: %s is NULL", name);
+  if (p == NULL && !PyErr_Occurred()) PyErr_Format(PyExc_ValueError, "%s: %s is NULL", who, name);
   return p;
+}
+
+static void* address_of(PyObject* functions, const char* name) {
+  return pg_function_address(functions, name, "bind_runtime");
 }
 
 /* bind_runtime({name: address}): the runtime library's functions. */
