@@ -795,26 +795,26 @@ _COPIER_FUNCTIONS = ("memcpy_htod", "memcpy_dtoh", "record_event", "get_event_st
 
 def _copier(device: PluggableDevice):
     """The device's `pluggable._fast.Copier` (copies on the compute stream in C), made anew
-    when the last one went stale; False where copies take the Python path only: a plugin
-    without asynchronous copies of pageable memory, or a closed device."""
+    when the last one went stale; False where copies take the Python path: for good with a
+    plugin without asynchronous copies of pageable memory or on a closed device, for this
+    call only when no event or allocator can be had now."""
     executor = device.executor
     fns = executor._fns
     if (device.is_closed or executor.is_closed
             or not device.platform.has_capability(PLUGGABLE_PLATFORM_PAGEABLE_ASYNC_COPY)
             or any(fns.get(name) is None for name in _COPIER_FUNCTIONS)):
-        copier = False
-    else:
-        try:
-            executor.allocator  # made on first use
-            event = executor.create_event()
-            copier = _fast.Copier(
-                device, event,
-                {name: ctypes.cast(fns[name], ctypes.c_void_p).value
-                 for name in _COPIER_FUNCTIONS},
-                ctypes.cast(executor._device_ptr, ctypes.c_void_p).value, _wait_for_stream)
-        except PluggableError:
-            copier = False  # no event to spare: the Python path reports what is wrong
-    device._copier = copier
+        device._copier = False
+        return False
+    try:
+        executor.allocator  # made on first use
+        event = executor.create_event()
+    except PluggableError:
+        device._copier = None  # asked again next time; the Python path reports the error
+        return False
+    copier = device._copier = _fast.Copier(
+        device, event,
+        {name: ctypes.cast(fns[name], ctypes.c_void_p).value for name in _COPIER_FUNCTIONS},
+        ctypes.cast(executor._device_ptr, ctypes.c_void_p).value, _wait_for_stream)
     return copier
 
 

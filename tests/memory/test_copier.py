@@ -243,3 +243,15 @@ def test_a_copier_is_refused_without_the_plugin_s_functions():
                                          "get_event_status": None}, 1, tensors._wait_for_stream)
     finally:
         event.close()
+
+
+def test_a_copier_the_plugin_cannot_give_an_event_is_asked_for_again(faults):
+    device = pluggable.get_device("XPU:1")
+    pluggable.tensor(np.float32([0]), device=device).numpy()  # the event pool is filled
+    device._copier = None
+    faults("create_event:1")  # the copier's event is refused, once
+    t = pluggable.tensor(np.float32([1, 2]), device=device)  # the Python path instead
+    faults("")
+    assert device._copier is None  # not given up on for good
+    assert t.numpy().tolist() == [1, 2]
+    assert device._copier and not device._copier.stale  # made on this use

@@ -266,7 +266,7 @@ static PyObject* copier_upload(CopierObject* c, PyObject* const* args, Py_ssize_
   PyObject* result = NULL;
   PyObject* buffer = NULL;
   PyObject* shape = NULL;
-  if (view.len <= 0 || view.ndim < 0) goto fallback;
+  if (view.len <= 0) goto fallback;
   /* Is the stream idle? Only then is copying from the caller's array and finding the copy
    * done a likely outcome; behind queued work the staging ring serves better. */
   c->record(c->sp_device, c->sp_stream, c->sp_event, c->status);
