@@ -64,6 +64,10 @@ XPU_CONTROL_EXPORT uint64_t XPU_OpRecordAllocations(void);
  * helper threads adds n, whether or not a helper ran any of them. Tests read it around a
  * kernel to see whether and how it was split. */
 XPU_CONTROL_EXPORT uint64_t XPU_SplitTaskCount(void);
+/* How many times a helper thread that joined a split kernel on a CPU another of its threads
+ * had taken moved to a free CPU (plugins/xpu/README.md, "Threads"). Helper threads are named
+ * "xpu-pool". */
+XPU_CONTROL_EXPORT uint64_t XPU_PoolMoveCount(void);
 /* Sets how many events the profiler keeps per stream and session (default 262144) for
  * sessions started afterwards; later events are dropped and counted in the XSpace. 0 restores
  * the default. */

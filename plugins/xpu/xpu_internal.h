@@ -348,6 +348,10 @@ void xpu_pool_release(void);
  * helpers, and returns when all have finished. Tasks are claimed in increasing order; with
  * one task, or a pool of one thread, everything runs inline. */
 void xpu_parallel_for(int64_t task_count, void (*fn)(void* ctx, int64_t task), void* ctx);
+/* How many threads a parallel job may run on, the caller included (XPU_KERNEL_THREADS or the
+ * number of online CPUs). A kernel whose results do not depend on how its work is cut (the
+ * GEMM's tiles of C) may size its tasks by it. */
+int xpu_pool_threads(void);
 
 /* ---- fault injection and test controls (xpu_faults.c) ----------------------------------- */
 

@@ -441,6 +441,26 @@ static void gemm_task(void* ctx, int64_t t) {
   free(buf);
 }
 
+/* A product of several tiles, but too few for every thread to take two, is cut into
+ * XPU_GEMM_TILES_PER_THREAD row tiles per thread, of equal height (in whole micro-panels):
+ * a 256^2 product is then 4 tiles of 72 rows and 512^2 4 of 132, where the 192-row tiles left
+ * a 64-row or 128-row remainder that one thread ran while the other waited. Two tiles per
+ * thread rather than one let a helper that starts late take less than half. Finer tiles
+ * would each pack the whole B block again. The tiles of C do not change how any element is
+ * computed (each gets its K blocks in the same order), so results are the same whatever
+ * the number of threads. */
+#define XPU_GEMM_TILES_PER_THREAD 2
+
+static void balance_rows(GemmWork* w, int64_t column_tasks) {
+  int64_t want = (int64_t)xpu_pool_threads() * XPU_GEMM_TILES_PER_THREAD;
+  if (want <= 1 || w->m_tiles * column_tasks >= want) return;
+  int64_t tiles = (want + column_tasks - 1) / column_tasks;
+  int64_t mr = w->kern->mr, panels = (w->g->m + mr - 1) / mr;
+  if (tiles > panels) tiles = panels;
+  w->mc = (panels + tiles - 1) / tiles * mr;
+  w->m_tiles = (w->g->m + w->mc - 1) / w->mc;
+}
+
 /* Fills C of every batch with zeros (k == 0). */
 static void gemm_zero(const XpuGemm* g, size_t sz) {
   memset(g->c, 0, (size_t)(g->batches * g->m * g->n) * sz);
@@ -459,8 +479,9 @@ bool xpu_gemm(const XpuGemm* g) {
   w.nc = w.kern->nc;
   w.m_tiles = (g->m + w.mc - 1) / w.mc;
   w.n_tiles = (g->n + w.nc - 1) / w.nc;
-  /* Row groups: as many as needed for about XPU_GEMM_TASKS tasks, at most one per row tile. */
   int64_t column_tasks = g->batches * w.n_tiles;
+  if (w.m_tiles * column_tasks > 1) balance_rows(&w, column_tasks);
+  /* Row groups: as many as needed for about XPU_GEMM_TASKS tasks, at most one per row tile. */
   int64_t groups = column_tasks >= XPU_GEMM_TASKS ? 1
                    : (XPU_GEMM_TASKS + column_tasks - 1) / column_tasks;
   if (groups > w.m_tiles) groups = w.m_tiles;

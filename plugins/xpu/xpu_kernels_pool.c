@@ -11,9 +11,10 @@
  * joined when the last stream of the plugin is destroyed (xpu_pool_retain/release, called by
  * create_stream/destroy_stream), so an idle plugin has no helper threads.
  *
- * The split into tasks is chosen by the kernels from the problem size only, never from the
- * number of threads, so results (floating-point sums in particular) do not depend on
- * XPU_KERNEL_THREADS. The pool lock is a leaf lock: tasks run without it.
+ * The split into tasks is chosen by the kernels so that results (floating-point sums in
+ * particular) do not depend on XPU_KERNEL_THREADS: from the problem size only, except the
+ * GEMM's tiles of C, which do not change how an element is computed (xpu_pool_threads). The
+ * pool lock is a leaf lock: tasks run without it.
  *
  * Element-wise kernels (a few bytes of memory traffic per element, no arithmetic to speak
  * of) are split only from XPU_ELEMENTWISE_SPLIT elements on. Below that, waking a helper and,
@@ -23,12 +24,34 @@
  * thread up to 2^21 elements (0.91-1.22x its time, medians; 1.11-1.18x the unsplit op in an
  * interleaved A/B at 2^20-2^21), faster at 2^22 (0.60-0.74x) and mixed above (0.87-1.45x);
  * `benchmarks/bench_kernels.py --grain` measures it.
+ *
+ * Waiting. On the 2-core test VM, waking a sleeping thread took from a few microseconds to
+ * over 2 ms (more right after the process had kept both cores busy, which is what another
+ * library's threads do just before: OpenBLAS's, in the benchmarks). A thread that has just
+ * worked on a job therefore spins before it sleeps: a helper for the next job, a caller for
+ * the helpers still on its job, each at most XPU_POOL_SPIN_NS and never longer than its own
+ * part of the job took. A stream of MatMuls then finds its helper awake, and the spinning
+ * at most doubles the CPU time of the work; small kernels never split, so a stream of them
+ * never spins here.
+ *
+ * Where the threads of a job run. A helper woken for a job sometimes shares the stream
+ * worker's core while the other core idles, and stays there: the scheduler keeps both in
+ * place because both ran recently (cache-hot), and a stream of 512^2 MatMuls then ran at
+ * one core's speed for tens of milliseconds. So every thread that joins a job marks its
+ * CPU, and a helper that finds its CPU already taken by the job moves to one that is not: it
+ * narrows its affinity to the CPUs it may use minus the taken ones, which moves it at once,
+ * and puts the affinity back as it was, so nothing stays pinned (Linux only).
  */
+#if defined(__linux__) && !defined(_GNU_SOURCE)
+#define _GNU_SOURCE /* sched_getcpu, sched_setaffinity */
+#endif
 #include "xpu_internal.h"
 
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 #include <unistd.h>
 
 #define XPU_MAX_KERNEL_THREADS 256
@@ -40,14 +63,22 @@ typedef struct PoolJob {
   void* ctx;
   int64_t task_count;
   atomic_int_fast64_t next_task; /* the next unclaimed task */
-  int helpers;                   /* helpers working on it; guarded by g_pool.mu */
+  atomic_int helpers;            /* helpers working on it; changed under g_pool.mu */
+  atomic_uint_fast64_t cpus;     /* CPUs (below 64) its threads joined it on */
 } PoolJob;
+
+/* A helper that finished its part of a job spins this long at most for the next job before
+ * it sleeps, and a caller that finished its part spins as long at most for the helpers still
+ * on it; neither spins longer than its part took, so spinning at most doubles the CPU time
+ * of the work. See the top of this file. */
+#define XPU_POOL_SPIN_NS UINT64_C(1000000)
 
 static struct {
   pthread_mutex_t mu;
   pthread_cond_t work_cv; /* helpers wait here for jobs */
   pthread_cond_t done_cv; /* callers wait here for helpers to leave their job */
   PoolJob* jobs;          /* open jobs, oldest first */
+  atomic_uint_fast64_t posted; /* jobs ever published; read unlocked by spinning helpers */
   pthread_t* helpers;
   int helper_count;       /* started helpers */
   int64_t refs;           /* live streams */
@@ -77,6 +108,13 @@ bool xpu_parse_kernel_threads(const char* text, int* out, char* err, size_t err_
 }
 
 static atomic_int_fast64_t g_elementwise_split = XPU_ELEMENTWISE_SPLIT_DEFAULT;
+
+/* Helpers that moved off a CPU their job had taken (XPU_PoolMoveCount). */
+static atomic_uint_fast64_t g_moves;
+
+uint64_t XPU_PoolMoveCount(void) {
+  return (uint64_t)atomic_load_explicit(&g_moves, memory_order_relaxed);
+}
 
 /* Tasks of the jobs that were split (XPU_SplitTaskCount). */
 static atomic_uint_fast64_t g_split_tasks;
@@ -135,21 +173,101 @@ static PoolJob* open_job(void) {
   return NULL;
 }
 
+/* Marks the calling thread's CPU as taken by `job`. A helper (`move`) whose CPU another
+ * thread of the job has taken first moves to a CPU that none has, when its affinity allows
+ * one (see the top of this file). */
+static void take_cpu(PoolJob* job, bool move) {
+#ifdef __linux__
+  int cpu = sched_getcpu();
+  if (cpu < 0 || cpu >= 64) return;
+  uint_fast64_t taken = atomic_fetch_or_explicit(&job->cpus, UINT64_C(1) << cpu,
+                                                 memory_order_relaxed);
+  if (!move || (taken & (UINT64_C(1) << cpu)) == 0) return;
+  cpu_set_t allowed, elsewhere;
+  if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) return;
+  elsewhere = allowed;
+  for (int c = 0; c < 64; c++) {
+    if ((taken | (UINT64_C(1) << cpu)) & (UINT64_C(1) << c)) CPU_CLR(c, &elsewhere);
+  }
+  if (CPU_COUNT(&elsewhere) == 0) return;
+  if (sched_setaffinity(0, sizeof elsewhere, &elsewhere) != 0) return;
+  sched_setaffinity(0, sizeof allowed, &allowed);
+  atomic_fetch_add_explicit(&g_moves, 1, memory_order_relaxed);
+  cpu = sched_getcpu();
+  if (cpu >= 0 && cpu < 64) {
+    atomic_fetch_or_explicit(&job->cpus, UINT64_C(1) << cpu, memory_order_relaxed);
+  }
+#else
+  (void)job;
+  (void)move;
+#endif
+}
+
+/* Reads CLOCK_MONOTONIC in nanoseconds. */
+static uint64_t pool_now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * UINT64_C(1000000000) + (uint64_t)ts.tv_nsec;
+}
+
+/* Spins while busy(arg) holds, at most `limit_ns`, without the pool lock. */
+static void spin_while(bool (*busy)(void*), void* arg, uint64_t limit_ns) {
+  uint64_t started = pool_now_ns();
+  for (unsigned i = 1; busy(arg); i++) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+    if ((i & 63) == 0 && pool_now_ns() - started >= limit_ns) return;
+  }
+}
+
+/* spin_while predicates: no job published since *seen; helpers still on the job. */
+static bool no_job_since(void* seen) {
+  return atomic_load_explicit(&g_pool.posted, memory_order_relaxed) == *(uint_fast64_t*)seen;
+}
+
+static bool helpers_on(void* job) {
+  return atomic_load_explicit(&((PoolJob*)job)->helpers, memory_order_acquire) > 0;
+}
+
+/* How long a thread that just worked `worked_ns` on a job may spin (XPU_POOL_SPIN_NS). */
+static uint64_t spin_limit(uint64_t worked_ns) {
+  return worked_ns < XPU_POOL_SPIN_NS ? worked_ns : XPU_POOL_SPIN_NS;
+}
+
 /* A helper thread: joins open jobs until the pool stops. */
 static void* helper_main(void* arg) {
   (void)arg;
+#ifdef __linux__
+  pthread_setname_np(pthread_self(), "xpu-pool");
+#endif
+  uint64_t worked_ns = 0; /* how long its part of the last job took */
   pthread_mutex_lock(&g_pool.mu);
   for (;;) {
-    PoolJob* job = NULL;
-    while (!g_pool.stopping && (job = open_job()) == NULL) {
+    PoolJob* job = open_job();
+    if (job == NULL && !g_pool.stopping && worked_ns > 0) {
+      uint_fast64_t seen = atomic_load_explicit(&g_pool.posted, memory_order_relaxed);
+      pthread_mutex_unlock(&g_pool.mu);
+      spin_while(no_job_since, &seen, spin_limit(worked_ns));
+      pthread_mutex_lock(&g_pool.mu);
+      job = open_job();
+    }
+    worked_ns = 0;
+    while (!g_pool.stopping && job == NULL) {
       pthread_cond_wait(&g_pool.work_cv, &g_pool.mu);
+      job = open_job();
     }
     if (g_pool.stopping) break;
-    job->helpers++;
+    atomic_fetch_add_explicit(&job->helpers, 1, memory_order_relaxed);
     pthread_mutex_unlock(&g_pool.mu);
+    take_cpu(job, true);
+    uint64_t started = pool_now_ns();
     run_tasks(job);
+    worked_ns = pool_now_ns() - started;
     pthread_mutex_lock(&g_pool.mu);
-    if (--job->helpers == 0) pthread_cond_broadcast(&g_pool.done_cv);
+    if (atomic_fetch_sub_explicit(&job->helpers, 1, memory_order_release) == 1) {
+      pthread_cond_broadcast(&g_pool.done_cv);
+    }
   }
   pthread_mutex_unlock(&g_pool.mu);
   return NULL;
@@ -199,12 +317,21 @@ void xpu_pool_release(void) {
   pthread_mutex_unlock(&g_pool.mu);
 }
 
+int xpu_pool_threads(void) {
+  pthread_mutex_lock(&g_pool.mu);
+  int threads = g_pool.helper_count > 0 ? g_pool.helper_count + 1 : wanted_threads();
+  pthread_mutex_unlock(&g_pool.mu);
+  return threads;
+}
+
 void xpu_parallel_for(int64_t task_count, void (*fn)(void* ctx, int64_t task), void* ctx) {
   if (task_count <= 0) return;
   PoolJob job = {.fn = fn, .ctx = ctx, .task_count = task_count};
   atomic_init(&job.next_task, 0);
+  atomic_init(&job.cpus, 0);
   if (task_count > 1) {
     atomic_fetch_add_explicit(&g_split_tasks, (uint_fast64_t)task_count, memory_order_relaxed);
+    take_cpu(&job, false);
     pthread_mutex_lock(&g_pool.mu);
     start_helpers();
     bool shared = g_pool.helper_count > 0;
@@ -212,11 +339,13 @@ void xpu_parallel_for(int64_t task_count, void (*fn)(void* ctx, int64_t task), v
       PoolJob** tail = &g_pool.jobs;
       while (*tail != NULL) tail = &(*tail)->next;
       *tail = &job;
+      atomic_fetch_add_explicit(&g_pool.posted, 1, memory_order_relaxed);
       if (task_count - 1 >= g_pool.helper_count) pthread_cond_broadcast(&g_pool.work_cv);
       else for (int64_t i = 0; i < task_count - 1; i++) pthread_cond_signal(&g_pool.work_cv);
     }
     pthread_mutex_unlock(&g_pool.mu);
     if (shared) {
+      uint64_t started = pool_now_ns();
       run_tasks(&job);
       /* Unlist the job so no helper joins it late, then wait for those still on it. */
       pthread_mutex_lock(&g_pool.mu);
@@ -226,7 +355,14 @@ void xpu_parallel_for(int64_t task_count, void (*fn)(void* ctx, int64_t task), v
           break;
         }
       }
-      while (job.helpers > 0) pthread_cond_wait(&g_pool.done_cv, &g_pool.mu);
+      if (atomic_load_explicit(&job.helpers, memory_order_acquire) > 0) {
+        pthread_mutex_unlock(&g_pool.mu);
+        spin_while(helpers_on, &job, spin_limit(pool_now_ns() - started));
+        pthread_mutex_lock(&g_pool.mu);
+      }
+      while (atomic_load_explicit(&job.helpers, memory_order_acquire) > 0) {
+        pthread_cond_wait(&g_pool.done_cv, &g_pool.mu);
+      }
       pthread_mutex_unlock(&g_pool.mu);
       return;
     }
