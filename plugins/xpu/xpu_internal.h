@@ -348,6 +348,11 @@ void xpu_pool_release(void);
  * helpers, and returns when all have finished. Tasks are claimed in increasing order; with
  * one task, or a pool of one thread, everything runs inline. */
 void xpu_parallel_for(int64_t task_count, void (*fn)(void* ctx, int64_t task), void* ctx);
+/* Wakes the sleeping helpers for a job a stream worker is about to publish, `work_ns` from
+ * now at the latest: they spin for it (at most XPU_POOL_SPIN_NS) instead of waiting to be
+ * woken when it comes, so the helpers' wake-up overlaps the worker's. Called on the
+ * enqueueing thread by kernels that know their work will be split. */
+void xpu_pool_expect_job(uint64_t work_ns);
 /* How many threads a parallel job may run on, the caller included (XPU_KERNEL_THREADS or the
  * number of online CPUs). A kernel whose results do not depend on how its work is cut (the
  * GEMM's tiles of C) may size its tasks by it. */

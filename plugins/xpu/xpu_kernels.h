@@ -330,6 +330,9 @@ typedef struct XpuGemm {
 
 /* False when the packing buffers could not be allocated (C is then incomplete). */
 bool xpu_gemm(const XpuGemm* g);
+/* Called where xpu_gemm(g) is enqueued: when it will be split, the kernel threads' helpers
+ * wake now, while the stream worker does (xpu_pool_expect_job). */
+void xpu_gemm_expect(const XpuGemm* g);
 /* The micro-kernel variant in use: "avx512", "avx2" or "generic". */
 const char* xpu_gemm_isa(void);
 /* Whether the kernels may use AVX2 (the GEMM's choice above is avx2 or avx512). */

@@ -318,7 +318,8 @@ typedef struct GemmWork {
   const GemmKernel* kern;
   size_t size;
   int64_t m_tiles, n_tiles;
-  int64_t mc, nc; /* tile sizes: multiples of mr / nr */
+  int64_t m_panels; /* micro-panels of rows, shared out among the row tiles (tile_row) */
+  int64_t mc, nc;   /* the tallest row tile, the width of a column tile (multiples of mr, nr) */
   int64_t group_tiles, m_groups; /* a task covers group_tiles row tiles of one column tile */
   atomic_bool out_of_memory;
 } GemmWork;
@@ -380,6 +381,14 @@ static void store_partial(const GemmWork* w, const void* tile, void* c, int64_t 
   }
 }
 
+/* The first row of row tile t (t == m_tiles: m). Tiles split the micro-panels as evenly as
+ * whole panels allow, the first tile one of the largest: tasks are claimed in order, so a
+ * thread that starts late gets no more than the others. */
+static int64_t tile_row(const GemmWork* w, int64_t t) {
+  int64_t row = (t * w->m_panels + w->m_tiles - 1) / w->m_tiles * w->kern->mr;
+  return row < w->g->m ? row : w->g->m;
+}
+
 /* One task: the C tiles of one row group and one tile column of a batch, over all of K. For
  * each K block the task packs the B block once and runs every row tile of its group
  * against it, so B is read from memory m_groups times in all, not m_tiles times (at 2048^2
@@ -392,8 +401,9 @@ static void gemm_task(void* ctx, int64_t t) {
   const GemmKernel* kern = w->kern;
   int64_t per_batch = w->m_groups * w->n_tiles;
   int64_t b = t / per_batch, task = t % per_batch;
-  int64_t r0 = (task / w->n_tiles) * w->group_tiles * w->mc, j0 = (task % w->n_tiles) * w->nc;
-  int64_t r1 = g->m < r0 + w->group_tiles * w->mc ? g->m : r0 + w->group_tiles * w->mc;
+  int64_t t0 = (task / w->n_tiles) * w->group_tiles, j0 = (task % w->n_tiles) * w->nc;
+  int64_t t1 = t0 + w->group_tiles < w->m_tiles ? t0 + w->group_tiles : w->m_tiles;
+  int64_t r0 = tile_row(w, t0), r1 = tile_row(w, t1);
   int64_t nc = g->n - j0 < w->nc ? g->n - j0 : w->nc;
   int64_t kc_max = g->k < kern->kc ? g->k : kern->kc;
   int64_t mc_max = r1 - r0 < w->mc ? r1 - r0 : w->mc;
@@ -417,8 +427,8 @@ static void gemm_task(void* ctx, int64_t t) {
     int64_t kc = g->k - k0 < kern->kc ? g->k - k0 : kern->kc;
     int accumulate = k0 > 0;
     pack_b_block(w, b, k0, kc, j0, nc, bp);
-    for (int64_t i0 = r0; i0 < r1; i0 += w->mc) {
-      int64_t mc = r1 - i0 < w->mc ? r1 - i0 : w->mc;
+    for (int64_t tile = t0; tile < t1; tile++) {
+      int64_t i0 = tile_row(w, tile), mc = tile_row(w, tile + 1) - i0;
       char* c = (char*)g->c + ((b * g->m + i0) * g->n + j0) * (int64_t)sz;
       pack_a_block(w, b, i0, mc, k0, kc, ap);
       for (int64_t ir = 0; ir < mc; ir += kern->mr) {
@@ -441,29 +451,50 @@ static void gemm_task(void* ctx, int64_t t) {
   free(buf);
 }
 
-/* A product of several tiles, but too few for every thread to take two, is cut into
- * XPU_GEMM_TILES_PER_THREAD row tiles per thread, of equal height (in whole micro-panels):
- * a 256^2 product is then 4 tiles of 72 rows and 512^2 4 of 132, where the 192-row tiles left
- * a 64-row or 128-row remainder that one thread ran while the other waited. Two tiles per
- * thread rather than one let a helper that starts late take less than half. Finer tiles
- * would each pack the whole B block again. The tiles of C do not change how any element is
- * computed (each gets its K blocks in the same order), so results are the same whatever
- * the number of threads. */
+/* The micro-kernel and blocking for g's element type. */
+static const GemmKernel* gemm_kernel(const XpuGemm* g) {
+  const GemmArch* arch = gemm_arch();
+  return g->dtype == TF_FLOAT ? &arch->f32 : &arch->f64;
+}
+
+/* Whether xpu_gemm(g) splits: C has more than one tile of the micro-kernel's blocking. */
+static bool gemm_splits(const XpuGemm* g, const GemmKernel* kern) {
+  return g->batches * ((g->m + kern->mc - 1) / kern->mc) * ((g->n + kern->nc - 1) / kern->nc) > 1;
+}
+
+/* Row tiles are of equal height in whole micro-panels (tile_row), at most the micro-kernel's
+ * mc. A product of several tiles, but too few for every thread to take two, is cut into
+ * XPU_GEMM_TILES_PER_THREAD row tiles per thread: a 256^2 product is then 4 tiles of 60 to
+ * 72 rows and 512^2 4 of 120 to 132, where tiles of 192 rows left a 64-row or 128-row
+ * remainder that one thread ran while the other waited. Two tiles per thread rather than
+ * one let a helper that starts late take less than half; finer tiles would each pack the
+ * whole B block again. The tiles of C do not change how any element is computed (each gets
+ * its K blocks in the same order), so results are the same whatever the number of threads. */
 #define XPU_GEMM_TILES_PER_THREAD 2
 
-static void balance_rows(GemmWork* w, int64_t column_tasks) {
+static void choose_row_tiles(GemmWork* w, int64_t column_tasks) {
+  int64_t mr = w->kern->mr;
+  w->m_panels = (w->g->m + mr - 1) / mr;
+  w->m_tiles = (w->g->m + w->kern->mc - 1) / w->kern->mc;
   int64_t want = (int64_t)xpu_pool_threads() * XPU_GEMM_TILES_PER_THREAD;
-  if (want <= 1 || w->m_tiles * column_tasks >= want) return;
-  int64_t tiles = (want + column_tasks - 1) / column_tasks;
-  int64_t mr = w->kern->mr, panels = (w->g->m + mr - 1) / mr;
-  if (tiles > panels) tiles = panels;
-  w->mc = (panels + tiles - 1) / tiles * mr;
-  w->m_tiles = (w->g->m + w->mc - 1) / w->mc;
+  if (gemm_splits(w->g, w->kern) && w->m_tiles * column_tasks < want) {
+    w->m_tiles = (want + column_tasks - 1) / column_tasks;
+    if (w->m_tiles > w->m_panels) w->m_tiles = w->m_panels;
+  }
+  w->mc = (w->m_panels + w->m_tiles - 1) / w->m_tiles * mr;
 }
 
 /* Fills C of every batch with zeros (k == 0). */
 static void gemm_zero(const XpuGemm* g, size_t sz) {
   memset(g->c, 0, (size_t)(g->batches * g->m * g->n) * sz);
+}
+
+void xpu_gemm_expect(const XpuGemm* g) {
+  if (g->m <= 0 || g->n <= 0 || g->k <= 0 || g->batches <= 0) return;
+  if (!gemm_splits(g, gemm_kernel(g))) return;
+  /* About 100 GFLOP/s in float and 50 in double on one core: 50 or 25 multiply-adds per ns. */
+  double fmas = (double)g->batches * (double)g->m * (double)g->n * (double)g->k;
+  xpu_pool_expect_job((uint64_t)(fmas / (g->dtype == TF_FLOAT ? 50.0 : 25.0)));
 }
 
 bool xpu_gemm(const XpuGemm* g) {
@@ -473,14 +504,11 @@ bool xpu_gemm(const XpuGemm* g) {
     gemm_zero(g, sz);
     return true;
   }
-  const GemmArch* arch = gemm_arch();
-  GemmWork w = {.g = g, .kern = g->dtype == TF_FLOAT ? &arch->f32 : &arch->f64, .size = sz};
-  w.mc = w.kern->mc;
+  GemmWork w = {.g = g, .kern = gemm_kernel(g), .size = sz};
   w.nc = w.kern->nc;
-  w.m_tiles = (g->m + w.mc - 1) / w.mc;
   w.n_tiles = (g->n + w.nc - 1) / w.nc;
   int64_t column_tasks = g->batches * w.n_tiles;
-  if (w.m_tiles * column_tasks > 1) balance_rows(&w, column_tasks);
+  choose_row_tiles(&w, column_tasks);
   /* Row groups: as many as needed for about XPU_GEMM_TASKS tasks, at most one per row tile. */
   int64_t groups = column_tasks >= XPU_GEMM_TASKS ? 1
                    : (XPU_GEMM_TASKS + column_tasks - 1) / column_tasks;

@@ -37,6 +37,12 @@ static TF_Code gemm_job_work(void* arg, char* message, size_t size) {
   return TF_RESOURCE_EXHAUSTED;
 }
 
+/* Enqueues a GEMM job on c's stream (which then owns it). */
+static void enqueue_gemm(XpuCompute* c, GemmJob* j) {
+  xpu_gemm_expect(&j->g);
+  xpu_compute_enqueue(c, gemm_job_work, j, gemm_job_free);
+}
+
 /* ---- MatMul ----------------------------------------------------------------------------- */
 
 /* The state of MatMul and BatchMatMulV2 kernels: the transpose / adjoint flags. */
@@ -161,7 +167,7 @@ static void matmul_compute(void* kernel, TF_OpKernelContext* ctx) {
                        .a = xpu_data(c.in[0]), .a_rs = a_rs, .a_cs = a_cs,
                        .b = xpu_data(c.in[1]), .b_rs = b_rs, .b_cs = b_cs,
                        .c = xpu_data(c.out[0])};
-      xpu_compute_enqueue(&c, gemm_job_work, j, gemm_job_free);
+      enqueue_gemm(&c, j);
     }
   }
   xpu_compute_end(&c);
@@ -277,7 +283,7 @@ static void batch_matmul_compute(void* kernel, TF_OpKernelContext* ctx) {
                    .a_cs = k->trans_a ? xc : 1, .batch_a = bo.a,
                    .b = xpu_data(c.in[1]), .b_rs = k->trans_b ? 1 : yc,
                    .b_cs = k->trans_b ? yc : 1, .batch_b = bo.b, .c = xpu_data(c.out[0])};
-  xpu_compute_enqueue(&c, gemm_job_work, j, gemm_job_free);
+  enqueue_gemm(&c, j);
   xpu_compute_end(&c);
 }
 
@@ -433,7 +439,7 @@ static void conv_compute(void* kernel, TF_OpKernelContext* ctx) {
                        .k = g.k_h * g.k_w * g.in_c, .batches = 1, .a = xpu_data(c.in[0]),
                        .conv = &j->conv, .b = xpu_data(c.in[1]), .b_rs = o, .b_cs = 1,
                        .c = xpu_data(c.out[0])};
-      xpu_compute_enqueue(&c, gemm_job_work, j, gemm_job_free);
+      enqueue_gemm(&c, j);
     }
   }
   xpu_compute_end(&c);

@@ -32,7 +32,9 @@
  * the helpers still on its job, each at most XPU_POOL_SPIN_NS and never longer than its own
  * part of the job took. A stream of MatMuls then finds its helper awake, and the spinning
  * at most doubles the CPU time of the work; small kernels never split, so a stream of them
- * never spins here.
+ * never spins here. A kernel that knows at enqueue time that it will split (a large GEMM)
+ * wakes the sleeping helpers then (xpu_pool_expect_job): they spin for its job, at most as
+ * long as the job should take, so their wake-up overlaps the stream worker's.
  *
  * Where the threads of a job run. A helper woken for a job sometimes shares the stream
  * worker's core while the other core idles, and stays there: the scheduler keeps both in
@@ -79,6 +81,8 @@ static struct {
   pthread_cond_t done_cv; /* callers wait here for helpers to leave their job */
   PoolJob* jobs;          /* open jobs, oldest first */
   atomic_uint_fast64_t posted; /* jobs ever published; read unlocked by spinning helpers */
+  int sleeping;           /* helpers waiting on work_cv */
+  uint64_t expected_until; /* a job is on its way until then (xpu_pool_expect_job) */
   pthread_t* helpers;
   int helper_count;       /* started helpers */
   int64_t refs;           /* live streams */
@@ -254,7 +258,18 @@ static void* helper_main(void* arg) {
     }
     worked_ns = 0;
     while (!g_pool.stopping && job == NULL) {
-      pthread_cond_wait(&g_pool.work_cv, &g_pool.mu);
+      uint64_t now = pool_now_ns();
+      if (g_pool.expected_until > now) {
+        uint_fast64_t seen = atomic_load_explicit(&g_pool.posted, memory_order_relaxed);
+        pthread_mutex_unlock(&g_pool.mu);
+        spin_while(no_job_since, &seen, g_pool.expected_until - now);
+        pthread_mutex_lock(&g_pool.mu);
+        if (open_job() == NULL) g_pool.expected_until = 0;
+      } else {
+        g_pool.sleeping++;
+        pthread_cond_wait(&g_pool.work_cv, &g_pool.mu);
+        g_pool.sleeping--;
+      }
       job = open_job();
     }
     if (g_pool.stopping) break;
@@ -314,6 +329,16 @@ void xpu_pool_release(void) {
   free(helpers);
   pthread_mutex_lock(&g_pool.mu);
   g_pool.stopping = false;
+  pthread_mutex_unlock(&g_pool.mu);
+}
+
+void xpu_pool_expect_job(uint64_t work_ns) {
+  pthread_mutex_lock(&g_pool.mu);
+  if (g_pool.sleeping > 0) {
+    uint64_t until = pool_now_ns() + spin_limit(work_ns);
+    if (until > g_pool.expected_until) g_pool.expected_until = until;
+    pthread_cond_broadcast(&g_pool.work_cv);
+  }
   pthread_mutex_unlock(&g_pool.mu);
 }
 
