@@ -261,8 +261,9 @@ static void* helper_main(void* arg) {
       uint64_t now = pool_now_ns();
       if (g_pool.expected_until > now) {
         uint_fast64_t seen = atomic_load_explicit(&g_pool.posted, memory_order_relaxed);
+        uint64_t limit = g_pool.expected_until - now;
         pthread_mutex_unlock(&g_pool.mu);
-        spin_while(no_job_since, &seen, g_pool.expected_until - now);
+        spin_while(no_job_since, &seen, limit);
         pthread_mutex_lock(&g_pool.mu);
         if (open_job() == NULL) g_pool.expected_until = 0;
       } else {

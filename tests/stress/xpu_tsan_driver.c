@@ -7,10 +7,15 @@
  * and an event, allocate, copy host-to-device, record the event on the stream, make a second
  * stream wait for it, zero part of the memory, copy device-to-host on the second stream, enqueue
  * a host callback, block until done, check every byte, free everything. Live-handle counters
- * must be back to zero at the end. Exit status 0 means every check passed.
+ * must be back to zero at the end. Then GEMM_THREADS threads run split GEMMs (xpu_gemm, the
+ * engine of MatMul and Conv2D, called directly since the driver is built from the plugin's
+ * sources) on the kernel-thread pool, which spins, moves helpers and wakes them early
+ * (xpu_kernels_pool.c), through two start-stop cycles of its helpers, checking every result
+ * against a plain product. Exit status 0 means every check passed.
  *
  *   cc -std=c11 -fsanitize=thread -pthread -I include -I src/pluggable/_runtime \
- *      tests/stress/xpu_tsan_driver.c <every .c of plugins/xpu and src/pluggable/_runtime> -lm
+ *      -I plugins/xpu tests/stress/xpu_tsan_driver.c \
+ *      <every .c of plugins/xpu and src/pluggable/_runtime> -lm
  */
 #include <pthread.h>
 #include <stdint.h>
@@ -19,6 +24,7 @@
 #include <string.h>
 
 #include "pluggable/plugin_ext.h"
+#include "xpu_kernels.h"
 #include "tensorflow/c/experimental/stream_executor/stream_executor.h"
 #include "tensorflow/c/tf_status.h"
 
@@ -115,6 +121,65 @@ static void* worker(void* arg) {
   return NULL;
 }
 
+#define GEMM_THREADS 3
+#define GEMM_ROUNDS 12
+
+/* Split GEMMs on the kernel-thread pool: m x k times k x n, m large enough for several row
+ * tiles, each result checked against a plain triple loop. */
+static void* gemm_worker(void* arg) {
+  int64_t m = 200 + 24 * (int64_t)(uintptr_t)arg, n = 40, k = 33;
+  float* a = malloc(sizeof(float) * (size_t)(m * k));
+  float* b = malloc(sizeof(float) * (size_t)(k * n));
+  float* c = malloc(sizeof(float) * (size_t)(m * n));
+  if (a == NULL || b == NULL || c == NULL) {
+    fail("allocating GEMM operands", NULL);
+  } else {
+    for (int64_t i = 0; i < m * k; i++) a[i] = (float)((i * 7 + (int64_t)(uintptr_t)arg) % 5);
+    for (int64_t i = 0; i < k * n; i++) b[i] = (float)((i * 3) % 4);
+    XpuGemm g = {.dtype = TF_FLOAT, .m = m, .n = n, .k = k, .batches = 1, .a = a, .a_rs = k,
+                 .a_cs = 1, .b = b, .b_rs = n, .b_cs = 1, .c = c};
+    for (int round = 0; round < GEMM_ROUNDS; round++) {
+      xpu_gemm_expect(&g);
+      if (!xpu_gemm(&g)) {
+        fail("xpu_gemm", NULL);
+        break;
+      }
+      bool exact = true; /* small whole numbers: the float sums are exact */
+      for (int64_t i = 0; i < m && exact; i++) {
+        for (int64_t j = 0; j < n && exact; j++) {
+          float want = 0;
+          for (int64_t p = 0; p < k; p++) want += a[i * k + p] * b[p * n + j];
+          exact = c[i * n + j] == want;
+        }
+      }
+      if (!exact) {
+        fail("a split GEMM's result", NULL);
+        break;
+      }
+    }
+  }
+  free(a);
+  free(b);
+  free(c);
+  return NULL;
+}
+
+/* Two cycles of: the pool's helpers started by the first split GEMM, GEMM_THREADS threads
+ * sharing them, then stopped and joined (as when a plugin's last stream goes). */
+static void run_gemm_phase(void) {
+  xpu_pool_configure(3);
+  for (int cycle = 0; cycle < 2; cycle++) {
+    xpu_pool_retain();
+    pthread_t threads[GEMM_THREADS];
+    for (uintptr_t t = 0; t < GEMM_THREADS; t++) {
+      pthread_create(&threads[t], NULL, gemm_worker, (void*)t);
+    }
+    for (int t = 0; t < GEMM_THREADS; t++) pthread_join(threads[t], NULL);
+    xpu_pool_release();
+  }
+  xpu_pool_configure(0);
+}
+
 int main(void) {
   TF_Status* status = TF_NewStatus();
   SE_PlatformRegistrationParams params = {
@@ -154,6 +219,7 @@ int main(void) {
   pthread_t threads[THREADS];
   for (uintptr_t t = 0; t < THREADS; t++) pthread_create(&threads[t], NULL, worker, (void*)t);
   for (int t = 0; t < THREADS; t++) pthread_join(threads[t], NULL);
+  run_gemm_phase();
 
   int leaks = 0;
   for (int i = 0; i < DEVICES; i++) {
@@ -172,7 +238,8 @@ int main(void) {
   if (params.destroy_platform_fns) params.destroy_platform_fns(&platform_fns);
   if (params.destroy_platform) params.destroy_platform(&platform);
   TF_DeleteStatus(status);
-  printf("xpu_tsan_driver: %d threads x %d rounds on %d devices: %d failures, %d live handles\n",
-         THREADS, ROUNDS, DEVICES, failures, leaks);
+  printf("xpu_tsan_driver: %d threads x %d rounds on %d devices, %d threads x %d split "
+         "GEMMs x 2 pool cycles: %d failures, %d live handles\n",
+         THREADS, ROUNDS, DEVICES, GEMM_THREADS, GEMM_ROUNDS, failures, leaks);
   return failures || leaks ? 1 : 0;
 }
