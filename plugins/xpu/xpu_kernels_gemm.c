@@ -476,10 +476,12 @@ static void choose_row_tiles(GemmWork* w, int64_t column_tasks) {
   int64_t mr = w->kern->mr;
   w->m_panels = (w->g->m + mr - 1) / mr;
   w->m_tiles = (w->g->m + w->kern->mc - 1) / w->kern->mc;
-  int64_t want = (int64_t)xpu_pool_threads() * XPU_GEMM_TILES_PER_THREAD;
-  if (gemm_splits(w->g, w->kern) && w->m_tiles * column_tasks < want) {
-    w->m_tiles = (want + column_tasks - 1) / column_tasks;
-    if (w->m_tiles > w->m_panels) w->m_tiles = w->m_panels;
+  if (gemm_splits(w->g, w->kern)) {
+    int64_t want = (int64_t)xpu_pool_threads() * XPU_GEMM_TILES_PER_THREAD;
+    if (w->m_tiles * column_tasks < want) {
+      w->m_tiles = (want + column_tasks - 1) / column_tasks;
+      if (w->m_tiles > w->m_panels) w->m_tiles = w->m_panels;
+    }
   }
   w->mc = (w->m_panels + w->m_tiles - 1) / w->m_tiles * mr;
 }

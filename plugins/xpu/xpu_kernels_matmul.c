@@ -29,18 +29,20 @@ static void gemm_job_free(void* arg) {
   free(j);
 }
 
-/* Stream work of MatMul, BatchMatMulV2 and Conv2D in float / double. */
+/* Stream work of MatMul, BatchMatMulV2 and Conv2D in float / double. A job copied into the
+ * stream's recycled payload (enqueue_gemm) gets its conv pointer back to its own geometry. */
 static TF_Code gemm_job_work(void* arg, char* message, size_t size) {
   GemmJob* j = arg;
+  if (j->g.conv != NULL) j->g.conv = &j->conv;
   if (xpu_gemm(&j->g)) return TF_OK;
   snprintf(message, size, "%s: out of host memory for the GEMM packing buffers", j->op);
   return TF_RESOURCE_EXHAUSTED;
 }
 
-/* Enqueues a GEMM job on c's stream (which then owns it). */
-static void enqueue_gemm(XpuCompute* c, GemmJob* j) {
+/* Enqueues a copy of a GEMM job that owns nothing (no batch offsets): no heap block per op. */
+static void enqueue_gemm(XpuCompute* c, const GemmJob* j) {
   xpu_gemm_expect(&j->g);
-  xpu_compute_enqueue(c, gemm_job_work, j, gemm_job_free);
+  xpu_compute_enqueue_work(c, gemm_job_work, j, sizeof *j);
 }
 
 /* ---- MatMul ----------------------------------------------------------------------------- */
@@ -158,17 +160,12 @@ static void matmul_compute(void* kernel, TF_OpKernelContext* ctx) {
                        xpu_data(c.out[0]), m, n, ka, a_rs, a_cs, b_rs, b_cs};
     xpu_compute_enqueue_work(&c, int_matmul_work, &w, sizeof w);
   } else {
-    GemmJob* j = calloc(1, sizeof *j);
-    if (j == NULL) {
-      xpu_fail(&c, TF_RESOURCE_EXHAUSTED, "out of host memory");
-    } else {
-      j->op = "MatMul";
-      j->g = (XpuGemm){.dtype = k->base.dtype, .m = m, .n = n, .k = ka, .batches = 1,
+    GemmJob j = {.op = "MatMul",
+                 .g = {.dtype = k->base.dtype, .m = m, .n = n, .k = ka, .batches = 1,
                        .a = xpu_data(c.in[0]), .a_rs = a_rs, .a_cs = a_cs,
                        .b = xpu_data(c.in[1]), .b_rs = b_rs, .b_cs = b_cs,
-                       .c = xpu_data(c.out[0])};
-      enqueue_gemm(&c, j);
-    }
+                       .c = xpu_data(c.out[0])}};
+    enqueue_gemm(&c, &j);
   }
   xpu_compute_end(&c);
 }
@@ -283,7 +280,8 @@ static void batch_matmul_compute(void* kernel, TF_OpKernelContext* ctx) {
                    .a_cs = k->trans_a ? xc : 1, .batch_a = bo.a,
                    .b = xpu_data(c.in[1]), .b_rs = k->trans_b ? 1 : yc,
                    .b_cs = k->trans_b ? yc : 1, .batch_b = bo.b, .c = xpu_data(c.out[0])};
-  enqueue_gemm(&c, j);
+  xpu_gemm_expect(&j->g);
+  xpu_compute_enqueue(&c, gemm_job_work, j, gemm_job_free); /* the stream owns j now */
   xpu_compute_end(&c);
 }
 
@@ -427,19 +425,15 @@ static void conv_compute(void* kernel, TF_OpKernelContext* ctx) {
   XpuShape out = {.rank = 4, .dims = {g.batch, g.out_h, g.out_w, o},
                   .count = g.batch * g.out_h * g.out_w * o};
   if (ok && xpu_alloc_output(&c, 0, k->base.dtype, &out)) {
-    GemmJob* j = out.count > 0 ? calloc(1, sizeof *j) : NULL;
     if (out.count == 0) {
       xpu_compute_enqueue(&c, NULL, NULL, NULL);
-    } else if (j == NULL) {
-      xpu_fail(&c, TF_RESOURCE_EXHAUSTED, "out of host memory");
     } else {
-      j->op = "Conv2D";
-      j->conv = g;
-      j->g = (XpuGemm){.dtype = k->base.dtype, .m = g.batch * g.out_h * g.out_w, .n = o,
-                       .k = g.k_h * g.k_w * g.in_c, .batches = 1, .a = xpu_data(c.in[0]),
-                       .conv = &j->conv, .b = xpu_data(c.in[1]), .b_rs = o, .b_cs = 1,
-                       .c = xpu_data(c.out[0])};
-      enqueue_gemm(&c, j);
+      GemmJob j = {.op = "Conv2D", .conv = g};
+      j.g = (XpuGemm){.dtype = k->base.dtype, .m = g.batch * g.out_h * g.out_w, .n = o,
+                      .k = g.k_h * g.k_w * g.in_c, .batches = 1, .a = xpu_data(c.in[0]),
+                      .conv = &j.conv, .b = xpu_data(c.in[1]), .b_rs = o, .b_cs = 1,
+                      .c = xpu_data(c.out[0])};
+      enqueue_gemm(&c, &j);
     }
   }
   xpu_compute_end(&c);

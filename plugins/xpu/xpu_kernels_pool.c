@@ -151,13 +151,18 @@ void xpu_pool_configure(int threads) {
   pthread_mutex_unlock(&g_pool.mu);
 }
 
-/* The configured parallelism, or the number of online CPUs. Under g_pool.mu. */
+/* The configured parallelism, or the number of online CPUs (read once: sysconf reads a file
+ * each time, several µs, and split GEMMs ask for every product). Under g_pool.mu. */
 static int wanted_threads(void) {
+  static int online;
   if (g_pool.configured > 0) return g_pool.configured;
-  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-  if (cpus < 1) cpus = 1;
-  if (cpus > XPU_MAX_KERNEL_THREADS) cpus = XPU_MAX_KERNEL_THREADS;
-  return (int)cpus;
+  if (online == 0) {
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    if (cpus < 1) cpus = 1;
+    if (cpus > XPU_MAX_KERNEL_THREADS) cpus = XPU_MAX_KERNEL_THREADS;
+    online = (int)cpus;
+  }
+  return online;
 }
 
 /* Claims and runs tasks of `job` until none is left. */
