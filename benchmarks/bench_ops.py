@@ -1,6 +1,7 @@
 """Per-op cost on the XPU: a 1-element and a 1024-element float32 AddV2 issued as
 `ops.add(a, b)`, `a + b` and `raw_ops.AddV2(x=a, y=b)`, against `torch.add` on the CPU (one
-thread) and `np.add` in the same run.
+thread) and `np.add` in the same run; then a 4 x 4 MatMul as `ops.matmul`, `a @ b` and
+`raw_ops.MatMul`, against `torch.matmul` and `np.matmul`.
 
     python benchmarks/bench_ops.py [--rounds 9] [--ops 5000] [--batches 3]
 
@@ -9,7 +10,7 @@ issues `--ops` ops back to back and then waits for the device: launch and execut
 both in the figure. The references run synchronously on the host. A sample is the fastest
 of `--batches` batches; the rows take turns in each of `--rounds` rounds, and each row is
 reported as its per-round ratio to `torch.add` (min / median / max). Goal (issue 14): every
-XPU row at most 1.0x `torch.add`. PyTorch is optional (`pip install torch==2.13.0`, the CPU
+XPU row of AddV2 at most 1.0x `torch.add` (MatMul has no goal of its own). PyTorch is optional (`pip install torch==2.13.0`, the CPU
 build); without it the reference is `np.add`.
 """
 from __future__ import annotations
@@ -27,7 +28,15 @@ import pluggable  # noqa: E402
 from pluggable import ops, raw_ops  # noqa: E402
 
 
-def sampler(batch, ops_per_batch: int, batches: int):
+def sampler(expression: str, names: dict, ops_per_batch: int, batches: int, wait=None):
+    """Seconds per op of `expression` (Python source, run on `names`) issued `ops_per_batch`
+    times in a loop compiled around it, as a user's code would be, then `wait()` (the XPU's
+    device synchronize); the fastest of `batches` batches."""
+    namespace = dict(names)
+    exec(f"def batch():\n    for _ in range({ops_per_batch}):\n        {expression}\n",
+         namespace)
+    batch = namespace["batch"]
+
     def sample() -> float:
         import time
 
@@ -35,6 +44,8 @@ def sampler(batch, ops_per_batch: int, batches: int):
         for _ in range(batches):
             started = time.perf_counter()
             batch()
+            if wait is not None:
+                wait()
             best = min(best, (time.perf_counter() - started) / ops_per_batch)
         return best
     return sample
@@ -53,48 +64,32 @@ def main() -> None:
     except ImportError:
         torch = None
     device = pluggable.get_device("XPU:0")
-    n = args.ops
-    for size in (1, 1024):
-        host = np.ones(size, np.float32)
-        a = pluggable.tensor(host, device=device)
-        b = pluggable.tensor(host, device=device)
 
-        def xpu_ops_add():
-            for _ in range(n):
-                ops.add(a, b)
-            device.synchronize()
-
-        def xpu_operator():
-            for _ in range(n):
-                a + b
-            device.synchronize()
-
-        def xpu_raw_ops():
-            for _ in range(n):
-                raw_ops.AddV2(x=a, y=b)
-            device.synchronize()
-
-        def numpy_add():
-            for _ in range(n):
-                np.add(host, host)
-
+    def table(title, host, reference, xpu_rows, goal=None):
+        """One table: torch's and NumPy's `reference(x, x)` (torch when installed), then each
+        XPU row's expression on two XPU tensors `a` and `b` holding `host`."""
+        names = {"np": np, "torch": torch, "ops": ops, "raw_ops": raw_ops, "host": host,
+                 "a": pluggable.tensor(host, device=device),
+                 "b": pluggable.tensor(host, device=device)}
         candidates = {}
         if torch is not None:
-            t = torch.ones(size)
-
-            def torch_add():
-                for _ in range(n):
-                    torch.add(t, t)
-
-            candidates["torch.add (CPU, 1 thread)"] = sampler(torch_add, n, args.batches)
-        candidates["np.add"] = sampler(numpy_add, n, args.batches)
-        candidates["ops.add(a, b) on XPU:0"] = sampler(xpu_ops_add, n, args.batches)
-        candidates["a + b on XPU:0"] = sampler(xpu_operator, n, args.batches)
-        candidates["raw_ops.AddV2(x=a, y=b) on XPU:0"] = sampler(xpu_raw_ops, n, args.batches)
+            names["t"] = torch.from_numpy(host.copy())
+            candidates[f"torch.{reference} (CPU, 1 thread)"] = sampler(
+                f"torch.{reference}(t, t)", names, args.ops, args.batches)
+        candidates[f"np.{reference}"] = sampler(f"np.{reference}(host, host)", names, args.ops,
+                                                args.batches)
+        for expression in xpu_rows:
+            candidates[f"{expression} on XPU:0"] = sampler(expression, names, args.ops,
+                                                           args.batches, device.synchronize)
         samples = rounds(candidates, args.rounds)
-        reference = next(iter(candidates))
-        print_table(f"AddV2 of {size} float32 element(s), per op", samples, reference, "µs",
-                    1e6, goal=1.0, goal_rows=[k for k in candidates if "XPU" in k])
+        print_table(title, samples, next(iter(candidates)), "µs", 1e6, goal=goal,
+                    goal_rows=[k for k in candidates if "XPU" in k])
+
+    for size in (1, 1024):
+        table(f"AddV2 of {size} float32 element(s), per op", np.ones(size, np.float32), "add",
+              ["ops.add(a, b)", "a + b", "raw_ops.AddV2(x=a, y=b)"], goal=1.0)
+    table("MatMul of two 4 x 4 float32 matrices, per op", np.ones((4, 4), np.float32),
+          "matmul", ["ops.matmul(a, b)", "a @ b", "raw_ops.MatMul(a=a, b=b)"])
 
 
 if __name__ == "__main__":

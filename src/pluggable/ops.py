@@ -479,7 +479,12 @@ def matmul(a, b, transpose_a=False, transpose_b=False, adjoint_a=False, adjoint_
             raise UnimplementedError(f"matmul: output_type {as_dtype(output_type).name} "
                                      f"differs from the inputs' {dtype.name}; cast the result",
                                      call="matmul")
+    # With every attribute at its default, the op goes without attributes, which is the
+    # remembered-plan path (a call with attributes takes the general one, ~20x slower).
+    plain = not (transpose_a or transpose_b or adjoint_a or adjoint_b or grad_a or grad_b)
     if _rank(a) == 2 and _rank(b) == 2:
+        if plain:
+            return _run("MatMul", [a, b])
         if not (adjoint_a and _is_complex(a)) and not (adjoint_b and _is_complex(b)):
             return _one("MatMul", [a, b], {"transpose_a": bool(transpose_a or adjoint_a),
                                            "transpose_b": bool(transpose_b or adjoint_b),
@@ -488,6 +493,8 @@ def matmul(a, b, transpose_a=False, transpose_b=False, adjoint_a=False, adjoint_
         if _is_complex(a) or _is_complex(b):
             raise UnimplementedError("matmul: transpose_* of complex batches; use adjoint_*",
                                      call="matmul")
+    if plain:
+        return _run("BatchMatMulV2", [a, b])
     return _one("BatchMatMulV2", [a, b], {"adj_x": bool(transpose_a or adjoint_a),
                                           "adj_y": bool(transpose_b or adjoint_b),
                                           "grad_x": grad_a, "grad_y": grad_b})

@@ -336,6 +336,8 @@ class Tensor:
         return self._binary("RealDiv", other, reverse=True)
 
     def __matmul__(self, other):
+        if len(self._shape) == 2 and type(other) is Tensor and len(other._shape) == 2:
+            return _run("MatMul", (self, other))  # what ops.matmul runs for two matrices
         from .ops import matmul
 
         return matmul(self, other)

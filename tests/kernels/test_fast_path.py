@@ -162,6 +162,33 @@ def test_raw_ops_take_the_plan_with_their_inputs_in_any_order():
     assert backprop.numpy().tolist() == [[-0.5, 0.5], [0.5, -0.5]]
 
 
+def test_matmul_without_options_and_the_operator_take_the_plan(monkeypatch):
+    a = np.arange(6, dtype=np.float32).reshape(2, 3)
+    b = np.arange(12, dtype=np.float32).reshape(3, 4)
+    batch = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    x, y, z = _xpu(a), _xpu(b), _xpu(batch)
+    want = (a @ b).tolist()
+    assert ops.matmul(x, y).numpy().tolist() == want  # the general path leaves the plans
+    assert ops.matmul(x, z).numpy().tolist() == (a @ batch).tolist()
+    general = dispatch._execute
+
+    def refused(op_name, inputs, attrs, key, record=None):
+        if not attrs:
+            raise AssertionError(f"{op_name} took the general path")
+        return general(op_name, inputs, attrs, key, record)
+
+    monkeypatch.setattr(dispatch, "_execute", refused)
+    assert ops.matmul(x, y).numpy().tolist() == want
+    assert (x @ y).numpy().tolist() == want
+    assert ops.matmul(x, z).numpy().tolist() == (a @ batch).tolist()  # BatchMatMulV2
+    assert (x @ z).numpy().tolist() == (a @ batch).tolist()
+    # An option is an attribute: the general path, with its result.
+    assert ops.matmul(y, x, transpose_a=True, transpose_b=True).numpy().tolist() == \
+        (b.T @ a.T).tolist()
+    with pytest.raises(AssertionError, match="general path"):
+        ops.matmul(x, _xpu(np.ones((3, 5))))  # no plan yet for these shapes
+
+
 def test_a_plan_checked_while_its_kernel_is_being_disabled_is_not_kept(monkeypatch):
     # Whatever makes plans stale changes its state before telling the plans: an op run by
     # another thread right after the telling (here: inside it) sees the new state.
