@@ -334,10 +334,82 @@ def execute(op_name: str, inputs: Sequence[Any], attrs: Optional[Mapping[str, An
     key = None
     if not attrs and not _settings["log"]:
         key = _plan_key(op_name, inputs)
+    if key is None and _record is None and not _settings["log"]:
+        constant_key = _constant_plan_key(op_name, inputs, attrs)
+        if constant_key is not None and constant_key not in _unplannable:
+            outputs = execute_with_constants(constant_key, op_name, inputs, attrs or {})
+            if constant_key not in _plans:
+                if len(_unplannable) >= _MAX_PLANS:
+                    _unplannable.clear()
+                _unplannable.add(constant_key)
+            return outputs
     return _execute(op_name, inputs, attrs, key, _record)
 
 
 _fast.bind_dispatch(_plans, _settings, execute)
+
+# -- plans with attributes and host values --------------------------------------------------
+# A call with attributes, or with host-memory inputs given as values (a reshape's shape, a
+# reduction's axis), is remembered too, under a key that holds the attributes and those
+# values as well: `ops.reduce_sum(x, axis=0)` repeated costs one plan run, not the general
+# path (~50 µs). Keys whose run could not be remembered (the op's inputs do not suit a plan,
+# or it ran on the CPU) are kept in _unplannable so they are not tried again.
+_unplannable: set = set()
+_MAX_HOST_VALUES = 64  # elements; larger host values are not worth a key
+
+
+def _frozen(value) -> Any:
+    """``value`` as a hashable key part (lists as tuples, arrays as dtype, shape and bytes),
+    or _UNKEYABLE."""
+    if isinstance(value, (list, tuple)):
+        parts = tuple(_frozen(v) for v in value)
+        return _UNKEYABLE if _UNKEYABLE in parts else (type(value).__name__, parts)
+    if isinstance(value, np.ndarray):
+        if value.dtype == object or value.size > _MAX_HOST_VALUES:
+            return _UNKEYABLE
+        return ("array", value.dtype.str, value.shape, value.tobytes())
+    try:
+        hash(value)
+    except TypeError:
+        return _UNKEYABLE
+    if value != value:  # NaN: never equal to itself, so never found again
+        return _UNKEYABLE
+    return (type(value).__name__, value)
+
+
+_UNKEYABLE = object()
+
+
+def _constant_plan_key(op_name: str, inputs: Sequence[Any],
+                       attrs: Optional[Mapping[str, Any]]) -> Optional[Tuple]:
+    """The key of a remembered run with constants (`execute_with_constants`): the op, the
+    device scope, each device input's dtype, shape and device, each host input's value and
+    the attributes; None when a part cannot be keyed (an input that is not a tensor where
+    the op wants one in device memory, a host input given as a tensor, a list input)."""
+    op = OPS.get(op_name)
+    if op is None or op.host_kernel is not None or len(inputs) != len(op.inputs):
+        return None
+    parts: List[Any] = [op_name, "constants", _scope.get()]
+    for x, arg in zip(inputs, op.inputs):
+        if arg.number_attr:
+            return None
+        if type(x) is Tensor:
+            if arg.host:
+                return None
+            parts.append((x._dtype.code, x._shape, x._device))
+        elif arg.host:
+            value = _frozen(x)
+            if value is _UNKEYABLE:
+                return None
+            parts.append(value)
+        else:
+            return None
+    for name in sorted(attrs or ()):
+        value = _frozen(attrs[name])
+        if value is _UNKEYABLE:
+            return None
+        parts.append((name, value))
+    return tuple(parts)
 
 
 def _execute(op_name: str, inputs: Sequence[Any], attrs: Optional[Mapping[str, Any]],

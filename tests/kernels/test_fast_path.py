@@ -189,6 +189,61 @@ def test_matmul_without_options_and_the_operator_take_the_plan(monkeypatch):
         ops.matmul(x, _xpu(np.ones((3, 5))))  # no plan yet for these shapes
 
 
+def test_calls_with_attributes_or_host_values_take_a_remembered_plan(monkeypatch):
+    h = np.arange(12, dtype=np.float32).reshape(3, 4)
+    x = _xpu(h)
+    calls = {
+        "sum axis 0": (lambda: ops.reduce_sum(x, axis=0), h.sum(axis=0)),
+        "sum axis 1 kept": (lambda: ops.reduce_sum(x, axis=1, keepdims=True),
+                            h.sum(axis=1, keepdims=True)),
+        "transpose": (lambda: ops.transpose(x), h.T),
+        "reshape": (lambda: ops.reshape(x, [2, 6]), h.reshape(2, 6)),
+        "cast": (lambda: ops.cast(x, pluggable.int32), h.astype(np.int32)),
+        "matmul transposed": (lambda: ops.matmul(x, x, transpose_b=True), h @ h.T),
+    }
+    for name, (call, want) in calls.items():  # the general path, which leaves the plans
+        np.testing.assert_array_equal(call().numpy(), want, err_msg=name)
+
+    def refused(op_name, *args, **kwargs):
+        raise AssertionError(f"{op_name} took the general path")
+
+    monkeypatch.setattr(dispatch, "_execute", refused)
+    for name, (call, want) in calls.items():
+        got = call()
+        assert got.dtype == want.dtype and got.shape == want.shape, name
+        np.testing.assert_array_equal(got.numpy(), want, err_msg=name)
+    # Another attribute value or another host value is another key, not the old plan.
+    with pytest.raises(AssertionError, match="Sum took the general path"):
+        ops.reduce_sum(x, axis=1)  # keepdims not set
+    with pytest.raises(AssertionError, match="Reshape took the general path"):
+        ops.reshape(x, [6, 2])
+    with pytest.raises(AssertionError, match="Cast took the general path"):
+        ops.cast(x, pluggable.float64)
+
+
+def test_a_call_that_cannot_keep_a_plan_is_not_tried_again(monkeypatch):
+    host = pluggable.tensor(np.arange(6, dtype=np.float32).reshape(2, 3), device="cpu")
+    tries = []
+    remember = dispatch._remember_constant_plan
+    monkeypatch.setattr(dispatch, "_remember_constant_plan",
+                        lambda *args: tries.append(args[0]) or remember(*args))
+    dispatch._unplannable.clear()
+    for _ in range(3):  # on the CPU: NumPy's kernel, no plan to keep
+        assert ops.reduce_sum(host, axis=1).numpy().tolist() == [3.0, 12.0]
+    assert tries == []  # only plugin devices get plans
+    x = _xpu([[1.0, 2.0], [3.0, 4.0]])
+    for _ in range(3):  # AddN takes a list: no key at all, the general path every time
+        assert ops.add_n([x, x]).numpy().tolist() == [[2.0, 4.0], [6.0, 8.0]]
+    # A key whose first run left no plan is remembered as such.
+    key = dispatch._constant_plan_key("Sum", [host, np.array(1, np.int32)],
+                                      {"keep_dims": False})
+    assert key in dispatch._unplannable
+    assert dispatch._constant_plan_key("AddN", [[x, x]], {}) is None
+    assert dispatch._constant_plan_key("Reshape", [x, x], {}) is None  # a host input as a tensor
+    assert dispatch._constant_plan_key("Sum", [x, np.arange(1000)], {}) is None  # too large
+    assert dispatch._constant_plan_key("Cast", [x], {"DstT": float("nan")}) is None
+
+
 def test_a_plan_checked_while_its_kernel_is_being_disabled_is_not_kept(monkeypatch):
     # Whatever makes plans stale changes its state before telling the plans: an op run by
     # another thread right after the telling (here: inside it) sees the new state.
