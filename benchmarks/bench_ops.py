@@ -1,7 +1,8 @@
 """Per-op cost on the XPU: a 1-element and a 1024-element float32 AddV2 issued as
 `ops.add(a, b)`, `a + b` and `raw_ops.AddV2(x=a, y=b)`, against `torch.add` on the CPU (one
 thread) and `np.add` in the same run; then a 4 x 4 MatMul as `ops.matmul`, `a @ b` and
-`raw_ops.MatMul`, against `torch.matmul` and `np.matmul`.
+`raw_ops.MatMul`, against `torch.matmul` and `np.matmul`; then ops given attributes or host
+values (a reduction's axis, a reshape's shape), against `torch.sum` and `np.sum`.
 
     python benchmarks/bench_ops.py [--rounds 9] [--ops 5000] [--batches 3]
 
@@ -65,19 +66,18 @@ def main() -> None:
         torch = None
     device = pluggable.get_device("XPU:0")
 
-    def table(title, host, reference, xpu_rows, goal=None):
-        """One table: torch's and NumPy's `reference(x, x)` (torch when installed), then each
-        XPU row's expression on two XPU tensors `a` and `b` holding `host`."""
+    def table(title, host, torch_expression, numpy_expression, xpu_rows, goal=None):
+        """One table: the torch (when installed) and NumPy expressions on `t` and `host`,
+        then each XPU row's expression on two XPU tensors `a` and `b` holding `host`."""
         names = {"np": np, "torch": torch, "ops": ops, "raw_ops": raw_ops, "host": host,
-                 "a": pluggable.tensor(host, device=device),
+                 "pluggable": pluggable, "a": pluggable.tensor(host, device=device),
                  "b": pluggable.tensor(host, device=device)}
         candidates = {}
         if torch is not None:
             names["t"] = torch.from_numpy(host.copy())
-            candidates[f"torch.{reference} (CPU, 1 thread)"] = sampler(
-                f"torch.{reference}(t, t)", names, args.ops, args.batches)
-        candidates[f"np.{reference}"] = sampler(f"np.{reference}(host, host)", names, args.ops,
-                                                args.batches)
+            candidates[f"{torch_expression} (CPU, 1 thread)"] = sampler(
+                torch_expression, names, args.ops, args.batches)
+        candidates[numpy_expression] = sampler(numpy_expression, names, args.ops, args.batches)
         for expression in xpu_rows:
             candidates[f"{expression} on XPU:0"] = sampler(expression, names, args.ops,
                                                            args.batches, device.synchronize)
@@ -86,10 +86,17 @@ def main() -> None:
                     goal_rows=[k for k in candidates if "XPU" in k])
 
     for size in (1, 1024):
-        table(f"AddV2 of {size} float32 element(s), per op", np.ones(size, np.float32), "add",
+        table(f"AddV2 of {size} float32 element(s), per op", np.ones(size, np.float32),
+              "torch.add(t, t)", "np.add(host, host)",
               ["ops.add(a, b)", "a + b", "raw_ops.AddV2(x=a, y=b)"], goal=1.0)
-    table("MatMul of two 4 x 4 float32 matrices, per op", np.ones((4, 4), np.float32),
-          "matmul", ["ops.matmul(a, b)", "a @ b", "raw_ops.MatMul(a=a, b=b)"])
+    square = np.ones((4, 4), np.float32)
+    table("MatMul of two 4 x 4 float32 matrices, per op", square, "torch.matmul(t, t)",
+          "np.matmul(host, host)", ["ops.matmul(a, b)", "a @ b", "raw_ops.MatMul(a=a, b=b)",
+                                    "ops.matmul(a, b, transpose_b=True)"])
+    table("Ops with attributes or host values on a 4 x 4 float32 matrix, per op", square,
+          "torch.sum(t, 0)", "np.sum(host, 0)",
+          ["ops.reduce_sum(a, axis=0)", "ops.transpose(a)", "ops.reshape(a, [16])",
+           "ops.cast(a, pluggable.int32)"])
 
 
 if __name__ == "__main__":

@@ -59,9 +59,29 @@ def _one(op: str, inputs, attrs=None) -> Tensor:
     return execute(op, inputs, attrs)[0]
 
 
+_indices_cache: dict = {}  # (type, value) -> read-only int32 array, for the usual int / list
+
+
 def _int32_indices(values, op: str, what: str) -> np.ndarray:
     """Dimension indices (an axis, a permutation) as the int32 tensor TensorFlow's ops take;
-    values that are not integers or that no dimension can have are an InvalidArgumentError."""
+    values that are not integers or that no dimension can have are an InvalidArgumentError.
+    An int or a short list or tuple of ints is converted once and its array reused."""
+    kind = type(values)
+    if kind is int or ((kind is list or kind is tuple) and len(values) <= 8
+                       and all(type(v) is int for v in values)):
+        key = (kind, values if kind is not list else tuple(values))
+        cached = _indices_cache.get(key)
+        if cached is None:
+            cached = _int32_indices_of(values, op, what)
+            cached.flags.writeable = False
+            if len(_indices_cache) >= 1024:
+                _indices_cache.clear()
+            _indices_cache[key] = cached
+        return cached
+    return _int32_indices_of(values, op, what)
+
+
+def _int32_indices_of(values, op: str, what: str) -> np.ndarray:
     if isinstance(values, Tensor):
         values = values.numpy()
     try:
