@@ -518,9 +518,9 @@ bool xpu_host_ints(XpuCompute* c, int i, int64_t* vals, int max, int* n) {
   return true;
 }
 
-/* xpu_compute_enqueue (a heap `arg`), xpu_compute_enqueue_extra (the same, with device ranges
- * besides the kernel's inputs and outputs) and xpu_compute_enqueue_work (a `work` struct
- * copied). */
+/* xpu_compute_enqueue (a heap `arg`), xpu_compute_enqueue_work (a `work` struct copied) and
+ * xpu_compute_enqueue_work_extra (the same, with device ranges besides the kernel's inputs
+ * and outputs). */
 static bool compute_enqueue(XpuCompute* c, XpuStreamFn fn, void* arg, void (*free_arg)(void*),
                             const void* work, size_t work_size, const XpuDeviceRange* extra,
                             size_t extra_count) {
@@ -583,10 +583,10 @@ bool xpu_compute_enqueue(XpuCompute* c, XpuStreamFn fn, void* arg, void (*free_a
   return compute_enqueue(c, fn, arg, free_arg, NULL, 0, NULL, 0);
 }
 
-bool xpu_compute_enqueue_extra(XpuCompute* c, XpuStreamFn fn, void* arg,
-                               void (*free_arg)(void*), const XpuDeviceRange* extra,
-                               size_t extra_count) {
-  return compute_enqueue(c, fn, arg, free_arg, NULL, 0, extra, extra_count);
+bool xpu_compute_enqueue_work_extra(XpuCompute* c, XpuStreamFn fn, const void* work,
+                                    size_t size, const XpuDeviceRange* extra,
+                                    size_t extra_count) {
+  return compute_enqueue(c, fn, NULL, NULL, work, size, extra, extra_count);
 }
 
 bool xpu_compute_enqueue_work(XpuCompute* c, XpuStreamFn fn, const void* work, size_t size) {
@@ -788,8 +788,9 @@ void xpu_context_failure(TF_OpKernelContext* ctx, TF_Status* status) {
   TF_OpKernelContext_Failure(ctx, status);
 }
 
-bool xpu_enqueue_on_context(TF_OpKernelContext* ctx, const char* op, XpuStreamFn fn, void* arg,
-                            const XpuDeviceRange* ranges, size_t count, TF_Status* status) {
+bool xpu_enqueue_on_context(TF_OpKernelContext* ctx, const char* op, XpuStreamFn fn,
+                            const void* work, size_t size, const XpuDeviceRange* ranges,
+                            size_t count, TF_Status* status) {
   TF_SetStatus(status, TF_OK, "");
   SP_Stream stream = TF_GetStream(ctx, status);
   bool ok = false;
@@ -798,10 +799,9 @@ bool xpu_enqueue_on_context(TF_OpKernelContext* ctx, const char* op, XpuStreamFn
     snprintf(message, sizeof message, "%s: no XPU stream for the kernel: %s", op,
              TF_GetCode(status) != TF_OK ? TF_Message(status) : "TF_GetStream returned NULL");
     TF_SetStatus(status, TF_INVALID_ARGUMENT, message);
-    free(arg);
   } else {
-    ok = xpu_stream_enqueue_fn(stream, op, NULL, 0, fn, arg, NULL, ranges, count,
-                               launch_blocking(), status);
+    ok = xpu_stream_enqueue_work(stream, op, NULL, 0, fn, work, size, NULL, ranges, count,
+                                 launch_blocking(), status);
   }
   if (!ok) TF_OpKernelContext_Failure(ctx, status);
   return ok;

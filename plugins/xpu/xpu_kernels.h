@@ -160,10 +160,10 @@ bool xpu_compute_enqueue(XpuCompute* c, XpuStreamFn fn, void* arg, void (*free_a
  * into a per-stream recycled buffer (xpu_stream_enqueue_work): no heap block per op. */
 bool xpu_compute_enqueue_work(XpuCompute* c, XpuStreamFn fn, const void* work, size_t size);
 
-/* As xpu_compute_enqueue, with `extra` device ranges checked too (variables' buffers). */
-bool xpu_compute_enqueue_extra(XpuCompute* c, XpuStreamFn fn, void* arg,
-                               void (*free_arg)(void*), const XpuDeviceRange* extra,
-                               size_t extra_count);
+/* As xpu_compute_enqueue_work, with `extra` device ranges checked too (variables' buffers). */
+bool xpu_compute_enqueue_work_extra(XpuCompute* c, XpuStreamFn fn, const void* work,
+                                    size_t size, const XpuDeviceRange* extra,
+                                    size_t extra_count);
 
 static inline void* xpu_data(const TF_Tensor* t) { return TF_TensorData(t); }
 
@@ -193,11 +193,13 @@ bool xpu_var_tensor(TF_OpKernelContext* ctx, int input, bool lock_held, XpuVarCo
                     TF_Tensor** out, TF_Status* status);
 /* Fails compute() of `ctx` with `status` (TF_OpKernelContext_Failure). */
 void xpu_context_failure(TF_OpKernelContext* ctx, TF_Status* status);
-/* Queues fn(arg) (freed with free()) on the stream of `ctx` after checking `ranges`; on
- * failure reports `status` through TF_OpKernelContext_Failure. For the variable callbacks,
- * which run inside compute() without an XpuCompute. */
-bool xpu_enqueue_on_context(TF_OpKernelContext* ctx, const char* op, XpuStreamFn fn, void* arg,
-                            const XpuDeviceRange* ranges, size_t count, TF_Status* status);
+/* Queues fn on a copy of `work` (size bytes, in the stream's recycled payload) on the stream
+ * of `ctx` after checking `ranges`; on failure reports `status` through
+ * TF_OpKernelContext_Failure. For the variable callbacks, which run inside compute() without
+ * an XpuCompute. */
+bool xpu_enqueue_on_context(TF_OpKernelContext* ctx, const char* op, XpuStreamFn fn,
+                            const void* work, size_t size, const XpuDeviceRange* ranges,
+                            size_t count, TF_Status* status);
 
 /* ---- create() helpers (xpu_kernels.c) --------------------------------------------------- */
 

@@ -988,17 +988,12 @@ static void gather_compute(void* kernel, TF_OpKernelContext* ctx) {
           if (out.count == 0) {
             xpu_compute_enqueue(&c, NULL, NULL, NULL);
           } else {
-            GatherWork* w = malloc(sizeof *w);
-            if (w == NULL) {
-              xpu_fail(&c, TF_RESOURCE_EXHAUSTED, "out of host memory");
-            } else {
-              *w = (GatherWork){.params = xpu_data(c.in[0]), .indices = xpu_data(c.in[1]),
-                                .wide = k->index_type == TF_INT64, .out = xpu_data(c.out[0]),
-                                .outer = outer, .n = params->dims[axis],
-                                .inner_bytes = inner * (int64_t)xpu_dtype_size(k->base.dtype),
-                                .count = indices->count};
-              xpu_compute_enqueue(&c, gather_work, w, NULL);
-            }
+            GatherWork w = {.params = xpu_data(c.in[0]), .indices = xpu_data(c.in[1]),
+                            .wide = k->index_type == TF_INT64, .out = xpu_data(c.out[0]),
+                            .outer = outer, .n = params->dims[axis],
+                            .inner_bytes = inner * (int64_t)xpu_dtype_size(k->base.dtype),
+                            .count = indices->count};
+            xpu_compute_enqueue_work(&c, gather_work, &w, sizeof w);
           }
         }
       }
@@ -1162,14 +1157,9 @@ static void range_compute(void* kernel, TF_OpKernelContext* ctx) {
         if (count == 0) {
           xpu_compute_enqueue(&c, NULL, NULL, NULL);
         } else {
-          RangeWork* w = malloc(sizeof *w);
-          if (w == NULL) {
-            xpu_fail(&c, TF_RESOURCE_EXHAUSTED, "out of host memory");
-          } else {
-            *w = (RangeWork){.dtype = k->dtype, .out = xpu_data(c.out[0]), .count = count,
-                             .fstart = fs, .fdelta = fd, .istart = is, .idelta = id};
-            xpu_compute_enqueue(&c, range_work, w, NULL);
-          }
+          RangeWork w = {.dtype = k->dtype, .out = xpu_data(c.out[0]), .count = count,
+                         .fstart = fs, .fdelta = fd, .istart = is, .idelta = id};
+          xpu_compute_enqueue_work(&c, range_work, &w, sizeof w);
         }
       }
     }

@@ -38,18 +38,16 @@ static bool fail_shapes(XpuCompute* c, const char* what_a, const XpuShape* a, co
                   xpu_shape_str(a, sa, sizeof sa), what_b, xpu_shape_str(b, sb, sizeof sb));
 }
 
-/* Queues `fn(arg)` for an output with elements, or only checks the stream when it has none. */
-static void enqueue_or_skip(XpuCompute* c, bool empty, XpuStreamFn fn, void* arg) {
-  if (empty || arg == NULL) {
-    if (arg == NULL && !empty) {
-      xpu_fail(c, TF_RESOURCE_EXHAUSTED, "out of host memory");
-      return;
-    }
-    free(arg);
+/* Queues `fn` on a copy of `work` (size bytes, copied into the stream's recycled payload: no
+ * heap block per op) for an output with elements, or only checks the stream when it has
+ * none. */
+static void enqueue_or_skip(XpuCompute* c, bool empty, XpuStreamFn fn, const void* work,
+                            size_t size) {
+  if (empty) {
     xpu_compute_enqueue(c, NULL, NULL, NULL);
-    return;
+  } else {
+    xpu_compute_enqueue_work(c, fn, work, size);
   }
-  xpu_compute_enqueue(c, fn, arg, NULL);
 }
 
 /* ---- AddN ------------------------------------------------------------------------------- */
@@ -121,6 +119,7 @@ static void addn_compute(void* kernel, TF_OpKernelContext* ctx) {
       }
     }
     if (ok && xpu_alloc_output(&c, 0, k->dtype, &c.in_shape[0])) {
+      /* A work item of n input pointers, built in place (its size depends on n). */
       AddNWork* w = malloc(sizeof *w + (size_t)n * sizeof(void*));
       if (w != NULL) {
         w->dtype = k->dtype;
@@ -129,7 +128,14 @@ static void addn_compute(void* kernel, TF_OpKernelContext* ctx) {
         w->out = xpu_data(c.out[0]);
         for (int i = 0; i < n; i++) w->in[i] = xpu_data(c.in[i]);
       }
-      enqueue_or_skip(&c, c.in_shape[0].count == 0, addn_work, w);
+      if (c.in_shape[0].count == 0) {
+        free(w);
+        xpu_compute_enqueue(&c, NULL, NULL, NULL);
+      } else if (w == NULL) {
+        xpu_fail(&c, TF_RESOURCE_EXHAUSTED, "out of host memory");
+      } else {
+        xpu_compute_enqueue(&c, addn_work, w, NULL);
+      }
     }
   }
   xpu_compute_end(&c);
@@ -192,13 +198,10 @@ static void relu_grad_compute(void* kernel, TF_OpKernelContext* ctx) {
     if (!same_shape(&c.in_shape[0], &c.in_shape[1])) {
       fail_shapes(&c, "gradients", &c.in_shape[0], "features", &c.in_shape[1]);
     } else if (xpu_alloc_output(&c, 0, k->dtype, &c.in_shape[0])) {
-      ReluGradWork* w = malloc(sizeof *w);
-      if (w != NULL) {
-        *w = (ReluGradWork){.dtype = k->dtype, .grad = xpu_data(c.in[0]),
-                            .features = xpu_data(c.in[1]), .out = xpu_data(c.out[0]),
-                            .count = c.in_shape[0].count};
-      }
-      enqueue_or_skip(&c, c.in_shape[0].count == 0, relu_grad_work, w);
+      ReluGradWork w = {.dtype = k->dtype, .grad = xpu_data(c.in[0]),
+                        .features = xpu_data(c.in[1]), .out = xpu_data(c.out[0]),
+                        .count = c.in_shape[0].count};
+      enqueue_or_skip(&c, c.in_shape[0].count == 0, relu_grad_work, &w, sizeof w);
     }
   }
   xpu_compute_end(&c);
@@ -285,16 +288,13 @@ static void bias_grad_compute(void* kernel, TF_OpKernelContext* ctx) {
       int cdim = k->nchw ? 1 : x->rank - 1;
       XpuShape out = {.rank = 1, .dims = {x->dims[cdim]}, .count = x->dims[cdim]};
       if (xpu_alloc_output(&c, 0, k->base.dtype, &out)) {
-        BiasGradWork* w = malloc(sizeof *w);
-        if (w != NULL) {
-          int64_t outer = 1, inner = 1;
-          for (int d = 0; d < cdim; d++) outer *= x->dims[d];
-          for (int d = cdim + 1; d < x->rank; d++) inner *= x->dims[d];
-          *w = (BiasGradWork){.dtype = k->base.dtype, .x = xpu_data(c.in[0]),
-                              .out = xpu_data(c.out[0]), .outer = outer,
-                              .channels = x->dims[cdim], .inner = inner};
-        }
-        enqueue_or_skip(&c, out.count == 0, bias_grad_work, w);
+        int64_t outer = 1, inner = 1;
+        for (int d = 0; d < cdim; d++) outer *= x->dims[d];
+        for (int d = cdim + 1; d < x->rank; d++) inner *= x->dims[d];
+        BiasGradWork w = {.dtype = k->base.dtype, .x = xpu_data(c.in[0]),
+                          .out = xpu_data(c.out[0]), .outer = outer,
+                          .channels = x->dims[cdim], .inner = inner};
+        enqueue_or_skip(&c, out.count == 0, bias_grad_work, &w, sizeof w);
       }
     }
   }
@@ -434,15 +434,12 @@ static void xent_compute(void* kernel, TF_OpKernelContext* ctx) {
     XpuShape loss = {.rank = 1, .dims = {ok ? f->dims[0] : 0}, .count = ok ? f->dims[0] : 0};
     if (ok && xpu_alloc_output(&c, 0, k->base.dtype, &loss) &&
         xpu_alloc_output(&c, 1, k->base.dtype, f)) {
-      XentWork* w = malloc(sizeof *w);
-      if (w != NULL) {
-        *w = (XentWork){.dtype = k->base.dtype, .sparse = sparse,
-                        .wide_labels = k->label_type == TF_INT64, .logits = xpu_data(c.in[0]),
-                        .labels = xpu_data(c.in[1]), .loss = xpu_data(c.out[0]),
-                        .backprop = xpu_data(c.out[1]), .batch = f->dims[0],
-                        .classes = f->dims[1]};
-      }
-      enqueue_or_skip(&c, f->dims[0] == 0, xent_work, w);
+      XentWork w = {.dtype = k->base.dtype, .sparse = sparse,
+                    .wide_labels = k->label_type == TF_INT64, .logits = xpu_data(c.in[0]),
+                    .labels = xpu_data(c.in[1]), .loss = xpu_data(c.out[0]),
+                    .backprop = xpu_data(c.out[1]), .batch = f->dims[0],
+                    .classes = f->dims[1]};
+      enqueue_or_skip(&c, f->dims[0] == 0, xent_work, &w, sizeof w);
     }
   }
   xpu_compute_end(&c);
@@ -648,16 +645,12 @@ static void conv_grad_compute(void* kernel, TF_OpKernelContext* ctx) {
       conv_grad_geometry(&c, k, for_input ? &sizes : &c.in_shape[0],
                          for_input ? &c.in_shape[1] : &sizes, &c.in_shape[2], &g) &&
       xpu_alloc_output(&c, 0, k->base.dtype, &sizes)) {
-    ConvGradWork* w = malloc(sizeof *w);
-    if (w != NULL) {
-      *w = (ConvGradWork){.op = k->base.op, .for_input = for_input, .dtype = k->base.dtype,
-                          .g = g,
-                          .out_c = for_input ? c.in_shape[1].dims[3] : sizes.dims[3],
-                          .x = for_input ? NULL : xpu_data(c.in[0]),
-                          .f = for_input ? xpu_data(c.in[1]) : NULL,
-                          .dy = xpu_data(c.in[2]), .out = xpu_data(c.out[0])};
-    }
-    enqueue_or_skip(&c, sizes.count == 0, conv_grad_work, w);
+    ConvGradWork w = {.op = k->base.op, .for_input = for_input, .dtype = k->base.dtype,
+                      .g = g, .out_c = for_input ? c.in_shape[1].dims[3] : sizes.dims[3],
+                      .x = for_input ? NULL : xpu_data(c.in[0]),
+                      .f = for_input ? xpu_data(c.in[1]) : NULL,
+                      .dy = xpu_data(c.in[2]), .out = xpu_data(c.out[0])};
+    enqueue_or_skip(&c, sizes.count == 0, conv_grad_work, &w, sizeof w);
   }
   xpu_compute_end(&c);
 }
@@ -860,13 +853,10 @@ static void pool_compute(void* kernel, TF_OpKernelContext* ctx) {
     }
   }
   if (ok && xpu_alloc_output(&c, 0, k->base.dtype, grad ? in : &pooled)) {
-    PoolWork* w = malloc(sizeof *w);
-    if (w != NULL) {
-      *w = (PoolWork){.op = k->base.op, .dtype = k->base.dtype, .grad = grad, .g = g,
-                      .x = xpu_data(c.in[0]), .dy = grad ? xpu_data(c.in[2]) : NULL,
-                      .out = xpu_data(c.out[0])};
-    }
-    enqueue_or_skip(&c, (grad ? in->count : pooled.count) == 0, pool_work, w);
+    PoolWork w = {.op = k->base.op, .dtype = k->base.dtype, .grad = grad, .g = g,
+                  .x = xpu_data(c.in[0]), .dy = grad ? xpu_data(c.in[2]) : NULL,
+                  .out = xpu_data(c.out[0])};
+    enqueue_or_skip(&c, (grad ? in->count : pooled.count) == 0, pool_work, &w, sizeof w);
   }
   xpu_compute_end(&c);
 }

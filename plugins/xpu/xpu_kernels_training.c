@@ -78,20 +78,12 @@ static void queue_var_work(TF_OpKernelContext* ctx, const char* op_name, TF_Tens
   size_t bytes = TF_TensorByteSize(src);
   if (bytes > TF_TensorByteSize(dst)) bytes = TF_TensorByteSize(dst);
   if (bytes > 0) {
-    VarWork* w = malloc(sizeof *w);
-    if (w == NULL) {
-      char message[128];
-      snprintf(message, sizeof message, "%s: out of host memory", op_name);
-      TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, message);
-      xpu_context_failure(ctx, status);
-    } else {
-      TF_DataType dt = TF_TensorType(dst);
-      *w = (VarWork){.dtype = dt, .op = op, .dst = TF_TensorData(dst), .src = TF_TensorData(src),
-                     .count = (int64_t)(bytes / (xpu_dtype_size(dt) ? xpu_dtype_size(dt) : 1)),
-                     .bytes = bytes};
-      XpuDeviceRange ranges[2] = {{w->dst, bytes, "variable"}, {w->src, bytes, "value"}};
-      xpu_enqueue_on_context(ctx, op_name, var_work, w, ranges, 2, status);
-    }
+    TF_DataType dt = TF_TensorType(dst);
+    VarWork w = {.dtype = dt, .op = op, .dst = TF_TensorData(dst), .src = TF_TensorData(src),
+                 .count = (int64_t)(bytes / (xpu_dtype_size(dt) ? xpu_dtype_size(dt) : 1)),
+                 .bytes = bytes};
+    XpuDeviceRange ranges[2] = {{w.dst, bytes, "variable"}, {w.src, bytes, "value"}};
+    xpu_enqueue_on_context(ctx, op_name, var_work, &w, sizeof w, ranges, 2, status);
   }
   TF_DeleteStatus(status);
 }
@@ -319,27 +311,21 @@ static void apply_compute(void* kernel, TF_OpKernelContext* ctx) {
     }
   }
   if (ok) {
-    ApplyWork* w = calloc(1, sizeof *w);
-    if (w == NULL) {
-      xpu_fail(&c, TF_RESOURCE_EXHAUSTED, "out of host memory");
-    } else if (shapes[0].count == 0) {
-      free(w);
+    if (shapes[0].count == 0) {
       xpu_compute_enqueue(&c, NULL, NULL, NULL);
     } else {
       XpuDeviceRange ranges[MAX_APPLY_VARS];
-      w->dtype = k->base.dtype;
-      w->code = k->base.code;
-      w->nesterov = k->use_nesterov;
-      w->count = shapes[0].count;
-      w->grad = xpu_data(c.in[grad]);
+      ApplyWork w = {.dtype = k->base.dtype, .code = k->base.code,
+                     .nesterov = k->use_nesterov, .count = shapes[0].count,
+                     .grad = xpu_data(c.in[grad])};
       for (int i = 0; i < vars; i++) {
-        w->var[i] = TF_TensorData(var[i]);
-        ranges[i] = (XpuDeviceRange){w->var[i], TF_TensorByteSize(var[i]), names[i]};
+        w.var[i] = TF_TensorData(var[i]);
+        ranges[i] = (XpuDeviceRange){w.var[i], TF_TensorByteSize(var[i]), names[i]};
       }
       for (int j = 0; kScalars[k->base.code][j] >= 0; j++) {
-        w->scalar[j] = xpu_data(c.in[kScalars[k->base.code][j]]);
+        w.scalar[j] = xpu_data(c.in[kScalars[k->base.code][j]]);
       }
-      xpu_compute_enqueue_extra(&c, apply_work, w, NULL, ranges, (size_t)vars);
+      xpu_compute_enqueue_work_extra(&c, apply_work, &w, sizeof w, ranges, (size_t)vars);
     }
   }
   for (int i = 0; i < vars; i++) {
