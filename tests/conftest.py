@@ -92,6 +92,10 @@ def xpu_control(xpu_platform):
     lib.XPU_SetStreamDelayUs.argtypes = [ctypes.c_uint64]
     lib.XPU_SetStreamDelayUs.restype = None
     lib.XPU_LastControlError.restype = ctypes.c_char_p
+    for counter in ("XPU_InvalidFreeCount", "XPU_OpRecordAllocations", "XPU_SplitTaskCount",
+                    "XPU_PoolMoveCount"):  # uint64_t (void)
+        getattr(lib, counter).argtypes = []
+        getattr(lib, counter).restype = ctypes.c_uint64
     return lib
 
 

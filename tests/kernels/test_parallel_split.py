@@ -22,10 +22,7 @@ from pluggable import raw_ops
 
 @pytest.fixture(scope="module")
 def split_tasks(xpu_control):
-    fn = xpu_control.XPU_SplitTaskCount
-    fn.restype = ctypes.c_uint64
-    fn.argtypes = []
-    return fn
+    return xpu_control.XPU_SplitTaskCount
 
 SPLIT_OPS = r"""
 import json

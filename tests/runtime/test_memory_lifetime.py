@@ -28,9 +28,7 @@ def limited(private_manager, build_test_plugin):
 
 @pytest.fixture
 def invalid_frees(xpu_control):
-    count = xpu_control.XPU_InvalidFreeCount
-    count.restype = ctypes.c_uint64
-    return count
+    return xpu_control.XPU_InvalidFreeCount
 
 
 def live(xpu):

@@ -3,7 +3,6 @@
 sleeps, and a steady stream of work takes no new records from the C library."""
 from __future__ import annotations
 
-import ctypes
 import threading
 import time
 
@@ -16,10 +15,7 @@ from pluggable import ops
 
 @pytest.fixture(scope="module")
 def op_records(xpu_control):
-    fn = xpu_control.XPU_OpRecordAllocations
-    fn.restype = ctypes.c_uint64
-    fn.argtypes = []
-    return fn
+    return xpu_control.XPU_OpRecordAllocations
 
 
 def wait_until(predicate, timeout=5.0):
