@@ -48,9 +48,6 @@
 /* ---- what bind() gives -------------------------------------------------------------------- */
 
 static int (*kernel_run)(const int64_t*);
-static TF_Status* (*new_status)(void);
-static void (*delete_status)(TF_Status*);
-static const char* (*status_message)(const TF_Status*);
 static int (*bfc_deallocate)(PG_BFC*, void*);
 
 static PyTypeObject* tensor_type;       /* tensors.Tensor */
@@ -446,7 +443,9 @@ static void plan_free_buffers(PlanObject* p) {
   p->specs = NULL;
   p->template_words = p->request = p->out = NULL;
   p->slots = NULL;
-  if (p->status != NULL && delete_status != NULL) delete_status(p->status);
+  if (p->status != NULL && pg_runtime.delete_status != NULL) {
+    pg_runtime.delete_status(p->status);
+  }
   p->status = NULL;
 }
 
@@ -565,7 +564,7 @@ static int plan_init(PlanObject* p, PyObject* args, PyObject* kwargs) {
   p->out = PyMem_Calloc((size_t)p->out_words, sizeof(int64_t));
   p->slots = PyMem_Calloc((size_t)(p->n_slots ? p->n_slots : 1), sizeof(Py_ssize_t));
   p->specs = PyMem_Calloc((size_t)(p->n_out ? p->n_out : 1), sizeof(OutputSpec));
-  p->status = new_status();
+  p->status = pg_runtime.new_status();
   if (!p->template_words || !p->request || !p->out || !p->slots || !p->specs || !p->status) {
     PyErr_NoMemory();
     goto done;
@@ -637,7 +636,7 @@ static int plan_fresh(PlanObject* p) {
 
 /* The exception for a failed run: the kernel's own error, as kernels.Kernel._error words it. */
 static void raise_run_error(PlanObject* p, int code, TF_Status* status) {
-  const char* message = status_message ? status_message(status) : "";
+  const char* message = pg_runtime.message ? pg_runtime.message(status) : "";
   PyObject* text = PyUnicode_DecodeUTF8(message ? message : "", message ? (Py_ssize_t)strlen(message) : 0,
                                         "replace");
   if (text == NULL) return;
@@ -800,10 +799,10 @@ static PyObject* plan_run_tensors(PlanObject* p, PyObject* const* tensors, Py_ss
     p->busy = 1;
   } else {
     request = PyMem_Malloc(sizeof(int64_t) * (size_t)(p->n_words + p->out_words));
-    status = new_status();
+    status = pg_runtime.new_status();
     if (request == NULL || status == NULL) {
       PyMem_Free(request);
-      if (status) delete_status(status);
+      if (status) pg_runtime.delete_status(status);
       return PyErr_NoMemory();
     }
     out = request + p->n_words;
@@ -838,7 +837,7 @@ static PyObject* plan_run_tensors(PlanObject* p, PyObject* const* tensors, Py_ss
     p->busy = 0;
   } else {
     PyMem_Free(request);
-    delete_status(status);
+    pg_runtime.delete_status(status);
   }
   if (tracing != NULL && tracing == tracer) {
     PyObject* fresh_list = result ? fresh_outputs(p, result, tensors, n) : NULL;
@@ -1207,9 +1206,6 @@ static PyObject* fast_bind_runtime(PyObject* self, PyObject* functions) {
   *(void**)&pg_runtime.code = code;
   *(void**)&pg_runtime.bfc_allocate = alloc;
   *(void**)&kernel_run = run;
-  *(void**)&new_status = create;
-  *(void**)&delete_status = destroy;
-  *(void**)&status_message = message;
   *(void**)&bfc_deallocate = dealloc;
   Py_RETURN_NONE;
 }
