@@ -385,7 +385,8 @@ def _constant_plan_key(op_name: str, inputs: Sequence[Any],
     """The key of a remembered run with constants (`execute_with_constants`): the op, the
     device scope, each device input's dtype, shape and device, each host input's value and
     the attributes; None when a part cannot be keyed (an input that is not a tensor where
-    the op wants one in device memory, a host input given as a tensor, a list input)."""
+    the op wants one in device memory, or is a tensor on the CPU, a host input given as a
+    tensor, a list input)."""
     op = OPS.get(op_name)
     if op is None or op.host_kernel is not None or len(inputs) != len(op.inputs):
         return None
@@ -394,7 +395,7 @@ def _constant_plan_key(op_name: str, inputs: Sequence[Any],
         if arg.number_attr:
             return None
         if type(x) is Tensor:
-            if arg.host:
+            if arg.host or x._device is CPU_DEVICE:  # CPU tensors never make a plan
                 return None
             parts.append((x._dtype.code, x._shape, x._device))
         elif arg.host:

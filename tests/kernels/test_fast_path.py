@@ -234,9 +234,16 @@ def test_a_call_that_cannot_keep_a_plan_is_not_tried_again(monkeypatch):
     x = _xpu([[1.0, 2.0], [3.0, 4.0]])
     for _ in range(3):  # AddN takes a list: no key at all, the general path every time
         assert ops.add_n([x, x]).numpy().tolist() == [[2.0, 4.0], [6.0, 8.0]]
-    # A key whose first run left no plan is remembered as such.
-    key = dispatch._constant_plan_key("Sum", [host, np.array(1, np.int32)],
-                                      {"keep_dims": False})
+    assert dispatch._constant_plan_key("Sum", [host, np.array(1, np.int32)],
+                                       {"keep_dims": False}) is None  # CPU tensors: no key
+    # A key whose first run left no plan is remembered as such: an op placed on XPU:1 whose
+    # input lives on XPU:0 (a plan needs its inputs on its device).
+    with pluggable.device("/xpu:1"):
+        for _ in range(3):
+            assert ops.reduce_sum(x, axis=1).numpy().tolist() == [3.0, 7.0]
+        key = dispatch._constant_plan_key("Sum", [x, np.array(1, np.int32)],
+                                          {"keep_dims": False})
+    assert len(tries) == 1  # tried once, then known
     assert key in dispatch._unplannable
     assert dispatch._constant_plan_key("AddN", [[x, x]], {}) is None
     assert dispatch._constant_plan_key("Reshape", [x, x], {}) is None  # a host input as a tensor
