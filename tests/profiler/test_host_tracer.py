@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import pluggable
-from pluggable import _fast, allocator, dispatch, executor, ops, profiler
+from pluggable import _fast, allocator, dispatch, executor, kernels, ops, profiler
 from pluggable.profiler import ProfilerOptions
 
 HOST_ONLY = ProfilerOptions(device_tracer_level=0)
@@ -64,7 +64,15 @@ def test_allocations_track_the_allocators_bytes_in_use(tmp_path):
     device = pluggable.get_device("XPU:0")
     bfc = device.executor.allocator
     pluggable.tensor([0.0], device=device)  # the staging ring's block of the host pool
-    gc.collect()  # earlier tests' garbage is freed now, not inside the session
+    # Earlier tests' garbage is freed now, not inside the session: dropped objects, kernel
+    # instances whose delete_func gives back device tensors, frees waiting on device work.
+    gc.collect()
+    kernels.flush_releases()
+    for name in ("XPU:0", "XPU:1"):
+        other = pluggable.get_device(name)
+        other.synchronize()
+        other.executor.flush_releases()
+        other.executor.event_manager.synchronize()
     with profiler.Profile(tmp_path, HOST_ONLY) as session:
         kept = pluggable.tensor(np.ones(1000, np.float32), device="/xpu:0")  # 4000 bytes
         dropped = ops.relu(kept)
@@ -73,7 +81,8 @@ def test_allocations_track_the_allocators_bytes_in_use(tmp_path):
         device.synchronize()
         in_use = bfc.stats()["bytes_in_use"]
     events = [e for e in _host(session.result) if e.name in ("Allocate", "Deallocate")
-              and e.stats["device"] == "/device:XPU:0"]
+              and e.stats["device"] == "/device:XPU:0"
+              and e.line == threading.current_thread().name]
     assert [e.name for e in events] == ["Allocate", "Allocate", "Deallocate"]
     assert [e.stats["bytes"] for e in events] == [4096, 4096, 4096]  # chunks: 256-rounded
     assert events[0].stats["allocator"] == bfc.name
