@@ -335,7 +335,7 @@ bool xpu_parse_kernel_threads(const char* text, int* out, char* err, size_t err_
 void xpu_pool_configure(int threads);
 /* Element-wise kernels over fewer elements than this run on the stream worker alone
  * (XPU_ELEMENTWISE_SPLIT; default XPU_ELEMENTWISE_SPLIT_DEFAULT, see xpu_kernels_pool.c). */
-#define XPU_ELEMENTWISE_SPLIT_DEFAULT ((int64_t)1 << 22)
+#define XPU_ELEMENTWISE_SPLIT_DEFAULT ((int64_t)1 << 16)
 /* Parses XPU_ELEMENTWISE_SPLIT text (0..2^62 elements); false with a reason in err. */
 bool xpu_parse_elementwise_split(const char* text, int64_t* out, char* err, size_t err_size);
 void xpu_pool_configure_elementwise_split(int64_t elements);

@@ -17,13 +17,14 @@
  * pool lock is a leaf lock: tasks run without it.
  *
  * Element-wise kernels (a few bytes of memory traffic per element, no arithmetic to speak
- * of) are split only from XPU_ELEMENTWISE_SPLIT elements on. Below that, waking a helper and,
- * on a busy machine, waiting at the end for a helper the scheduler preempted in the middle of
- * its task cost more than the second core gives. On the shared 2-core machine of
- * BENCHMARKS.md (load 3.3-4.9), AddV2 float32 split across 2 threads was no faster than one
- * thread up to 2^21 elements (0.91-1.22x its time, medians; 1.11-1.18x the unsplit op in an
- * interleaved A/B at 2^20-2^21), faster at 2^22 (0.60-0.74x) and mixed above (0.87-1.45x);
- * `benchmarks/bench_kernels.py --grain` measures it.
+ * of) are split from XPU_ELEMENTWISE_SPLIT elements on (default 2^16, two tasks of 32768).
+ * Below that, waking a helper and, on a busy machine, waiting at the end for a helper the
+ * scheduler preempted in the middle of its task cost more than the second core gives. While
+ * helpers slept between jobs, a split paid only from 2^22 elements on; since they spin for
+ * the next job (below), AddV2 float32 split across 2 threads takes 0.69-0.83x the time of one
+ * thread from 2^17 to 2^24 elements and 0.83-1.02x at 2^16 (medians, the 2-core machine of
+ * BENCHMARKS.md, quiet or beside a busy process); `benchmarks/bench_kernels.py --grain`
+ * measures it.
  *
  * Waiting. On the 2-core test VM, waking a sleeping thread took from a few microseconds to
  * over 2 ms (more right after the process had kept both cores busy, which is what another

@@ -2,10 +2,10 @@
 split where plugins/xpu/README.md ("Threads") says they do.
 
 Element-wise kernels split from XPU_ELEMENTWISE_SPLIT elements on, into an even number of
-tasks of at least 32768 elements. The default threshold (4M elements) is above what the other
-tests use, so these tests run a fresh interpreter with a lower one and two kernel threads,
-and compare with NumPy element by element. The plugin counts the tasks of every split
-kernel (XPU_SplitTaskCount, xpu_control.h), which tells whether and how an op was split.
+tasks of at least 32768 elements (default: from 2 x 32768). These tests run a fresh
+interpreter with a given threshold and two kernel threads, and compare with NumPy element by
+element. The plugin counts the tasks of every split kernel (XPU_SplitTaskCount,
+xpu_control.h), which tells whether and how an op was split.
 
 A float GEMM is split when C has more than one tile (at most 192 x 512 elements)."""
 from __future__ import annotations
@@ -107,8 +107,8 @@ print(json.dumps(out))
     ("65536", {65535: 0, 65536: 2, 131071: 2, 131072: 4, 300_007: 8}),
     # 0: from 2 x 32768 elements on, never a split of a few elements.
     ("0", {5: 0, 65535: 0, 65536: 2}),
-    # The default: 10^5 elements run as one piece.
-    (None, {100_000: 0, 65536: 0}),
+    # The default: from 2 x 32768 elements on, as with 0.
+    (None, {65535: 0, 65536: 2, 100_000: 2, 131072: 4}),
 ])
 def test_elementwise_split_points_and_results_for_every_dtype(run_python, split, sizes):
     result = run_python(None, env={"XPU_ELEMENTWISE_SPLIT": split, "XPU_KERNEL_THREADS": "2"},
