@@ -312,11 +312,12 @@ class _Plan(_fast.Plan):
     runs it): ``run(tensors)`` returns None when the plan went stale (streams replaced,
     kernels changed or closed)."""
 
-    __slots__ = ("key", "kernel_name")
+    __slots__ = ("key", "kernel_name", "inputs")  # inputs: (shape, dtype name) of each
 
 
 _plan_key = _fast.plan_key  # (op, scope, each input's dtype code, shape and device)
 _fast_execute = _fast.execute
+_fast_execute_constants = _fast.execute_constants
 
 
 def execute(op_name: str, inputs: Sequence[Any], attrs: Optional[Mapping[str, Any]] = None,
@@ -325,17 +326,23 @@ def execute(op_name: str, inputs: Sequence[Any], attrs: Optional[Mapping[str, An
 
     ``_record`` is the host tracer's: a list that receives the slow path's choice of device
     and kernel (the fast path records its runs itself)."""
-    if not attrs and _record is None:
-        outputs = _fast_execute(op_name, inputs)  # a remembered plan, in C
-        if outputs is not None:
-            return outputs
+    found = None
+    if _record is None:
+        if not attrs:
+            outputs = _fast_execute(op_name, inputs)  # a remembered plan, in C
+            if outputs is not None:
+                return outputs
+        # A remembered plan with attributes or host values, in C; else the call's key.
+        found = _fast_execute_constants(op_name, inputs, attrs)
+        if type(found) is list:
+            return found
     if _tracer is not None and _record is None:
         return _tracer.op(op_name, inputs, attrs)
     key = None
     if not attrs and not _settings["log"]:
         key = _plan_key(op_name, inputs)
     if key is None and _record is None and not _settings["log"]:
-        constant_key = _constant_plan_key(op_name, inputs, attrs)
+        constant_key = found if found is not None else _constant_plan_key(op_name, inputs, attrs)
         if constant_key is not None and constant_key not in _unplannable:
             outputs = execute_with_constants(constant_key, op_name, inputs, attrs or {})
             if constant_key not in _plans:
@@ -352,32 +359,12 @@ _fast.bind_dispatch(_plans, _settings, execute)
 # A call with attributes, or with host-memory inputs given as values (a reshape's shape, a
 # reduction's axis), is remembered too, under a key that holds the attributes and those
 # values as well: `ops.reduce_sum(x, axis=0)` repeated costs one plan run, not the general
-# path (~50 µs). Keys whose run could not be remembered (the op's inputs do not suit a plan,
-# or it ran on the CPU) are kept in _unplannable so they are not tried again.
+# path (~50 µs). The key is built, and a repeated call run, in C (_fast/constplans.c). Keys
+# whose run could not be remembered (the op's inputs do not suit a plan, or it ran on the
+# CPU) are kept in _unplannable so they are not tried again.
 _unplannable: set = set()
-_MAX_HOST_VALUES = 64  # elements; larger host values are not worth a key
-
-
-def _frozen(value) -> Any:
-    """``value`` as a hashable key part (lists as tuples, arrays as dtype, shape and bytes),
-    or _UNKEYABLE."""
-    if isinstance(value, (list, tuple)):
-        parts = tuple(_frozen(v) for v in value)
-        return _UNKEYABLE if _UNKEYABLE in parts else (type(value).__name__, parts)
-    if isinstance(value, np.ndarray):
-        if value.dtype == object or value.size > _MAX_HOST_VALUES:
-            return _UNKEYABLE
-        return ("array", value.dtype.str, value.shape, value.tobytes())
-    try:
-        hash(value)
-    except TypeError:
-        return _UNKEYABLE
-    if value != value:  # NaN: never equal to itself, so never found again
-        return _UNKEYABLE
-    return (type(value).__name__, value)
-
-
-_UNKEYABLE = object()
+_host_inputs: Dict[str, Tuple[bool, ...]] = {}  # op name -> whether each input is in host memory
+_fast.bind_constants(_host_inputs, CPU_DEVICE, np.ndarray)
 
 
 def _constant_plan_key(op_name: str, inputs: Sequence[Any],
@@ -386,31 +373,15 @@ def _constant_plan_key(op_name: str, inputs: Sequence[Any],
     device scope, each device input's dtype, shape and device, each host input's value and
     the attributes; None when a part cannot be keyed (an input that is not a tensor where
     the op wants one in device memory, or is a tensor on the CPU, a host input given as a
-    tensor, a list input)."""
-    op = OPS.get(op_name)
-    if op is None or op.host_kernel is not None or len(inputs) != len(op.inputs):
-        return None
-    parts: List[Any] = [op_name, "constants", _scope.get()]
-    for x, arg in zip(inputs, op.inputs):
-        if arg.number_attr:
+    tensor, a list input, a value that is unhashable, NaN, or an array of more than 64
+    elements)."""
+    hosts = _host_inputs.get(op_name)
+    if hosts is None:
+        op = OPS.get(op_name)
+        if op is None or op.host_kernel is not None or any(a.number_attr for a in op.inputs):
             return None
-        if type(x) is Tensor:
-            if arg.host or x._device is CPU_DEVICE:  # CPU tensors never make a plan
-                return None
-            parts.append((x._dtype.code, x._shape, x._device))
-        elif arg.host:
-            value = _frozen(x)
-            if value is _UNKEYABLE:
-                return None
-            parts.append(value)
-        else:
-            return None
-    for name in sorted(attrs or ()):
-        value = _frozen(attrs[name])
-        if value is _UNKEYABLE:
-            return None
-        parts.append((name, value))
-    return tuple(parts)
+        hosts = _host_inputs[op_name] = tuple(arg.host for arg in op.inputs)
+    return _fast.constant_plan_key(op_name, inputs, attrs, hosts)
 
 
 def _execute(op_name: str, inputs: Sequence[Any], attrs: Optional[Mapping[str, Any]],
@@ -470,7 +441,12 @@ def _execute(op_name: str, inputs: Sequence[Any], attrs: Optional[Mapping[str, A
 def _choice(device, kernel_name, fallback: bool, tensors: List[Tensor]) -> Tuple:
     """What the slow path chose, for the host tracer: (device or None for the CPU, kernel
     name, whether a plugin device fell back to the CPU, input (shape, dtype name) pairs)."""
-    return (device, kernel_name, fallback, tuple((t.shape, t.dtype.name) for t in tensors))
+    return (device, kernel_name, fallback, _described(tensors))
+
+
+def _described(tensors: List[Tensor]) -> Tuple:
+    """(shape, dtype name) of each input, as the host tracer shows them."""
+    return tuple((t.shape, t.dtype.name) for t in tensors)
 
 
 def _log(op: OpDef, target) -> None:
@@ -517,6 +493,7 @@ def _remember_plan(key, op: OpDef, target: PluggableDevice, registration,
         _plans.clear()
     plan = _Plan(target, prepared, outputs, kernels.generation)
     plan.key, plan.kernel_name = key, registration.kernel_name
+    plan.inputs = _described(tensors)
     _plans[key] = plan
 
 
@@ -584,6 +561,8 @@ def _remember_constant_plan(key, op: OpDef, target: PluggableDevice, inputs: Seq
                                             for shape, dtype in zip(shapes, out_dtypes)],
                          kernels.generation)
     plan.constants = constants
+    plan.key, plan.kernel_name = key, registration.kernel_name
+    plan.inputs = _described(tensors)  # host values included
     if len(_plans) >= _MAX_PLANS:
         _plans.clear()
     _plans[key] = plan

@@ -48,37 +48,46 @@ __all__ = [
 ]
 
 
-# The first output of an op without attributes: from its remembered plan in C, else from
-# dispatch.execute (one call either way).
+# The first output of an op without attributes: from its remembered plan in C (host values
+# among its inputs too), else from dispatch.execute (one call either way).
 _run = _fast.run
+_execute_constants = _fast.execute_constants
 
 
 def _one(op: str, inputs, attrs=None) -> Tensor:
     if not attrs:
         return _run(op, inputs)
+    found = _execute_constants(op, inputs, attrs)  # the call's remembered plan, in C
+    if type(found) is list:
+        return found[0]
     return execute(op, inputs, attrs)[0]
 
 
-_indices_cache: dict = {}  # (type, value) -> read-only int32 array, for the usual int / list
+_ints_cache: dict = {}  # (conversion, type, value) -> its read-only array
+
+
+def _memo_ints(convert, values, *args) -> np.ndarray:
+    """``convert(values, *args)``: an int or a short list or tuple of ints (the usual axis,
+    permutation or shape) is converted once and its array, read-only, reused."""
+    kind = type(values)
+    if kind is int or ((kind is list or kind is tuple) and len(values) <= 8
+                       and all(type(v) is int for v in values)):
+        key = (convert, kind, values if kind is not list else tuple(values))
+        cached = _ints_cache.get(key)
+        if cached is None:
+            cached = convert(values, *args)
+            cached.flags.writeable = False
+            if len(_ints_cache) >= 1024:
+                _ints_cache.clear()
+            _ints_cache[key] = cached
+        return cached
+    return convert(values, *args)
 
 
 def _int32_indices(values, op: str, what: str) -> np.ndarray:
     """Dimension indices (an axis, a permutation) as the int32 tensor TensorFlow's ops take;
-    values that are not integers or that no dimension can have are an InvalidArgumentError.
-    An int or a short list or tuple of ints is converted once and its array reused."""
-    kind = type(values)
-    if kind is int or ((kind is list or kind is tuple) and len(values) <= 8
-                       and all(type(v) is int for v in values)):
-        key = (kind, values if kind is not list else tuple(values))
-        cached = _indices_cache.get(key)
-        if cached is None:
-            cached = _int32_indices_of(values, op, what)
-            cached.flags.writeable = False
-            if len(_indices_cache) >= 1024:
-                _indices_cache.clear()
-            _indices_cache[key] = cached
-        return cached
-    return _int32_indices_of(values, op, what)
+    values that are not integers or that no dimension can have are an InvalidArgumentError."""
+    return _memo_ints(_int32_indices_of, values, op, what)
 
 
 def _int32_indices_of(values, op: str, what: str) -> np.ndarray:
@@ -572,7 +581,11 @@ def argmin(input, axis=None, output_type=_dt.int64, name=None) -> Tensor:  # noq
 
 # -- shapes and arrays --------------------------------------------------------------------
 def _host_ints(values) -> np.ndarray:
-    """Shape-like arguments (shapes, axes, paddings) as a host int array."""
+    """Shape-like arguments (shapes, axes, paddings) as a host int array (read-only)."""
+    return _memo_ints(_host_ints_of, values)
+
+
+def _host_ints_of(values) -> np.ndarray:
     if isinstance(values, Tensor):
         values = values.numpy()
     array = np.asarray(values)
@@ -585,7 +598,7 @@ def _host_ints(values) -> np.ndarray:
 
 
 def reshape(tensor, shape, name=None) -> Tensor:
-    return _one("Reshape", [tensor, _host_ints(shape).astype(np.int64)])
+    return _one("Reshape", [tensor, _host_ints(shape).astype(np.int64, copy=False)])
 
 
 def transpose(a, perm=None, conjugate=False, name="transpose") -> Tensor:

@@ -251,6 +251,56 @@ def test_a_call_that_cannot_keep_a_plan_is_not_tried_again(monkeypatch):
     assert dispatch._constant_plan_key("Cast", [x], {"DstT": float("nan")}) is None
 
 
+def test_keys_of_calls_with_attributes_tell_values_and_their_types_apart():
+    x = _xpu([[1.0, 2.0], [3.0, 4.0]])
+
+    def key(axis, **attrs):
+        return dispatch._constant_plan_key("Sum", [x, axis], attrs)
+
+    axis = np.array(1, np.int32)
+    assert key(axis, keep_dims=False) == key(np.array(1, np.int32), keep_dims=False)
+    distinct = [key(axis, keep_dims=False), key(axis, keep_dims=0), key(axis, keep_dims=0.0),
+                key(axis, keep_dims=True), key(np.array(1, np.int64), keep_dims=False),
+                key(np.array([1], np.int32), keep_dims=False), key(np.array(0, np.int32)),
+                key(np.array(1, np.int32).astype(">i4"), keep_dims=False),  # byte order
+                key(axis, keep_dims=[1, 2]), key(axis, keep_dims=(1, 2)), key(axis),
+                key(axis, keep_dims=False, other="a")]
+    assert None not in distinct and len(set(distinct)) == len(distinct)
+    with pluggable.device("/xpu:1"):  # the device scope is part of the key
+        assert key(axis, keep_dims=False) != distinct[0]
+    # Keyless: the general path every time.
+    keyless = [key(np.arange(65, dtype=np.int32)),              # more than 64 values
+               key(np.arange(8, dtype=np.int32)[::2]),          # not contiguous
+               key(np.array([1], dtype=object)),                # objects
+               key(axis, keep_dims=[1, [float("nan")]]),        # NaN, however deep
+               key(axis, keep_dims=np.float32("nan")),          # NaN of NumPy's
+               key(axis, keep_dims={"a": 1}),                   # unhashable
+               key(axis, keep_dims=[[[[[[[[[1]]]]]]]]])]        # nested too deep
+    assert keyless == [None] * len(keyless)
+    assert key(np.arange(64, dtype=np.int32)) is not None
+
+
+def test_a_call_runs_its_plan_with_constants_in_one_c_call(monkeypatch):
+    h = np.arange(12, dtype=np.float32).reshape(3, 4)
+    x, shape = _xpu(h), np.array([2, 6], np.int64)
+    dispatch._plans.pop(dispatch._constant_plan_key("Reshape", [x, shape], {}), None)
+    assert _fast.execute_constants("Reshape", [x, shape], {}) == \
+        dispatch._constant_plan_key("Reshape", [x, shape], {})  # no plan yet: its key
+    assert _fast.execute_constants("NoSuchOp", [x], {}) is None  # an op it was not told of
+    assert dispatch.execute("Reshape", [x, shape])[0].shape == (2, 6)  # leaves the plan
+    (out,) = _fast.execute_constants("Reshape", [x, shape], {})
+    assert out.shape == (2, 6) and out.numpy().tolist() == h.reshape(2, 6).tolist()
+    assert type(_fast.execute_constants("Reshape", [x, [2, 6]], {})) is tuple  # another key
+    assert _fast.execute_constants("Reshape", [x, x], {}) is None  # keyless: a host tensor
+    # A host value changed in place is another key: never the old plan.
+    shape[:] = [6, 2]
+    monkeypatch.setattr(dispatch, "_execute", lambda *a, **k: pytest.fail("general path"))
+    with pytest.raises(pytest.fail.Exception, match="general path"):
+        dispatch.execute("Reshape", [x, shape])
+    monkeypatch.undo()
+    assert dispatch.execute("Reshape", [x, shape])[0].shape == (6, 2)
+
+
 def test_a_plan_checked_while_its_kernel_is_being_disabled_is_not_kept(monkeypatch):
     # Whatever makes plans stale changes its state before telling the plans: an op run by
     # another thread right after the telling (here: inside it) sees the new state.

@@ -44,6 +44,22 @@ def test_ops_are_recorded_with_device_kernel_shapes_and_dtypes(tmp_path):
     assert y.numpy().tolist() == [[8.0] * 3] * 4 and cpu.numpy().tolist() == [2.0, 2.0]
 
 
+def test_a_call_with_attributes_is_recorded_alike_from_its_plan_and_the_general_path(tmp_path):
+    x = pluggable.tensor(np.ones((4, 8), np.float32), device="/xpu:0")
+    ops.reduce_sum(x, axis=0)  # leaves the plan of axis 0
+    with profiler.Profile(tmp_path, HOST_ONLY) as session:
+        planned = ops.reduce_sum(x, axis=0)  # the remembered plan, run in C
+        general = ops.reduce_sum(x, axis=1, keepdims=True)  # the general path
+    assert planned.numpy().tolist() == [4.0] * 8 and general.numpy().tolist() == [[8.0]] * 4
+    sums = _host(session.result, "Sum")
+    assert len(sums) == 2
+    for e in sums:
+        assert (e.stats["device"], e.stats["placement"]) == ("/device:XPU:0", "kernel")
+        assert (e.stats["input_shapes"], e.stats["input_dtypes"]) == ("[4, 8];[]", "float32,int32")
+    assert sums[0].stats["kernel"] == sums[1].stats["kernel"] and \
+        sums[0].stats["kernel"].startswith("XPU:Sum")
+
+
 def test_copies_are_recorded_with_bytes_direction_and_stream(tmp_path):
     data = np.arange(256, dtype=np.float32)
     with profiler.Profile(tmp_path, HOST_ONLY) as session:

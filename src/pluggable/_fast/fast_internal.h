@@ -41,6 +41,16 @@ PyObject* pg_make_buffer(PyObject* executor, long long nbytes, unsigned long lon
                          PG_BFC* bfc);
 PyObject* pg_make_tensor(PyObject* shape, PyObject* dtype, PyObject* device, PyObject* buffer);
 PyTypeObject* pg_tensor_type(void);
+/* 1 when remembered plans may be used (dispatch bound, a plan made, logging off), 0 when
+ * not, -1 with an exception. */
+int pg_plans_usable(void);
+/* The outputs of the plan stored under `key` (dispatch._plans) run on the `n` tensors at
+ * `items`, or None when there is no such plan or it went stale. */
+PyObject* pg_run_plan(PyObject* key, PyObject* const* items, Py_ssize_t n, PyObject* op_name);
+/* The current device scope (tensors.device_scope), a new reference. */
+PyObject* pg_device_scope(void);
+/* A tensor's (dtype code, shape, device), or None when a slot is unset. */
+PyObject* pg_tensor_signature(PyObject* t);
 /* The function address `functions[name]` (an integer), or NULL with a ValueError naming
  * `who` when it is missing, None or zero. */
 void* pg_function_address(PyObject* functions, const char* name, const char* who);
@@ -56,6 +66,12 @@ int pg_memory_init(PyObject* module);
  * handed to a plugin has not finished, when a kernel run must not keep the GIL. */
 extern PyMethodDef pg_hostcall_methods[];
 int pg_host_callbacks_pending(void);
+
+/* The keys of calls with attributes or host values, and their runs (constplans.c). */
+extern PyMethodDef pg_constplans_methods[];
+/* The outputs (a list) of the remembered plan of `op_name` on `inputs` with `attrs` (a dict,
+ * or NULL for none); else the call's key (a tuple), or None when it has none. */
+PyObject* pg_execute_constants(PyObject* op_name, PyObject* inputs, PyObject* attrs);
 
 /* The host tracer's plane encoder (hostplane.c). */
 extern PyMethodDef pg_hostplane_methods[];

@@ -1,8 +1,8 @@
 /* pluggable._fast's module object: gathers the method tables of its parts. */
 #include "fast_internal.h"
 
-static PyMethodDef* const parts[] = {pg_oprun_methods, pg_hostcall_methods,
-                                     pg_hostplane_methods};
+static PyMethodDef* const parts[] = {pg_oprun_methods, pg_constplans_methods,
+                                     pg_hostcall_methods, pg_hostplane_methods};
 
 static struct PyModuleDef fast_module = {
     PyModuleDef_HEAD_INIT, "pluggable._fast",

@@ -957,17 +957,16 @@ static PyObject* fast_plan_key(PyObject* self, PyObject* const* args, Py_ssize_t
   return key;
 }
 
-/* The outputs of `op_name`'s remembered plan for the `n` inputs at `items`, or None. */
-static PyObject* execute_items(PyObject* op_name, PyObject* const* items, Py_ssize_t n) {
-  if (check_bound() < 0) return NULL;
-  if (plans == NULL || kernels_module == NULL) Py_RETURN_NONE; /* no plan made yet */
+int pg_plans_usable(void) {
+  if (check_bound() < 0) return -1;
+  if (plans == NULL || kernels_module == NULL) return 0; /* no plan made yet */
   PyObject* log = PyDict_GetItemWithError(settings, s_log);
-  if (log == NULL && PyErr_Occurred()) return NULL;
-  if (log != NULL && log != Py_False) Py_RETURN_NONE;
-  PyObject* key = make_key(op_name, items, n);
-  if (key == NULL || key == Py_None) return key;
+  if (log == NULL && PyErr_Occurred()) return -1;
+  return log == NULL || log == Py_False;
+}
+
+PyObject* pg_run_plan(PyObject* key, PyObject* const* items, Py_ssize_t n, PyObject* op_name) {
   PyObject* plan = PyDict_GetItemWithError(plans, key);
-  Py_DECREF(key);
   if (plan == NULL) {
     if (PyErr_Occurred()) return NULL;
     Py_RETURN_NONE;
@@ -976,6 +975,34 @@ static PyObject* execute_items(PyObject* op_name, PyObject* const* items, Py_ssi
   Py_INCREF(plan); /* a run may drop it from the table (a nested op clearing it) */
   PyObject* r = plan_run_tensors((PlanObject*)plan, items, n, op_name);
   Py_DECREF(plan);
+  return r;
+}
+
+PyObject* pg_device_scope(void) {
+  PyObject* scope;
+  return PyContextVar_Get(scope_var, Py_None, &scope) < 0 ? NULL : scope;
+}
+
+PyObject* pg_tensor_signature(PyObject* t) {
+  PyObject* dtype = SLOT(t, off_dtype);
+  PyObject* code = dtype && Py_TYPE(dtype) == dtype_type ? SLOT(dtype, off_code) : NULL;
+  PyObject* shape = SLOT(t, off_shape);
+  PyObject* device = SLOT(t, off_device);
+  if (code == NULL || shape == NULL || device == NULL) Py_RETURN_NONE;
+  return PyTuple_Pack(3, code, shape, device);
+}
+
+/* The outputs of `op_name`'s remembered plan for the `n` inputs at `items`, or None. */
+static PyObject* execute_items(PyObject* op_name, PyObject* const* items, Py_ssize_t n) {
+  int usable = pg_plans_usable();
+  if (usable <= 0) {
+    if (usable < 0) return NULL;
+    Py_RETURN_NONE;
+  }
+  PyObject* key = make_key(op_name, items, n);
+  if (key == NULL || key == Py_None) return key;
+  PyObject* r = pg_run_plan(key, items, n, op_name);
+  Py_DECREF(key);
   return r;
 }
 
@@ -996,12 +1023,17 @@ static PyObject* fast_execute(PyObject* self, PyObject* const* args, Py_ssize_t 
   Py_RETURN_NONE;
 }
 
-/* run(op_name, inputs): the op's first output: from its remembered plan, or from
- * dispatch.execute when there is none (which then remembers one). The per-call path of
- * ops.add, Tensor.__add__ and the other one-output ops. */
+/* run(op_name, inputs): the op's first output: from its remembered plan (one with host
+ * values among the inputs included), or from dispatch.execute when there is none (which then
+ * remembers one). The per-call path of ops.add, Tensor.__add__ and the other one-output ops. */
 static PyObject* fast_run(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
   PyObject* outputs = fast_execute(self, args, nargs);
   if (outputs == Py_None) {
+    Py_DECREF(outputs);
+    outputs = pg_execute_constants(args[0], args[1], NULL);
+  }
+  if (outputs == NULL) return NULL;
+  if (!PyList_CheckExact(outputs)) {
     Py_DECREF(outputs);
     if (slow_execute == NULL) { /* dispatch binds itself when imported */
       PyObject* dispatch = PyImport_ImportModule("pluggable.dispatch");

@@ -199,25 +199,15 @@ def _op_stats(info) -> Dict[str, Any]:
         device, kernel, fallback, inputs = info
         device_name = device.name if device is not None else "/device:CPU:0"
         placement = "fallback" if fallback else ("kernel" if kernel else "cpu")
-    else:  # a fast-path plan: everything follows from its key
+    else:  # a remembered plan, which keeps what its first run saw
         plan = info
         device_name = plan.device.name
         kernel = plan.kernel_name
         placement = "kernel"
-        key = plan.key
-        inputs = tuple((tuple(key[i + 1]), _dtype_name(key[i])) for i in range(2, len(key), 3))
+        inputs = plan.inputs
     stats = {"device": device_name, "placement": placement,
              "input_shapes": ";".join(str(list(shape)) for shape, _ in inputs),
              "input_dtypes": ",".join(dtype for _, dtype in inputs)}
     if kernel:
         stats["kernel"] = kernel
     return stats
-
-
-def _dtype_name(code: int) -> str:
-    from ..dtypes import from_code
-
-    try:
-        return from_code(code).name
-    except Exception:
-        return f"type code {code}"
