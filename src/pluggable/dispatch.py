@@ -514,9 +514,12 @@ def execute_with_constants(key: Tuple, op_name: str, inputs: Sequence[Any],
         plan = _plans.get(key)
         if plan is not None:
             op = OPS[op_name]
-            outputs = plan.run([x for x, arg in zip(inputs, op.inputs) if not arg.host])
+            outputs = plan.run([x for x, arg in zip(inputs, op.inputs) if not arg.host],
+                               op_name)
             if outputs is not None:
                 return outputs
+    if _tracer is not None:  # recorded; no plan is made while a session runs
+        return _tracer.op(op_name, inputs, attrs)
     outputs = _execute(op_name, inputs, attrs, None)
     target = outputs[0]._device if outputs else CPU_DEVICE
     if target is not CPU_DEVICE and not _settings["log"]:

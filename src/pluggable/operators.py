@@ -151,7 +151,7 @@ def getitem(t: Tensor, key: Any) -> Tensor:
         # A repeated index on a plugin device: straight to its remembered kernel run.
         plan = _plans.get(("StridedSlice", scope, t._dtype.code, t._shape, device, hashable))
         if plan is not None:
-            outputs = plan.run((t,))
+            outputs = plan.run((t,), "StridedSlice")
             if outputs is not None:
                 return outputs[0]
     cache_key = (hashable, t._shape)

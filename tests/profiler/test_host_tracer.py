@@ -60,6 +60,20 @@ def test_a_call_with_attributes_is_recorded_alike_from_its_plan_and_the_general_
         sums[0].stats["kernel"].startswith("XPU:Sum")
 
 
+def test_indexing_is_recorded_from_its_plan_and_the_general_path(tmp_path):
+    x = pluggable.tensor(np.arange(16, dtype=np.float32).reshape(4, 4), device="/xpu:0")
+    x[1:3]  # leaves the plan of this index
+    with profiler.Profile(tmp_path, HOST_ONLY) as session:
+        planned = x[1:3]  # the remembered plan
+        general = x[::2]  # first seen: the general path
+    assert planned.numpy().tolist() == [[4, 5, 6, 7], [8, 9, 10, 11]]
+    assert general.numpy().tolist() == [[0, 1, 2, 3], [8, 9, 10, 11]]
+    slices = _host(session.result, "StridedSlice")
+    assert [(e.stats["device"], e.stats["placement"], e.stats["input_shapes"]) for e in slices] \
+        == [("/device:XPU:0", "kernel", "[4, 4];[1];[1];[1]")] * 2
+    assert slices[0].stats["kernel"] == slices[1].stats["kernel"]
+
+
 def test_copies_are_recorded_with_bytes_direction_and_stream(tmp_path):
     data = np.arange(256, dtype=np.float32)
     with profiler.Profile(tmp_path, HOST_ONLY) as session:

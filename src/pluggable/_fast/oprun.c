@@ -854,18 +854,24 @@ static PyObject* plan_run_tensors(PlanObject* p, PyObject* const* tensors, Py_ss
   return result;
 }
 
-static PyObject* plan_run(PlanObject* p, PyObject* tensors) {
-  PyObject* seq = PySequence_Fast(tensors, "Plan.run takes a sequence of tensors");
+static PyObject* plan_run(PlanObject* p, PyObject* const* args, Py_ssize_t nargs) {
+  if (nargs < 1 || nargs > 2 || (nargs == 2 && !PyUnicode_Check(args[1]))) {
+    PyErr_SetString(PyExc_TypeError, "Plan.run(tensors, op_name=None): op_name is a str");
+    return NULL;
+  }
+  PyObject* seq = PySequence_Fast(args[0], "Plan.run takes a sequence of tensors");
   if (seq == NULL) return NULL;
-  PyObject* r = plan_run_tensors(p, PySequence_Fast_ITEMS(seq), PySequence_Fast_GET_SIZE(seq), NULL);
+  PyObject* r = plan_run_tensors(p, PySequence_Fast_ITEMS(seq), PySequence_Fast_GET_SIZE(seq),
+                                 nargs == 2 ? args[1] : NULL);
   Py_DECREF(seq);
   return r;
 }
 
 static PyMethodDef plan_methods[] = {
-    {"run", (PyCFunction)plan_run, METH_O,
-     "run(tensors): the output tensors, or None when the plan went stale (streams replaced, "
-     "kernels changed or closed) or the inputs are not the plan's."},
+    {"run", (PyCFunction)(void (*)(void))plan_run, METH_FASTCALL,
+     "run(tensors, op_name=None): the output tensors, or None when the plan went stale "
+     "(streams replaced, kernels changed or closed) or the inputs are not the plan's. With "
+     "op_name, a profiling session's host tracer records the run under that name."},
     {NULL, NULL, 0, NULL}};
 
 static PyMemberDef plan_members[] = {
