@@ -275,7 +275,9 @@ def test_keys_of_calls_with_attributes_tell_values_and_their_types_apart():
                key(axis, keep_dims=[1, [float("nan")]]),        # NaN, however deep
                key(axis, keep_dims=np.float32("nan")),          # NaN of NumPy's
                key(axis, keep_dims={"a": 1}),                   # unhashable
-               key(axis, keep_dims=[[[[[[[[[1]]]]]]]]])]        # nested too deep
+               key(axis, keep_dims=[[[[[[[[[1]]]]]]]]]),        # nested too deep
+               key(axis, keep_dims=x),                          # a tensor (== is an op)
+               dispatch._constant_plan_key("Sum", [x, axis], {1: 2, "a": 3})]  # unsortable
     assert keyless == [None] * len(keyless)
     assert key(np.arange(64, dtype=np.int32)) is not None
 

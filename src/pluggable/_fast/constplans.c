@@ -34,6 +34,7 @@ enum { KEYLESS = 0, KEYED = 1, FAILED = -1 };
 /* Sets *part to `value` as a key part; KEYLESS when it cannot be one. */
 static int freeze(PyObject* value, PyObject** part, int depth) {
   PyTypeObject* type = Py_TYPE(value);
+  if (type == pg_tensor_type()) return KEYLESS; /* its == and != are ops, not comparisons */
   if (PyList_Check(value) || PyTuple_Check(value)) {
     if (depth >= MAX_DEPTH) return KEYLESS;
     Py_ssize_t n = PySequence_Fast_GET_SIZE(value);
@@ -118,9 +119,11 @@ static PyObject* make_constant_key(PyObject* op_name, PyObject* const* items, Py
   if (attrs != NULL && attrs != Py_None) {
     if (!PyDict_Check(attrs)) Py_RETURN_NONE;
     names = PyDict_Keys(attrs);
-    if (names == NULL || PyList_Sort(names) < 0) {
-      Py_XDECREF(names);
-      return NULL;
+    if (names == NULL) return NULL;
+    if (PyList_Sort(names) < 0) { /* names that do not sort: the general path says what is wrong */
+      PyErr_Clear();
+      Py_DECREF(names);
+      Py_RETURN_NONE;
     }
     n_attrs = PyList_GET_SIZE(names);
   }
@@ -205,28 +208,31 @@ PyObject* pg_execute_constants(PyObject* op_name, PyObject* inputs, PyObject* at
     if (PyErr_Occurred()) return NULL;
     Py_RETURN_NONE;
   }
-  PyObject* const* items = PySequence_Fast_ITEMS(inputs);
-  Py_ssize_t n = PySequence_Fast_GET_SIZE(inputs);
-  if (n > MAX_INPUTS) Py_RETURN_NONE; /* (no op of the library has that many) */
-  PyObject* key = make_constant_key(op_name, items, n, attrs, hosts);
-  if (key == NULL || key == Py_None) return key;
-  int usable = pg_plans_usable();
-  if (usable <= 0) {
-    if (usable < 0) Py_CLEAR(key);
-    return key;
+  if (PySequence_Fast_GET_SIZE(inputs) > MAX_INPUTS) Py_RETURN_NONE; /* (no op has as many) */
+  /* A list is copied: a value's __hash__ or __ne__, run while keying, could change it. */
+  PyObject* held = inputs;
+  if (PyList_CheckExact(inputs)) held = PyList_AsTuple(inputs);
+  else Py_INCREF(held);
+  if (held == NULL) return NULL;
+  Py_INCREF(hosts); /* (the same goes for the table) */
+  PyObject* const* items = &PyTuple_GET_ITEM(held, 0);
+  Py_ssize_t n = PyTuple_GET_SIZE(held);
+  PyObject* result = make_constant_key(op_name, items, n, attrs, hosts);
+  int usable = result != NULL && result != Py_None ? pg_plans_usable() : 0;
+  if (usable < 0) Py_CLEAR(result);
+  if (usable > 0) {
+    PyObject* device_items[MAX_INPUTS];
+    Py_ssize_t n_device = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+      if (PyTuple_GET_ITEM(hosts, i) != Py_True) device_items[n_device++] = items[i];
+    }
+    PyObject* outputs = pg_run_plan(result, device_items, n_device, op_name);
+    if (outputs != Py_None) Py_SETREF(result, outputs); /* the outputs, or NULL */
+    else Py_DECREF(outputs);
   }
-  PyObject* device_items[MAX_INPUTS];
-  Py_ssize_t n_device = 0;
-  for (Py_ssize_t i = 0; i < n; i++) {
-    if (PyTuple_GET_ITEM(hosts, i) != Py_True) device_items[n_device++] = items[i];
-  }
-  PyObject* outputs = pg_run_plan(key, device_items, n_device, op_name);
-  if (outputs == Py_None) {
-    Py_DECREF(outputs);
-    return key;
-  }
-  Py_DECREF(key);
-  return outputs;
+  Py_DECREF(hosts);
+  Py_DECREF(held);
+  return result;
 }
 
 static PyObject* fast_execute_constants(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
