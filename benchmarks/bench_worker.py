@@ -25,6 +25,10 @@ Figures, each a ratio measured in the same run (min / median / max over the roun
   batches, with every kernel run releasing the GIL (`pluggable._fast.hold_gil_bytes(-1)`,
   the per-op path before small runs kept it), and reported against the same one-thread
   batches.
+`--switch-interval S` runs everything with `sys.setswitchinterval(S)` (CPython's default is
+0.005 s): how much of the two-thread figure is the interpreter handing the GIL over, which
+costs a thread wake-up every interval. Use `--ops 20000` or more with it: a batch of 5000
+ops takes about 5 ms, one default interval.
 With `--against OTHER.so`, the script runs itself on this build's plugin and on OTHER.so in
 alternating child processes and prints this build's figures / OTHER's (A/B of two builds).
 """
@@ -138,13 +142,18 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=3,
                         help="batches per round of the two-thread figure, best taken")
     parser.add_argument("--against", help="another build's libxpu_plugin.so (A/B)")
+    parser.add_argument("--switch-interval", type=float,
+                        help="sys.setswitchinterval for the run (default: CPython's)")
     parser.add_argument("--plugin", help=argparse.SUPPRESS)  # child of --against
     parser.add_argument("--json", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.switch_interval is not None:
+        sys.setswitchinterval(args.switch_interval)
     if args.json:
         print(json.dumps(measure(args.rounds, args.ops, args.plugin, args.batches)))
         return
-    print(f"XPU stream worker, {args.rounds} rounds of {args.ops} ops  ({load()})")
+    print(f"XPU stream worker, {args.rounds} rounds of {args.ops} ops, switch interval "
+          f"{sys.getswitchinterval() * 1e3:g} ms  ({load()})")
     if not args.against:
         r = measure(args.rounds, args.ops, batches=args.batches)
         print(f"  {'figure':<52} {'min':>7} {'median':>7} {'max':>7}")
@@ -181,6 +190,7 @@ def main() -> None:
         for name, path in (("this", mine), ("other", args.against)):
             child = subprocess.run([sys.executable, __file__, "--json", "--rounds", "1",
                                     "--ops", str(args.ops), "--batches", str(args.batches),
+                                    "--switch-interval", str(sys.getswitchinterval()),
                                     "--plugin", path],
                                    env=env, capture_output=True, text=True, check=True)
             results[name].append(json.loads(child.stdout.splitlines()[-1]))
