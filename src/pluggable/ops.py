@@ -499,6 +499,12 @@ def matmul(a, b, transpose_a=False, transpose_b=False, adjoint_a=False, adjoint_
            grad_b=False, name=None) -> Tensor:
     """MatMul for matrices, BatchMatMulV2 (with broadcast batch dimensions) otherwise.
     ``adjoint_*`` transposes and conjugates; ``*_is_sparse`` are hints, ignored here."""
+    # With every attribute at its default, the op goes without attributes, which is the
+    # remembered-plan path; two matrices, the usual call, straight there.
+    plain = not (transpose_a or transpose_b or adjoint_a or adjoint_b or grad_a or grad_b)
+    if (plain and output_type is None and type(a) is Tensor and type(b) is Tensor
+            and len(a._shape) == 2 and len(b._shape) == 2):
+        return _run("MatMul", (a, b))
     if (transpose_a and adjoint_a) or (transpose_b and adjoint_b):
         raise InvalidArgumentError("matmul: transpose and adjoint of one operand cannot both "
                                    "be set", call="matmul")
@@ -508,9 +514,6 @@ def matmul(a, b, transpose_a=False, transpose_b=False, adjoint_a=False, adjoint_
             raise UnimplementedError(f"matmul: output_type {as_dtype(output_type).name} "
                                      f"differs from the inputs' {dtype.name}; cast the result",
                                      call="matmul")
-    # With every attribute at its default, the op goes without attributes, which is the
-    # remembered-plan path (a call with attributes takes the general one, ~20x slower).
-    plain = not (transpose_a or transpose_b or adjoint_a or adjoint_b or grad_a or grad_b)
     if _rank(a) == 2 and _rank(b) == 2:
         if plain:
             return _run("MatMul", [a, b])
