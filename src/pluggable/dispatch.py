@@ -380,7 +380,7 @@ def _constant_plan_key(op_name: str, inputs: Sequence[Any],
         op = OPS.get(op_name)
         if op is None or op.host_kernel is not None or any(a.number_attr for a in op.inputs):
             return None
-        hosts = _host_inputs[op_name] = tuple(arg.host for arg in op.inputs)
+        hosts = _host_inputs[op_name] = tuple(bool(arg.host) for arg in op.inputs)
     return _fast.constant_plan_key(op_name, inputs, attrs, hosts)
 
 
