@@ -76,8 +76,14 @@ class PluggableDevice:
         return self._closed
 
     def synchronize(self) -> None:
-        """Waits until every stream of the device is done."""
-        self.executor.synchronize_all_activity()
+        """Waits until every stream of the device is done; raises the error of failed work
+        once, after replacing the streams that failure left unusable."""
+        try:
+            self.executor.synchronize_all_activity()
+        except Exception:
+            if not self._closed:
+                self.recover_streams()
+            raise
 
     def synchronize_stream(self, stream: "Stream") -> None:
         """Waits for one of the device's streams; raises the error of failed work on it,

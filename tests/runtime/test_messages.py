@@ -28,6 +28,23 @@ def test_a_stream_replaced_after_a_fault_says_so_to_other_holders(faults):
     device.compute_stream.synchronize()  # the device goes on
 
 
+def test_a_fault_found_by_device_synchronize_is_reported_once(faults):
+    device = pluggable.get_device("XPU:0")
+    x = pluggable.tensor(np.arange(4, dtype=np.float32), device=device)
+    done = ops.add(x, x)
+    device.synchronize()
+    stream = device.compute_stream
+    faults("stream:1")
+    ops.add(x, x)  # fails on the stream
+    with pytest.raises(InternalError, match="injected fault"):
+        device.synchronize()
+    faults("")
+    assert device.compute_stream is not stream  # replaced at once, not at the next use
+    assert done.numpy().tolist() == [0.0, 2.0, 4.0, 6.0]  # finished work reads as it was
+    device.synchronize()  # the fault is not reported again
+    assert ops.add(x, x).numpy().tolist() == [0.0, 2.0, 4.0, 6.0]
+
+
 def test_byte_swapped_arrays_are_refused_saying_how_to_convert():
     with pytest.raises(InvalidArgumentError) as info:
         pluggable.tensor(np.arange(3, dtype=">f4"), device="/xpu:0")
