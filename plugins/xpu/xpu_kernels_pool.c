@@ -21,10 +21,11 @@
  * Below that, waking a helper and, on a busy machine, waiting at the end for a helper the
  * scheduler preempted in the middle of its task cost more than the second core gives. While
  * helpers slept between jobs, a split paid only from 2^22 elements on; since they spin for
- * the next job (below), AddV2 float32 split across 2 threads takes 0.69-0.83x the time of one
- * thread from 2^17 to 2^24 elements and 0.83-1.02x at 2^16 (medians, the 2-core machine of
- * BENCHMARKS.md, quiet or beside a busy process); `benchmarks/bench_kernels.py --grain`
- * measures it.
+ * the next job (below), AddV2 float32 split across 2 threads takes 0.52-0.83x the time of one
+ * thread from 2^17 to 2^21 elements, quiet or beside a busy process, and 0.83-1.02x at 2^16
+ * (medians, the 2-core machine of BENCHMARKS.md); from 2^22 on 0.59-0.82x on a quiet
+ * machine, 1.08-1.25x beside a busy process, as before the change.
+ * `benchmarks/bench_kernels.py --grain` measures it.
  *
  * Waiting. On the 2-core test VM, waking a sleeping thread took from a few microseconds to
  * over 2 ms (more right after the process had kept both cores busy, which is what another
