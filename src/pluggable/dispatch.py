@@ -326,34 +326,40 @@ def execute(op_name: str, inputs: Sequence[Any], attrs: Optional[Mapping[str, An
 
     ``_record`` is the host tracer's: a list that receives the slow path's choice of device
     and kernel (the fast path records its runs itself)."""
-    found = None
-    if _record is None:
-        if not attrs:
-            outputs = _fast_execute(op_name, inputs)  # a remembered plan, in C
-            if outputs is not None:
-                return outputs
-        # A remembered plan with attributes or host values, in C; else the call's key.
-        found = _fast_execute_constants(op_name, inputs, attrs)
-        if type(found) is list:
-            return found
-    if _tracer is not None and _record is None:
-        return _tracer.op(op_name, inputs, attrs)
-    key = None
-    if not attrs and not _settings["log"]:
-        key = _plan_key(op_name, inputs)
-    if key is None and _record is None and not _settings["log"]:
-        constant_key = found if found is not None else _constant_plan_key(op_name, inputs, attrs)
-        if constant_key is not None and constant_key not in _unplannable:
-            outputs = execute_with_constants(constant_key, op_name, inputs, attrs or {})
-            if constant_key not in _plans:
-                if len(_unplannable) >= _MAX_PLANS:
-                    _unplannable.clear()
-                _unplannable.add(constant_key)
+    if _record is not None:  # the host tracer's own run: no lookup, the choices recorded
+        key = _plan_key(op_name, inputs) if not attrs and not _settings["log"] else None
+        return _execute(op_name, inputs, attrs, key, _record)
+    if not attrs:
+        outputs = _fast_execute(op_name, inputs)  # a remembered plan, in C
+        if outputs is not None:
             return outputs
-    return _execute(op_name, inputs, attrs, key, _record)
+    # A remembered plan with attributes or host values, in C; else the call's key.
+    found = _fast_execute_constants(op_name, inputs, attrs)
+    if type(found) is list:
+        return found
+    return _missed(op_name, inputs, attrs, found)
 
 
-_fast.bind_dispatch(_plans, _settings, execute)
+def _missed(op_name: str, inputs: Sequence[Any], attrs: Optional[Mapping[str, Any]],
+            found: Optional[Tuple]) -> List[Tensor]:
+    """`execute` once the lookups in C found no plan (`_fast.run` and `ops` call it after
+    their own): ``found`` is the call's key with constants, None when it has none."""
+    if _tracer is not None:
+        return _tracer.op(op_name, inputs, attrs)
+    if _settings["log"]:
+        return _execute(op_name, inputs, attrs, None)
+    key = _plan_key(op_name, inputs) if not attrs else None
+    if key is None and found is not None and found not in _unplannable:
+        outputs = execute_with_constants(found, op_name, inputs, attrs or {})
+        if found not in _plans:
+            if len(_unplannable) >= _MAX_PLANS:
+                _unplannable.clear()
+            _unplannable.add(found)
+        return outputs
+    return _execute(op_name, inputs, attrs, key)
+
+
+_fast.bind_dispatch(_plans, _settings, _missed)
 
 # -- plans with attributes and host values --------------------------------------------------
 # A call with attributes, or with host-memory inputs given as values (a reshape's shape, a
@@ -363,25 +369,31 @@ _fast.bind_dispatch(_plans, _settings, execute)
 # whose run could not be remembered (the op's inputs do not suit a plan, or it ran on the
 # CPU) are kept in _unplannable so they are not tried again.
 _unplannable: set = set()
-_host_inputs: Dict[str, Tuple[bool, ...]] = {}  # op name -> whether each input is in host memory
-_fast.bind_constants(_host_inputs, CPU_DEVICE, np.ndarray)
+# Op name -> whether each input is in host memory (None: the op's calls are never keyed),
+# filled by _host_flags the first time the C side asks about an op.
+_host_inputs: Dict[str, Optional[Tuple[bool, ...]]] = {}
 
 
-def _constant_plan_key(op_name: str, inputs: Sequence[Any],
-                       attrs: Optional[Mapping[str, Any]]) -> Optional[Tuple]:
-    """The key of a remembered run with constants (`execute_with_constants`): the op, the
-    device scope, each device input's dtype, shape and device, each host input's value and
-    the attributes; None when a part cannot be keyed (an input that is not a tensor where
-    the op wants one in device memory, or is a tensor on the CPU, a host input given as a
-    tensor, a list input, a value that is unhashable, NaN, or an array of more than 64
-    elements)."""
-    hosts = _host_inputs.get(op_name)
-    if hosts is None:
-        op = OPS.get(op_name)
-        if op is None or op.host_kernel is not None or any(a.number_attr for a in op.inputs):
-            return None
-        hosts = _host_inputs[op_name] = tuple(bool(arg.host) for arg in op.inputs)
-    return _fast.constant_plan_key(op_name, inputs, attrs, hosts)
+def _host_flags(op_name: str) -> Optional[Tuple[bool, ...]]:
+    op = OPS.get(op_name)
+    if op is None:
+        return None  # not kept: a plugin may register the op later
+    if op.host_kernel is not None or any(arg.number_attr for arg in op.inputs):
+        flags = None
+    else:
+        flags = tuple(bool(arg.host) for arg in op.inputs)
+    _host_inputs[op_name] = flags
+    return flags
+
+
+_fast.bind_constants(_host_inputs, _host_flags, CPU_DEVICE, np.ndarray)
+# The key of a remembered run with constants (`execute_with_constants`): the op, the device
+# scope, each device input's dtype, shape and device, each host input's value and the
+# attributes; None when a part cannot be keyed (an input that is not a tensor where the op
+# wants one in device memory, or is a tensor on the CPU, a host input given as a tensor, a
+# list input, a value that is unhashable, NaN, or an array of more than 64 elements), and
+# for a call with neither attributes nor host inputs (its plan is the plain one).
+_constant_plan_key = _fast.constant_plan_key
 
 
 def _execute(op_name: str, inputs: Sequence[Any], attrs: Optional[Mapping[str, Any]],

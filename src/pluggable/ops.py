@@ -15,7 +15,7 @@ import numpy as np
 
 from . import dtypes as _dt
 from ._native import fast as _fast
-from .dispatch import execute
+from .dispatch import _missed, execute
 from .dtypes import as_dtype
 from .errors import InvalidArgumentError, UnimplementedError
 from .tensors import Tensor, tensor as _tensor
@@ -60,7 +60,7 @@ def _one(op: str, inputs, attrs=None) -> Tensor:
     found = _execute_constants(op, inputs, attrs)  # the call's remembered plan, in C
     if type(found) is list:
         return found[0]
-    return execute(op, inputs, attrs)[0]
+    return _missed(op, inputs, attrs, found)[0]
 
 
 _ints_cache: dict = {}  # (conversion, type, value) -> its read-only array

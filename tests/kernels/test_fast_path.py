@@ -280,14 +280,19 @@ def test_keys_of_calls_with_attributes_tell_values_and_their_types_apart():
                dispatch._constant_plan_key("Sum", [x, axis], {1: 2, "a": 3})]  # unsortable
     assert keyless == [None] * len(keyless)
     assert key(np.arange(64, dtype=np.int32)) is not None
+    # Neither attributes nor host inputs: the plain plan's call, no key with constants.
+    assert dispatch._constant_plan_key("AddV2", [x, x], {}) is None
+    assert dispatch._constant_plan_key("AddV2", [x, x], {"T": "float32"}) is not None
 
 
 def test_a_call_runs_its_plan_with_constants_in_one_c_call(monkeypatch):
     h = np.arange(12, dtype=np.float32).reshape(3, 4)
     x, shape = _xpu(h), np.array([2, 6], np.int64)
     dispatch._plans.pop(dispatch._constant_plan_key("Reshape", [x, shape], {}), None)
+    dispatch._host_inputs.pop("Reshape")  # as in a fresh process: C asks dispatch about the op
     assert _fast.execute_constants("Reshape", [x, shape], {}) == \
         dispatch._constant_plan_key("Reshape", [x, shape], {})  # no plan yet: its key
+    assert dispatch._host_inputs["Reshape"] == (False, True)
     assert _fast.execute_constants("NoSuchOp", [x], {}) is None  # an op it was not told of
     assert dispatch.execute("Reshape", [x, shape])[0].shape == (2, 6)  # leaves the plan
     (out,) = _fast.execute_constants("Reshape", [x, shape], {})

@@ -24,7 +24,8 @@
 #define MAX_DEPTH 8        /* nested lists deeper than this are not keyed */
 #define MAX_INPUTS 16      /* calls with more inputs are not looked up here */
 
-static PyObject* host_inputs;     /* dispatch._host_inputs: op name -> bool per input */
+static PyObject* host_inputs;     /* dispatch._host_inputs: op name -> bool per input, or None */
+static PyObject* host_flags;      /* dispatch._host_flags(op_name): fills host_inputs */
 static PyObject* cpu_device;      /* tensors.CPU_DEVICE: its tensors never make a plan */
 static PyTypeObject* array_type;  /* numpy.ndarray */
 static PyObject* s_constants;     /* "constants", the key's second part */
@@ -106,12 +107,30 @@ static int freeze(PyObject* value, PyObject** part, int depth) {
   return *part == NULL ? FAILED : KEYED;
 }
 
+/* Whether each input of `op_name` is in host memory (a new reference): a tuple of bools, or
+ * None for an op whose calls are never keyed (or that does not exist). The table is filled by
+ * dispatch the first time an op is asked about. */
+static PyObject* hosts_of(PyObject* op_name) {
+  if (host_inputs == NULL) Py_RETURN_NONE; /* dispatch not bound yet */
+  PyObject* hosts = PyDict_GetItemWithError(host_inputs, op_name);
+  if (hosts != NULL) {
+    Py_INCREF(hosts);
+    return hosts;
+  }
+  return PyErr_Occurred() ? NULL : PyObject_CallOneArg(host_flags, op_name);
+}
+
 /* The key of `op_name` on the `n` inputs at `items` with `attrs` (a dict or NULL), whose
- * inputs are in host memory where `hosts` (a tuple of bools) says; None when keyless. */
+ * inputs are in host memory where `hosts` says; None when keyless. A call with neither
+ * attributes nor host inputs has none: its plan is the plain one (oprun.c's make_key). */
 static PyObject* make_constant_key(PyObject* op_name, PyObject* const* items, Py_ssize_t n,
                                    PyObject* attrs, PyObject* hosts) {
   PyTypeObject* tensor_type = pg_tensor_type();
   if (!PyTuple_Check(hosts) || PyTuple_GET_SIZE(hosts) != n || tensor_type == NULL) {
+    Py_RETURN_NONE;
+  }
+  if ((attrs == NULL || attrs == Py_None || (PyDict_Check(attrs) && PyDict_GET_SIZE(attrs) == 0)) &&
+      PySequence_Contains(hosts, Py_True) == 0) {
     Py_RETURN_NONE;
   }
   PyObject* names = NULL;
@@ -185,36 +204,36 @@ failed:
   return NULL;
 }
 
-/* constant_plan_key(op_name, inputs, attrs, hosts): the key, or None. */
+/* constant_plan_key(op_name, inputs, attrs): the key, or None. */
 static PyObject* fast_constant_plan_key(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
   (void)self;
-  if (nargs != 4) {
-    PyErr_SetString(PyExc_TypeError, "constant_plan_key(op_name, inputs, attrs, hosts)");
+  if (nargs != 3) {
+    PyErr_SetString(PyExc_TypeError, "constant_plan_key(op_name, inputs, attrs)");
     return NULL;
   }
   PyObject* seq = PySequence_Fast(args[1], "constant_plan_key: inputs must be a sequence");
-  if (seq == NULL) return NULL;
-  PyObject* key = make_constant_key(args[0], PySequence_Fast_ITEMS(seq),
-                                    PySequence_Fast_GET_SIZE(seq), args[2], args[3]);
-  Py_DECREF(seq);
+  PyObject* hosts = seq ? hosts_of(args[0]) : NULL;
+  PyObject* key = hosts ? make_constant_key(args[0], PySequence_Fast_ITEMS(seq),
+                                            PySequence_Fast_GET_SIZE(seq), args[2], hosts)
+                        : NULL;
+  Py_XDECREF(hosts);
+  Py_XDECREF(seq);
   return key;
 }
 
 PyObject* pg_execute_constants(PyObject* op_name, PyObject* inputs, PyObject* attrs) {
-  if (host_inputs == NULL) Py_RETURN_NONE;
   if (!PyList_CheckExact(inputs) && !PyTuple_CheckExact(inputs)) Py_RETURN_NONE;
-  PyObject* hosts = PyDict_GetItemWithError(host_inputs, op_name);
-  if (hosts == NULL) {
-    if (PyErr_Occurred()) return NULL;
-    Py_RETURN_NONE;
-  }
   if (PySequence_Fast_GET_SIZE(inputs) > MAX_INPUTS) Py_RETURN_NONE; /* (no op has as many) */
+  PyObject* hosts = hosts_of(op_name); /* held: the table could change while values are keyed */
+  if (hosts == NULL) return NULL;
   /* A list is copied: a value's __hash__ or __ne__, run while keying, could change it. */
   PyObject* held = inputs;
   if (PyList_CheckExact(inputs)) held = PyList_AsTuple(inputs);
   else Py_INCREF(held);
-  if (held == NULL) return NULL;
-  Py_INCREF(hosts); /* (the same goes for the table) */
+  if (held == NULL) {
+    Py_DECREF(hosts);
+    return NULL;
+  }
   PyObject* const* items = &PyTuple_GET_ITEM(held, 0);
   Py_ssize_t n = PyTuple_GET_SIZE(held);
   PyObject* result = make_constant_key(op_name, items, n, attrs, hosts);
@@ -244,14 +263,21 @@ static PyObject* fast_execute_constants(PyObject* self, PyObject* const* args, P
   return pg_execute_constants(args[0], args[1], args[2]);
 }
 
-/* bind_constants(host_inputs, cpu_device, ndarray): what the keys need from dispatch. */
+/* bind_constants(host_inputs, host_flags, cpu_device, ndarray): what the keys need from
+ * dispatch. */
 static PyObject* fast_bind_constants(PyObject* self, PyObject* args) {
   (void)self;
-  PyObject *hosts, *cpu, *ndarray;
-  if (!PyArg_ParseTuple(args, "O!OO!:bind_constants", &PyDict_Type, &hosts, &cpu, &PyType_Type,
-                        &ndarray)) {
+  PyObject *hosts, *flags, *cpu, *ndarray;
+  if (!PyArg_ParseTuple(args, "O!OOO!:bind_constants", &PyDict_Type, &hosts, &flags, &cpu,
+                        &PyType_Type, &ndarray)) {
     return NULL;
   }
+  if (!PyCallable_Check(flags)) {
+    PyErr_SetString(PyExc_TypeError, "bind_constants: host_flags must be callable");
+    return NULL;
+  }
+  Py_INCREF(flags);
+  Py_XSETREF(host_flags, flags);
   if (s_constants == NULL && (s_constants = PyUnicode_InternFromString("constants")) == NULL) {
     return NULL;
   }
@@ -266,13 +292,12 @@ static PyObject* fast_bind_constants(PyObject* self, PyObject* args) {
 
 PyMethodDef pg_constplans_methods[] = {
     {"constant_plan_key", (PyCFunction)(void (*)(void))fast_constant_plan_key, METH_FASTCALL,
-     "constant_plan_key(op_name, inputs, attrs, hosts): the key of a call with attributes or "
-     "host values (hosts: a bool per input, True where the op takes it in host memory), or "
-     "None when the call cannot have one."},
+     "constant_plan_key(op_name, inputs, attrs): the key of a call with attributes or host "
+     "values, or None when the call cannot have one."},
     {"execute_constants", (PyCFunction)(void (*)(void))fast_execute_constants, METH_FASTCALL,
      "execute_constants(op_name, inputs, attrs): the outputs of the call's remembered plan, "
      "else the call's key (a tuple), or None when it has none."},
     {"bind_constants", (PyCFunction)fast_bind_constants, METH_VARARGS,
-     "bind_constants(host_inputs, cpu_device, ndarray)."},
+     "bind_constants(host_inputs, host_flags, cpu_device, ndarray)."},
     {NULL, NULL, 0, NULL},
 };

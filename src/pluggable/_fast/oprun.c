@@ -60,7 +60,7 @@ static PyObject* scope_var;             /* tensors.device_scope (a ContextVar) *
 static PyObject* pending_deletes;       /* kernels._pending_deletes */
 static PyObject* flush_releases;        /* kernels.flush_releases */
 static PyObject* kernels_module;        /* pluggable.kernels (its `generation`) */
-static PyObject* slow_execute;          /* dispatch.execute, for ops without a plan */
+static PyObject* slow_execute;          /* dispatch._missed, for calls without a plan */
 
 /* Slot offsets of Tensor and DType (from their member descriptors). */
 static Py_ssize_t off_shape, off_dtype, off_device, off_array, off_buffer, off_ready, off_code;
@@ -905,6 +905,16 @@ static PyTypeObject PlanType = {
 
 /* ---- execute ------------------------------------------------------------------------------ */
 
+/* A tensor's dtype code, shape and device (borrowed), as plan keys hold them; 0 when a slot
+ * is unset. */
+static int tensor_parts(PyObject* t, PyObject** code, PyObject** shape, PyObject** device) {
+  PyObject* dtype = SLOT(t, off_dtype);
+  *code = dtype && Py_TYPE(dtype) == dtype_type ? SLOT(dtype, off_code) : NULL;
+  *shape = SLOT(t, off_shape);
+  *device = SLOT(t, off_device);
+  return *code != NULL && *shape != NULL && *device != NULL;
+}
+
 /* dispatch's plan key of `op_name` on `n` inputs: (op, scope, then each input's dtype code,
  * shape and device), or None when an input is not a Tensor. */
 static PyObject* make_key(PyObject* op_name, PyObject* const* inputs, Py_ssize_t n) {
@@ -922,12 +932,8 @@ static PyObject* make_key(PyObject* op_name, PyObject* const* inputs, Py_ssize_t
   PyTuple_SET_ITEM(key, 0, op_name);
   PyTuple_SET_ITEM(key, 1, scope);
   for (Py_ssize_t i = 0; i < n; i++) {
-    PyObject* t = inputs[i];
-    PyObject* dtype = SLOT(t, off_dtype);
-    PyObject* code = dtype && Py_TYPE(dtype) == dtype_type ? SLOT(dtype, off_code) : NULL;
-    PyObject* shape = SLOT(t, off_shape);
-    PyObject* device = SLOT(t, off_device);
-    if (code == NULL || shape == NULL || device == NULL) {
+    PyObject *code, *shape, *device;
+    if (!tensor_parts(inputs[i], &code, &shape, &device)) {
       Py_DECREF(key);
       Py_RETURN_NONE;
     }
@@ -990,11 +996,8 @@ PyObject* pg_device_scope(void) {
 }
 
 PyObject* pg_tensor_signature(PyObject* t) {
-  PyObject* dtype = SLOT(t, off_dtype);
-  PyObject* code = dtype && Py_TYPE(dtype) == dtype_type ? SLOT(dtype, off_code) : NULL;
-  PyObject* shape = SLOT(t, off_shape);
-  PyObject* device = SLOT(t, off_device);
-  if (code == NULL || shape == NULL || device == NULL) Py_RETURN_NONE;
+  PyObject *code, *shape, *device;
+  if (!tensor_parts(t, &code, &shape, &device)) Py_RETURN_NONE;
   return PyTuple_Pack(3, code, shape, device);
 }
 
@@ -1039,18 +1042,21 @@ static PyObject* fast_run(PyObject* self, PyObject* const* args, Py_ssize_t narg
     outputs = pg_execute_constants(args[0], args[1], NULL);
   }
   if (outputs == NULL) return NULL;
-  if (!PyList_CheckExact(outputs)) {
-    Py_DECREF(outputs);
+  if (!PyList_CheckExact(outputs)) { /* no plan: `outputs` is the call's constant key or None */
+    PyObject* found = outputs;
     if (slow_execute == NULL) { /* dispatch binds itself when imported */
       PyObject* dispatch = PyImport_ImportModule("pluggable.dispatch");
       Py_XDECREF(dispatch);
-      if (dispatch == NULL) return NULL;
-      if (slow_execute == NULL) {
+      if (dispatch == NULL || slow_execute == NULL) {
+        Py_DECREF(found);
+        if (dispatch == NULL) return NULL;
         PyErr_SetString(PyExc_RuntimeError, "pluggable.dispatch did not bind pluggable._fast");
         return NULL;
       }
     }
-    outputs = PyObject_Vectorcall(slow_execute, args, 2, NULL);
+    PyObject* call[4] = {args[0], args[1], Py_None, found}; /* _missed(op, inputs, attrs, found) */
+    outputs = PyObject_Vectorcall(slow_execute, call, 4, NULL);
+    Py_DECREF(found);
   }
   if (outputs == NULL) return NULL;
   PyObject* first = PySequence_GetItem(outputs, 0);
@@ -1290,7 +1296,8 @@ static PyObject* fast_bind_tensors(PyObject* self, PyObject* args) {
   Py_RETURN_NONE;
 }
 
-/* bind_dispatch(plans, settings, execute): dispatch's plan table, settings and execute. */
+/* bind_dispatch(plans, settings, missed): dispatch's plan table, settings and what runs a
+ * call the C lookups found no plan for. */
 static PyObject* fast_bind_dispatch(PyObject* self, PyObject* args) {
   (void)self;
   PyObject *plan_table, *settings_dict, *execute;
@@ -1514,7 +1521,7 @@ PyMethodDef pg_oprun_methods[] = {
     {"bind_tensors", (PyCFunction)fast_bind_tensors, METH_VARARGS,
      "bind_tensors(Tensor, DeviceBuffer, release, DType, device_scope)."},
     {"bind_dispatch", (PyCFunction)fast_bind_dispatch, METH_VARARGS,
-     "bind_dispatch(plans, settings, execute)."},
+     "bind_dispatch(plans, settings, missed)."},
     {"set_tracer", (PyCFunction)fast_set_tracer, METH_O,
      "set_tracer(host tracer or None): record ops and frees while set."},
     {"record", (PyCFunction)fast_record, METH_O,
