@@ -160,3 +160,9 @@ def release_status(status: Status) -> None:
     """Returns a status taken with `acquire_status`, reset to OK."""
     pluggable_ResetStatus(status.address)
     _local.pool.append(status)
+
+
+def abandon_status(status: Status) -> None:
+    """Gives up a status taken with `acquire_status` that a plugin call which was given up on
+    (and may still return and write it) holds: it is never freed or reused."""
+    status.address = None

@@ -147,60 +147,6 @@ class _CallbackRegistry:
 CALLBACKS = _CallbackRegistry()
 
 
-class _BlockingCalls:
-    """Runs an executor's blocking plugin calls that have no status to poll on helper threads,
-    so that the caller can give up at its deadline. A helper whose call returned waits for the
-    next one (starting a thread per call cost 80-150 µs, handing a call to a waiting helper
-    20 µs); one whose call never returns is left behind, and the next call gets a new one."""
-
-    def __init__(self, name: str):
-        self._name = name
-        self._lock = threading.Lock()
-        self._idle: List[Any] = []  # request queues of helpers waiting for a call
-        self._closed = False
-
-    def run(self, fn, limit: float) -> Optional[List[BaseException]]:
-        """Calls ``fn`` on a helper: ``[]`` when it returned, ``[exception]`` when it raised,
-        None when it is still running after ``limit`` seconds."""
-        with self._lock:
-            requests = self._idle.pop() if self._idle else None
-        if requests is None:
-            from queue import SimpleQueue
-
-            requests = SimpleQueue()
-            threading.Thread(target=self._serve, args=(requests,), name=self._name,
-                             daemon=True).start()
-        done, outcome = threading.Event(), []
-        requests.put((fn, done, outcome))
-        return outcome if done.wait(limit) else None
-
-    def _serve(self, requests) -> None:
-        while True:
-            job = requests.get()
-            if job is None:
-                return
-            fn, done, outcome = job
-            try:
-                fn()
-            except BaseException as exc:  # handed to the waiting thread
-                outcome.append(exc)
-            with self._lock:
-                closed = self._closed
-                if not closed:
-                    self._idle.append(requests)
-            done.set()
-            if closed:
-                return
-
-    def close(self) -> None:
-        """Ends the waiting helpers (a helper still in a call ends when it returns)."""
-        with self._lock:
-            self._closed = True
-            idle, self._idle = self._idle, []
-        for requests in idle:
-            requests.put(None)
-
-
 class _ScratchMemoryBase(threading.local):
     """A SP_DeviceMemoryBase per thread that small copies fill with a device address for
     the plugin's call (ctypes releases the GIL during the call, so threads cannot share
@@ -228,7 +174,6 @@ class StreamExecutor:
         self._lock = threading.RLock()
         self._pending_releases: List[Tuple[str, Any, Any]] = []
         self._scratch = _ScratchMemoryBase()  # for the device side of small copies
-        self._helpers: Optional[_BlockingCalls] = None  # made by the first bounded call
         self._deferred_warnings: List[Tuple[str, type]] = []
         self._closed = False
         self._internal_stream: Optional["Stream"] = None
@@ -268,6 +213,7 @@ class StreamExecutor:
                         ctypes.byref(params))
         self._device = device
         self._device_ptr = ctypes.pointer(device)
+        self._device_address = ctypes.addressof(device)
         try:
             view = negotiate(SP_Device, device, "SP_PlatformFns.create_device")
             if view.ordinal != self.ordinal:
@@ -326,6 +272,7 @@ class StreamExecutor:
             raise PluginCallError("validation", f"{where}: {exc}") from None
         self._se = view
         self._fns = fns
+        self._fn_addresses: Dict[str, int] = {}  # of the calls _bounded_call made
         self._plugin_allocate = _native.fast.PluginAllocator(
             DeviceMemory, _allocation_arguments, ctypes.addressof(self._device),
             *(ctypes.cast(fns[name], ctypes.c_void_p).value
@@ -947,19 +894,33 @@ class StreamExecutor:
 
     def _bounded_call(self, name: str, timeout: Optional[float]) -> None:
         """``_call(name)`` for a blocking call that has no status to poll: run on a helper
-        thread and given up on (the thread is left behind, on purpose) past the deadline."""
+        thread (pluggable._fast's pool, _fast/blocking.c) and given up on past the deadline.
+        A call given up on goes on with its status, which is then never freed or reused."""
         limit = limits.deadline() if timeout is None else timeout
         if not limit:
             self._call(name)
             return
+        address = self._fn_addresses.get(name)
+        if address is None:
+            address = self._fn_addresses[name] = ctypes.cast(self._fn(name),
+                                                              ctypes.c_void_p).value
+        status = _native.acquire_status()
         started = time.monotonic()
-        if self._helpers is None:
-            self._helpers = _BlockingCalls(f"pluggable-blocking-{self.name}")
-        outcome = self._helpers.run(lambda: self._call(name), limit)
-        if outcome is None:
+        try:
+            returned = _native.fast.bounded_call(address, self._device_address,
+                                                 status.address, limit)
+        except BaseException:  # a signal handler's (Ctrl-C): the call goes on
+            _native.abandon_status(status)
+            raise
+        if not returned:
+            _native.abandon_status(status)
             raise self._deadline_error(name, limit, time.monotonic() - started)
-        if outcome:
-            raise outcome[0]
+        try:
+            code = _native.TF_GetCode(status.address)
+            if code:
+                raise self._error(code, status.message, f"SP_StreamExecutor.{name}")
+        finally:
+            _native.release_status(status)
 
     # -- lifetime ----------------------------------------------------------------------------
     @property
@@ -995,8 +956,6 @@ class StreamExecutor:
             if pool is not None:
                 pool.close()
         self._closed = True
-        if self._helpers is not None:
-            self._helpers.close()
         p = self.platform
         p._platform_fns.destroy_stream_executor(p._platform_ref, ctypes.byref(self._se_storage))
         if self._device_fns is not None:

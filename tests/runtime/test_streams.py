@@ -144,12 +144,16 @@ def test_each_waiter_wakes_when_its_own_work_is_done(xpu, streams, stream_delay)
 
 
 def test_synchronize_all_activity_reuses_its_helper_thread(xpu, streams, monkeypatch):
-    """With a deadline (the default) the blocking call runs on a helper thread that waits for
-    the next call once it returned: repeated synchronizes start no thread each."""
+    """With a deadline (the default) the blocking call runs on a helper thread (a pthread of
+    pluggable._fast's pool) that waits for the next call once it returned: repeated
+    synchronizes start no thread each, Python's or C's."""
     import threading
+
+    from pluggable._native import fast
 
     streams[0].host_callback(lambda: None)
     xpu.synchronize_all_activity()
+    helpers = fast.bounded_call_helpers()  # (started, idle, in calls)
     started = []
     start = threading.Thread.start
     monkeypatch.setattr(threading.Thread, "start",
@@ -160,6 +164,7 @@ def test_synchronize_all_activity_reuses_its_helper_thread(xpu, streams, monkeyp
         xpu.synchronize_all_activity()
         assert done[-1] == i  # it did wait for the stream
     assert started == []
+    assert fast.bounded_call_helpers() == helpers
 
 
 def test_a_bounded_stream_wait_polls_a_pooled_event(xpu, streams, stream_delay, monkeypatch):

@@ -77,4 +77,8 @@ PyObject* pg_execute_constants(PyObject* op_name, PyObject* inputs, PyObject* at
 extern PyMethodDef pg_hostplane_methods[];
 int pg_hostplane_init(PyObject* module);
 
+/* Blocking plugin calls given up on at a deadline, on a pool of helper threads (blocking.c). */
+extern PyMethodDef pg_blocking_methods[];
+int pg_blocking_init(PyObject* module);
+
 #endif /* PLUGGABLE_FAST_INTERNAL_H_ */

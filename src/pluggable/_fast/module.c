@@ -2,12 +2,13 @@
 #include "fast_internal.h"
 
 static PyMethodDef* const parts[] = {pg_oprun_methods, pg_constplans_methods,
-                                     pg_hostcall_methods, pg_hostplane_methods};
+                                     pg_hostcall_methods, pg_hostplane_methods,
+                                     pg_blocking_methods};
 
 static struct PyModuleDef fast_module = {
     PyModuleDef_HEAD_INIT, "pluggable._fast",
-    "The per-op path, copies, device memory, Python host callbacks and the host profiler's hot "
-    "loops, in C.", -1, NULL,
+    "The per-op path, copies, device memory, Python host callbacks, blocking plugin calls with "
+    "a deadline and the host profiler's hot loops, in C.", -1, NULL,
     NULL, NULL, NULL, NULL};
 
 PyMODINIT_FUNC PyInit__fast(void) {
@@ -17,7 +18,7 @@ PyMODINIT_FUNC PyInit__fast(void) {
     if (PyModule_AddFunctions(module, parts[i]) < 0) goto fail;
   }
   if (pg_oprun_init(module) < 0 || pg_copies_init(module) < 0 || pg_memory_init(module) < 0 ||
-      pg_hostplane_init(module) < 0) {
+      pg_hostplane_init(module) < 0 || pg_blocking_init(module) < 0) {
     goto fail;
   }
   return module;
