@@ -78,12 +78,15 @@ class PluggableDevice:
     def synchronize(self) -> None:
         """Waits until every stream of the device is done; raises the error of failed work
         once, after replacing the streams that failure left unusable."""
+        marks = [(stream._ledger, stream._ledger.mark()) for stream in self.streams]
         try:
             self.executor.synchronize_all_activity()
         except Exception:
             if not self._closed:
                 self.recover_streams()
             raise
+        for ledger, mark in marks:
+            ledger.verified(mark)
 
     def synchronize_stream(self, stream: "Stream") -> None:
         """Waits for one of the device's streams; raises the error of failed work on it,
@@ -117,6 +120,7 @@ class PluggableDevice:
                 if state.ok:
                     continue
                 streams[i] = self.executor.create_stream()
+                stream._ledger.fail(f"{self.name}'s {names[i]} failed ({state.message})")
                 # Other threads may still hold it: tell them what happened, not "closed".
                 stream.closed_because = (
                     f"{self.name}'s {names[i]} failed ({state.message}) and was replaced by a "

@@ -35,7 +35,7 @@ from .dtypes import DType, as_dtype, resource, type_names
 from .errors import InternalError, InvalidArgumentError, NotFoundError, PluggableWarning
 from .op_defs import OPS, REQUIRED, OpDef, TensorMeta, bad, select_condition_shape
 from ._native import fast as _fast
-from .tensors import (CPU_DEVICE, DeviceBuffer, Tensor, device_scope, resolve_device,
+from .tensors import (CPU_DEVICE, DeviceBuffer, Tensor, _raise_lost, device_scope, resolve_device,
                       scoped_device, tensor as make_tensor)
 
 __all__ = ["device", "execute", "set_soft_device_placement", "get_soft_device_placement",
@@ -607,6 +607,8 @@ def _run_on_device(op: OpDef, target: PluggableDevice, registration, tensors: Li
             continue
         if t._device is not target:
             t = t.to(target)
+        elif t._buffer.lost is not None:
+            _raise_lost(t)
         if t._ready is not None:
             t._ready.make_wait(compute)
         shape = t.shape
@@ -635,7 +637,9 @@ def _run_on_device(op: OpDef, target: PluggableDevice, registration, tensors: Li
             buffer = DeviceBuffer.adopt(executor, 0, 0)
         elif out.owned:
             buffer = DeviceBuffer.adopt(executor, out.address, out.nbytes)
-        else:  # the kernel forwarded an input: share its buffer
+            buffer.stamp(compute._ledger)
+        else:  # the kernel forwarded an input: share its buffer (which it wrote, or may have)
             buffer = keep[out.aliased_input]._buffer
+            buffer.stamp(compute._ledger)
         result.append(Tensor(tuple(shape), dtype, target, buffer=buffer))
     return result

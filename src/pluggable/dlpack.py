@@ -342,6 +342,7 @@ def _copy_on_device(tensor: Tensor, device: "PluggableDevice") -> Tensor:
         except BaseException:
             buffer.release_now()
             raise
+        buffer.stamp(stream._ledger)
     return Tensor(tensor._shape, tensor._dtype, device, buffer=buffer)
 
 

@@ -180,6 +180,7 @@ def read_locked(state: VariableState, op: str):
     if nbytes:
         executor.memcpy_dtod(device.compute_stream, buffer.memory(),
                              DeviceMemory.unchecked(executor, address, nbytes), nbytes)
+        buffer.stamp(device.compute_stream._ledger)
     return Tensor(shape, state.dtype, device, buffer=buffer)
 
 
@@ -202,6 +203,8 @@ def write_locked(state: VariableState, value) -> None:
     device = state.device
     if value._device is not device:
         value = value.to(device)
+    else:
+        value._live_device()  # raises for a value that failed work left unwritten
     compute = device.compute_stream
     if value._ready is not None:
         value._ready.make_wait(compute)

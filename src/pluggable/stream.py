@@ -4,6 +4,7 @@ from __future__ import annotations
 from collections import namedtuple
 
 from . import _native
+from ._native import fast as _fast
 from ._handle import PluginHandle
 from .abi.tf_status import TF_Code
 from .errors import error_for_code
@@ -39,6 +40,9 @@ class Stream(PluginHandle):
 
     def __init__(self, executor, handle):
         self._callback_tokens: Set[int] = set()
+        # The count of writes its work makes to device buffers, and which are known done
+        # (see _fast/ledger.c): after a failure, what the failed work was to write is lost.
+        self._ledger = _fast.Ledger()
         super().__init__(executor, handle)
 
     def wait_for(self, other: "Stream") -> None:
@@ -88,7 +92,9 @@ class Stream(PluginHandle):
     def synchronize(self) -> None:
         """Waits until all work enqueued so far is done; raises if any of it failed."""
         self._check_open()
+        mark = self._ledger.mark()
         self.executor.block_host_until_done(self)
+        self._ledger.verified(mark)
 
     def host_callback(self, fn) -> None:
         """Enqueues ``fn()`` to run on the host once the work before it is done."""

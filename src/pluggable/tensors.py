@@ -34,8 +34,8 @@ from .abi.stream_executor import SE_EventStatus
 from .abi.tf_status import TF_Code
 from .devices import PluggableDevice, parse_device_name
 from .dtypes import _BY_NUMPY, DType, as_dtype
-from .errors import (DeadlineExceededError, FailedPreconditionError, InvalidArgumentError,
-                     PluggableError)
+from .errors import (DataLossError, DeadlineExceededError, FailedPreconditionError,
+                     InvalidArgumentError, PluggableError)
 from .memory import DeviceMemory
 from .staging import staged_view as _staged_view
 
@@ -508,6 +508,7 @@ class Tensor:
         except BaseException:
             buffer.release_now()
             raise
+        buffer.stamp(stream._ledger)
         # The source stays allocated until the copy is done.
         marker = executor.after_work(stream, _keep_buffer(self._buffer))
         if marker is not None:
@@ -520,6 +521,8 @@ class Tensor:
             raise FailedPreconditionError(
                 f"the tensor's device {device.name} was closed; its data is gone",
                 call="Tensor")
+        if self._buffer.lost is not None:
+            _raise_lost(self)
         return device
 
 
@@ -716,6 +719,7 @@ def _wait_for_stream(device: PluggableDevice, stream, keep: Any = None,
     still queued: ``keep`` (host memory it reads or writes) is handed to the event manager,
     and ``buffer`` (device memory it writes) gets the marker as a use, so neither is freed
     under the device's feet."""
+    mark = stream._ledger.mark() if recorded is None else None  # (a copier verifies its own)
     try:
         if recorded is None:
             state = device.executor.event_manager.wait(stream)
@@ -731,6 +735,8 @@ def _wait_for_stream(device: PluggableDevice, stream, keep: Any = None,
         raise device.executor._error(
             TF_Code.TF_INTERNAL, "the stream reached the point with an error",
             "SP_StreamExecutor.get_event_status")
+    if mark is not None:
+        stream._ledger.verified(mark)
 
 
 def _upload(array: np.ndarray, dtype: DType, device: PluggableDevice, owned: bool) -> Tensor:
@@ -754,6 +760,7 @@ def _upload(array: np.ndarray, dtype: DType, device: PluggableDevice, owned: boo
         if (nbytes <= STAGE_LIMIT and executor._fns.get("host_memory_allocate") is not None
                 and _staged_upload(executor, device.compute_stream, buffer, array, nbytes)):
             # On the compute stream, as the ops that read it: `_ready` None says just that.
+            buffer.stamp(device.compute_stream._ledger)
             return Tensor(shape, dtype, device, buffer=buffer)
         pageable = device.platform.has_capability(PLUGGABLE_PLATFORM_PAGEABLE_ASYNC_COPY)
         if pageable and not owned:
@@ -788,6 +795,7 @@ def _upload(array: np.ndarray, dtype: DType, device: PluggableDevice, owned: boo
         raise
     if marker is None:  # the copy was waited for: nothing is pending
         return Tensor(shape, dtype, device, buffer=buffer)
+    buffer.stamp(stream._ledger)
     buffer.used_by(marker)  # the host's bytes are the copy's own (`owned`, or staged)
     return Tensor(shape, dtype, device, buffer=buffer, ready=marker)
 
@@ -841,6 +849,17 @@ def _staged_upload(executor: "StreamExecutor", stream, buffer: DeviceBuffer,
                        executor._device_ref(destination, nbytes), address, nbytes)
 
     return executor.staging.copy(stream, nbytes, enqueue) != 0
+
+
+def _raise_lost(tensor: Tensor) -> None:
+    """Raises `DataLossError` for a device tensor whose memory the failed stream work was to
+    write (its buffer's ``lost``): reading it would give whatever the memory held before."""
+    raise DataLossError(
+        f"this {tensor._dtype.name} tensor of shape {tensor._shape} on {tensor._device.name} "
+        f"has no value: the stream work that was to compute it did not run, because "
+        f"{tensor._buffer.lost}. That failure was reported once and the device's failed "
+        f"streams were replaced; compute the tensor again from inputs that are intact",
+        call="Tensor")
 
 
 def _keep_buffer(buffer: DeviceBuffer):
@@ -920,10 +939,11 @@ def zeros(shape: Any, dtype: Any = "float32", device: Any = None) -> Tensor:
         except BaseException:
             result._buffer.release_now()
             raise
+        result._buffer.stamp(stream._ledger)
         # Filled on the compute stream: `_ready` None says just that.
     return result
 
 
 # The C per-op path makes Tensors and DeviceBuffers itself, and gives buffers with pending
 # uses to _release_buffer.
-_fast.bind_tensors(Tensor, DeviceBuffer, _release_buffer, DType, device_scope)
+_fast.bind_tensors(Tensor, DeviceBuffer, _release_buffer, DType, device_scope, _raise_lost)

@@ -212,6 +212,7 @@ def test_out_of_device_memory_is_reported_before_staging():
 def test_a_failed_stream_is_the_downloads_error(faults):
     device = pluggable.get_device("XPU:0")
     x = pluggable.tensor(np.float32([1, 2]), device=device)
+    device.synchronize()  # x is known written: the failure below cannot have taken it
     faults("stream:1")  # the next stream operation fails: the add
     y = ops.add(x, x)
     with pytest.raises(InternalError, match="injected fault"):

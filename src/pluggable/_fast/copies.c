@@ -49,6 +49,7 @@ typedef struct {
   PyObject* allocator;
   PyObject* event;    /* the copier's own event.Event */
   PyObject* wait;     /* tensors._wait_for_stream(device, stream, keep, buffer, recorded) */
+  PgLedger* ledger;   /* the stream's (ledger.c): a copy found done verifies its writes */
   const SP_Device* sp_device;
   SP_Stream sp_stream;
   SP_Event sp_event;
@@ -79,6 +80,7 @@ static int copier_clear(CopierObject* c) {
   Py_CLEAR(c->allocator);
   Py_CLEAR(c->event);
   Py_CLEAR(c->wait);
+  Py_CLEAR(c->ledger);
   return 0;
 }
 
@@ -161,6 +163,16 @@ static int copier_init(CopierObject* c, PyObject* args, PyObject* kwargs) {
   c->event = event;
   Py_INCREF(wait);
   c->wait = wait;
+  {
+    PyObject* ledger = PyObject_GetAttrString(c->stream, "_ledger");
+    if (ledger == NULL) goto done;
+    if (!PyObject_TypeCheck(ledger, &PgLedgerType)) {
+      PyErr_SetString(PyExc_TypeError, "Copier: the compute stream's _ledger is not a Ledger");
+      Py_DECREF(ledger);
+      goto done;
+    }
+    c->ledger = (PgLedger*)ledger;
+  }
   ok = 0;
 done:
   Py_XDECREF(executor);
@@ -221,8 +233,10 @@ static void raise_plugin_error(CopierObject* c, int code, const char* call) {
   Py_DECREF(error);
 }
 
-/* Records the copier's event on the stream; 0 and the error raised when the plugin refuses. */
-static int record_event(CopierObject* c) {
+/* Records the copier's event on the stream; 0 and the error raised when the plugin refuses.
+ * `*mark` is the stream's count of writes just before (see finish). */
+static int record_event(CopierObject* c, uint64_t* mark) {
+  *mark = c->ledger->issued;
   c->record(c->sp_device, c->sp_stream, c->sp_event, c->status);
   int code = pg_runtime.code(c->status);
   if (code == 0) return 1;
@@ -232,9 +246,13 @@ static int record_event(CopierObject* c) {
 
 /* After the copy was enqueued and the event recorded: done if the event completed, else
  * tensors._wait_for_stream waits for that event (and raises the stream's error). 0 with an
- * exception. */
-static int finish(CopierObject* c, PyObject* keep, PyObject* buffer) {
-  if (c->event_status(c->sp_device, c->sp_event) == SE_EVENT_COMPLETE) return 1;
+ * exception. Done, the writes the stream's ledger counted up to `mark` (taken before the
+ * event) are known good. */
+static int finish(CopierObject* c, PyObject* keep, PyObject* buffer, uint64_t mark) {
+  if (c->event_status(c->sp_device, c->sp_event) == SE_EVENT_COMPLETE) {
+    if (mark > c->ledger->good) c->ledger->good = mark;
+    return 1;
+  }
   /* Still busy while the wait runs Python code: other threads' copies take the Python path
    * meanwhile rather than share the copier's status. */
   PyObject* handle = PyLong_FromVoidPtr(c->sp_event);
@@ -242,8 +260,10 @@ static int finish(CopierObject* c, PyObject* keep, PyObject* buffer) {
   PyObject* r = PyObject_CallFunctionObjArgs(c->wait, c->device, c->stream, keep,
                                              buffer ? buffer : Py_None, handle, NULL);
   Py_DECREF(handle);
-  Py_XDECREF(r);
-  return r != NULL;
+  if (r == NULL) return 0;
+  Py_DECREF(r);
+  if (mark > c->ledger->good) c->ledger->good = mark;
+  return 1;
 }
 
 static PyObject* copier_upload(CopierObject* c, PyObject* const* args, Py_ssize_t nargs) {
@@ -269,6 +289,7 @@ static PyObject* copier_upload(CopierObject* c, PyObject* const* args, Py_ssize_
   if (view.len <= 0) goto fallback;
   /* Is the stream idle? Only then is copying from the caller's array and finding the copy
    * done a likely outcome; behind queued work the staging ring serves better. */
+  uint64_t idle_mark = c->ledger->issued;
   c->record(c->sp_device, c->sp_stream, c->sp_event, c->status);
   if (pg_runtime.code(c->status) != 0) { /* the Python path records its own and reports */
     pg_runtime.reset(c->status);
@@ -283,6 +304,7 @@ static PyObject* copier_upload(CopierObject* c, PyObject* const* args, Py_ssize_
     }
     goto fallback;
   }
+  if (idle_mark > c->ledger->good) c->ledger->good = idle_mark; /* all done, without error */
   c->misses = 0;
   uint64_t nbytes = (uint64_t)view.len;
   void* address = pg_runtime.bfc_allocate(c->bfc, nbytes);
@@ -310,7 +332,8 @@ static PyObject* copier_upload(CopierObject* c, PyObject* const* args, Py_ssize_
     raise_plugin_error(c, code, "SP_StreamExecutor.memcpy_htod");
     goto fail;
   }
-  if (!record_event(c) || !finish(c, array, buffer)) goto fail;
+  uint64_t mark;
+  if (!record_event(c, &mark) || !finish(c, array, buffer, mark)) goto fail;
   Py_INCREF(buffer);
   result = pg_make_tensor(shape, dtype, c->device, buffer); /* steals the new reference */
   goto done;
@@ -359,9 +382,10 @@ static PyObject* copier_download(CopierObject* c, PyObject* const* args, Py_ssiz
       Py_END_ALLOW_THREADS
     }
     int code = pg_runtime.code(c->status);
+    uint64_t mark;
     if (code != 0) {
       raise_plugin_error(c, code, "SP_StreamExecutor.memcpy_dtoh");
-    } else if (record_event(c) && finish(c, out, NULL)) {
+    } else if (record_event(c, &mark) && finish(c, out, NULL, mark)) {
       result = Py_True;
       Py_INCREF(result);
     }

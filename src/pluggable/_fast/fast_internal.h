@@ -73,6 +73,23 @@ extern PyMethodDef pg_constplans_methods[];
  * or NULL for none); else the call's key (a tuple), or None when it has none. */
 PyObject* pg_execute_constants(PyObject* op_name, PyObject* inputs, PyObject* attrs);
 
+/* The ledger of a stream's writes (ledger.c): a type, no module functions. */
+typedef struct {
+  PyObject_HEAD
+  uint64_t issued;       /* writes stamped so far */
+  uint64_t good;         /* writes known done without error */
+  uint64_t failed_after; /* once failed: writes above this count were lost */
+  PyObject* failure;     /* NULL, or the failure's message (a str) */
+} PgLedger;
+extern PyTypeObject PgLedgerType;
+int pg_ledger_init(PyObject* module);
+/* Whether the write stamped `stamp` in `ledger` (NULL: none) was lost. */
+static inline int pg_ledger_lost(const PgLedger* ledger, uint64_t stamp) {
+  return ledger != NULL && ledger->failure != NULL && stamp > ledger->failed_after;
+}
+/* Stamps `buffer` (a Buffer) as written by work just enqueued on the stream of `ledger`. */
+void pg_buffer_stamp(PyObject* buffer, PgLedger* ledger);
+
 /* The host tracer's plane encoder (hostplane.c). */
 extern PyMethodDef pg_hostplane_methods[];
 int pg_hostplane_init(PyObject* module);

@@ -18,7 +18,8 @@ PyMODINIT_FUNC PyInit__fast(void) {
     if (PyModule_AddFunctions(module, parts[i]) < 0) goto fail;
   }
   if (pg_oprun_init(module) < 0 || pg_copies_init(module) < 0 || pg_memory_init(module) < 0 ||
-      pg_hostplane_init(module) < 0 || pg_blocking_init(module) < 0) {
+      pg_hostplane_init(module) < 0 || pg_blocking_init(module) < 0 ||
+      pg_ledger_init(module) < 0) {
     goto fail;
   }
   return module;

@@ -54,6 +54,7 @@ static PyTypeObject* tensor_type;       /* tensors.Tensor */
 static PyTypeObject* buffer_type;       /* tensors.DeviceBuffer, a subclass of Buffer */
 static PyTypeObject* dtype_type;        /* dtypes.DType */
 static PyObject* release_function;      /* tensors._release_buffer(executor, address, uses) */
+static PyObject* lost_function;         /* tensors._raise_lost(tensor): raises DataLossError */
 static PyObject* plans;                 /* dispatch._plans */
 static PyObject* settings;              /* dispatch._settings */
 static PyObject* scope_var;             /* tensors.device_scope (a ContextVar) */
@@ -83,7 +84,7 @@ static int set_ref(PyObject** target, PyObject* value);
 
 static PyObject *s_allocator, *s_closed, *s_handle, *s_deallocate_failed, *s_compute_stream,
     *s_generation, *s_event, *s_make_wait, *s_error, *s_log, *s_kernel, *s_executor,
-    *s_template, *s_slots, *s_n_out;
+    *s_template, *s_slots, *s_n_out, *s_ledger;
 
 #define SLOT(obj, off) (*(PyObject**)((char*)(obj) + (off)))
 
@@ -119,6 +120,8 @@ typedef struct {
   PyObject* weakreflist;
   PG_BFC* bfc;                  /* the allocator's handle, when known at `bfc_epoch` */
   unsigned long long bfc_epoch;
+  PgLedger* ledger; /* the ledger of the stream whose work last wrote it (ledger.c), or NULL */
+  uint64_t stamp;   /* that write's count in the ledger */
 } BufferObject;
 
 static PyTypeObject BufferType;
@@ -292,6 +295,7 @@ static void buffer_dealloc(BufferObject* self) {
   if (self->address) buffer_release(self);
   Py_CLEAR(self->executor);
   Py_CLEAR(self->uses);
+  Py_CLEAR(self->ledger);
   Py_TYPE(self)->tp_free((PyObject*)self);
 }
 
@@ -319,6 +323,41 @@ static PyObject* buffer_new(PyTypeObject* type, PyObject* args, PyObject* kwargs
   return (PyObject*)self;
 }
 
+void pg_buffer_stamp(PyObject* buffer, PgLedger* ledger) {
+  BufferObject* b = (BufferObject*)buffer;
+  Py_INCREF(ledger);
+  Py_XSETREF(b->ledger, ledger);
+  b->stamp = ++ledger->issued;
+}
+
+static PyObject* buffer_stamp(BufferObject* self, PyObject* ledger) {
+  if (!PyObject_TypeCheck(ledger, &PgLedgerType)) {
+    PyErr_SetString(PyExc_TypeError, "stamp(ledger): a pluggable._fast.Ledger (a stream's _ledger)");
+    return NULL;
+  }
+  pg_buffer_stamp((PyObject*)self, (PgLedger*)ledger);
+  Py_RETURN_NONE;
+}
+
+static PyObject* buffer_lost(BufferObject* self, void* closure) {
+  (void)closure;
+  if (!pg_ledger_lost(self->ledger, self->stamp)) Py_RETURN_NONE;
+  Py_INCREF(self->ledger->failure);
+  return self->ledger->failure;
+}
+
+static PyMethodDef buffer_methods[] = {
+    {"stamp", (PyCFunction)buffer_stamp, METH_O,
+     "stamp(ledger): the memory is written by work just enqueued on the ledger's stream."},
+    {NULL, NULL, 0, NULL}};
+
+static PyGetSetDef buffer_getset[] = {
+    {"lost", (getter)buffer_lost, NULL,
+     "None, or the failure (a str) of the stream work that was to write the memory and did "
+     "not: its bytes are not the value they were to hold",
+     NULL},
+    {NULL, NULL, NULL, NULL, NULL}};
+
 static PyMemberDef buffer_members[] = {
     {"executor", T_OBJECT, offsetof(BufferObject, executor), 0,
      "the StreamExecutor whose allocator the memory came from"},
@@ -339,6 +378,8 @@ static PyTypeObject BufferType = {
     .tp_clear = (inquiry)buffer_clear,
     .tp_weaklistoffset = offsetof(BufferObject, weakreflist),
     .tp_members = buffer_members,
+    .tp_methods = buffer_methods,
+    .tp_getset = buffer_getset,
     .tp_new = buffer_new,
 };
 
@@ -405,6 +446,7 @@ typedef struct {
   PyObject_HEAD
   PyObject* device;
   PyObject* compute;
+  PgLedger* ledger; /* the compute stream's (ledger.c): the outputs' stamps */
   PyObject* prepared;
   PyObject* kernel;
   PyObject* executor;
@@ -456,6 +498,7 @@ static int plan_clear(PlanObject* p) {
   }
   Py_CLEAR(p->device);
   Py_CLEAR(p->compute);
+  Py_CLEAR(p->ledger);
   Py_CLEAR(p->prepared);
   Py_CLEAR(p->kernel);
   Py_CLEAR(p->executor);
@@ -532,6 +575,16 @@ static int plan_init(PlanObject* p, PyObject* args, PyObject* kwargs) {
   p->prepared = prepared;
   p->generation = generation;
   if ((p->compute = PyObject_GetAttr(device, s_compute_stream)) == NULL) goto done;
+  {
+    PyObject* ledger = PyObject_GetAttr(p->compute, s_ledger);
+    if (ledger == NULL) goto done;
+    if (!PyObject_TypeCheck(ledger, &PgLedgerType)) {
+      PyErr_SetString(PyExc_TypeError, "Plan: the compute stream's _ledger is not a Ledger");
+      Py_DECREF(ledger);
+      goto done;
+    }
+    p->ledger = (PgLedger*)ledger;
+  }
   if ((p->kernel = PyObject_GetAttr(prepared, s_kernel)) == NULL) goto done;
   if ((p->executor = PyObject_GetAttr(prepared, s_executor)) == NULL) goto done;
   if ((template_obj = PyObject_GetAttr(prepared, s_template)) == NULL) goto done;
@@ -696,6 +749,7 @@ static PyObject* plan_outputs(PlanObject* p, PyObject* const* tensors, const int
       Py_DECREF(result);
       return NULL;
     }
+    if (((BufferObject*)buffer)->nbytes != 0) pg_buffer_stamp(buffer, p->ledger);
     PyObject* t = make_tensor(spec->shape, spec->dtype, p->device, buffer); /* steals buffer */
     if (t == NULL) {
       drop_owned(p, out, i + 1, next);
@@ -771,6 +825,8 @@ static PyObject* plan_run_tensors(PlanObject* p, PyObject* const* tensors, Py_ss
     if (Py_TYPE(t) != tensor_type) Py_RETURN_NONE;
     PyObject* buffer = SLOT(t, off_buffer);
     if (buffer == NULL || !PyObject_TypeCheck(buffer, &BufferType)) Py_RETURN_NONE;
+    const BufferObject* b = (const BufferObject*)buffer;
+    if (pg_ledger_lost(b->ledger, b->stamp)) return PyObject_CallOneArg(lost_function, t);
     PyObject* ready = SLOT(t, off_ready);
     if (ready != NULL && ready != Py_None) {
       PyObject* event = PyObject_GetAttr(ready, s_event);
@@ -1260,12 +1316,12 @@ static int set_ref(PyObject** target, PyObject* value) {
   return 0;
 }
 
-/* bind_tensors(Tensor, DeviceBuffer, release, DType, device_scope) */
+/* bind_tensors(Tensor, DeviceBuffer, release, DType, device_scope, lost) */
 static PyObject* fast_bind_tensors(PyObject* self, PyObject* args) {
   (void)self;
-  PyObject *tensor, *buffer, *release, *dtype, *scope;
-  if (!PyArg_ParseTuple(args, "O!O!OO!O:bind_tensors", &PyType_Type, &tensor, &PyType_Type,
-                        &buffer, &release, &PyType_Type, &dtype, &scope)) {
+  PyObject *tensor, *buffer, *release, *dtype, *scope, *lost;
+  if (!PyArg_ParseTuple(args, "O!O!OO!OO:bind_tensors", &PyType_Type, &tensor, &PyType_Type,
+                        &buffer, &release, &PyType_Type, &dtype, &scope, &lost)) {
     return NULL;
   }
   if (!PyType_IsSubtype((PyTypeObject*)buffer, &BufferType) ||
@@ -1293,6 +1349,7 @@ static PyObject* fast_bind_tensors(PyObject* self, PyObject* args) {
   set_ref((PyObject**)&dtype_type, dtype);
   set_ref(&release_function, release);
   set_ref(&scope_var, scope);
+  set_ref(&lost_function, lost);
   Py_RETURN_NONE;
 }
 
@@ -1519,7 +1576,7 @@ PyMethodDef pg_oprun_methods[] = {
     {"bind_runtime", (PyCFunction)fast_bind_runtime, METH_O,
      "bind_runtime({name: address}): the runtime library's functions."},
     {"bind_tensors", (PyCFunction)fast_bind_tensors, METH_VARARGS,
-     "bind_tensors(Tensor, DeviceBuffer, release, DType, device_scope)."},
+     "bind_tensors(Tensor, DeviceBuffer, release, DType, device_scope, lost)."},
     {"bind_dispatch", (PyCFunction)fast_bind_dispatch, METH_VARARGS,
      "bind_dispatch(plans, settings, missed)."},
     {"set_tracer", (PyCFunction)fast_set_tracer, METH_O,
@@ -1548,7 +1605,8 @@ int pg_oprun_init(PyObject* module) {
       !(s_event = intern("event")) || !(s_make_wait = intern("make_wait")) ||
       !(s_error = intern("_error")) || !(s_log = intern("log")) || !(s_kernel = intern("kernel")) ||
       !(s_executor = intern("executor")) || !(s_template = intern("_template")) ||
-      !(s_slots = intern("_slots")) || !(s_n_out = intern("_n_out"))) {
+      !(s_slots = intern("_slots")) || !(s_n_out = intern("_n_out")) ||
+      !(s_ledger = intern("_ledger"))) {
     return -1;
   }
   if (PyType_Ready(&BufferType) < 0 || PyType_Ready(&PlanType) < 0 ||
