@@ -590,6 +590,24 @@ def _count(shape) -> int:
     return n
 
 
+#: Ops with resource inputs that only read the variables (any other may write them).
+_READS_VARIABLES = frozenset({"ReadVariableOp", "VariableShape", "VarIsInitializedOp",
+                              "ResourceGather"})
+
+
+def _variable_written(op_name: str, handle: np.ndarray):
+    """The state of the variable of a resource input to a plugin kernel (None for a handle
+    that names none: the kernel reports that), after checking that its value is intact: an
+    op that reads it must not compute from a value failed work left unwritten.
+    AssignVariableOp replaces the value, so it may run on a lost one."""
+    from .op_defs_resource import _states
+
+    state = _states.get(int(handle.reshape(-1)[0])) if handle.size == 1 else None
+    if state is not None and op_name != "AssignVariableOp":
+        state.check_intact(op_name)
+    return state
+
+
 def _run_on_device(op: OpDef, target: PluggableDevice, registration, tensors: List[Tensor],
                    host: List[Optional[np.ndarray]], attrs: Dict[str, Any],
                    shapes: List[Tuple[int, ...]], out_dtypes: List[DType]) -> List[Tensor]:
@@ -598,9 +616,12 @@ def _run_on_device(op: OpDef, target: PluggableDevice, registration, tensors: Li
     executor = target.executor
     compute = target.compute_stream
     args, keep = [], []  # `keep`: host arrays and device tensors the kernel reads
+    variables = []  # the states of the variables of resource inputs
     for arg, t, values in zip(op.flat_inputs(attrs), tensors, host):
         if arg.name in registration.host_memory or t._dtype is resource:
             array = np.asarray(values if values is not None else t.numpy(), order="C")
+            if t._dtype is resource:
+                variables.append(_variable_written(op.name, array))
             keep.append(array)
             args.append(KernelInput(array.__array_interface__["data"][0] if array.nbytes else 0,
                                     array.nbytes, int(t.dtype.tf_code), t.shape, True))
@@ -620,6 +641,10 @@ def _run_on_device(op: OpDef, target: PluggableDevice, registration, tensors: Li
     kernel = _kernel_instance(registration, target, attrs)
     outputs = kernel.run(executor, compute, args, [int(d.tf_code) for d in out_dtypes],
                          next(_step_ids))
+    if op.name not in _READS_VARIABLES:
+        for state in variables:
+            if state is not None:
+                state.written(compute)
     result = []
     for i, (out, shape, dtype) in enumerate(zip(outputs, shapes, out_dtypes)):
         if shape is None:  # known from the values only: the kernel's word

@@ -27,7 +27,7 @@ import numpy as np
 
 from . import _native
 from . import dtypes as dt
-from .errors import FailedPreconditionError, NotFoundError, error_for_code
+from .errors import DataLossError, FailedPreconditionError, NotFoundError, error_for_code
 from .op_defs import ALL, NUMBER, OPS, Arg, Attr, OpDef, bad
 
 _p = ctypes.c_void_p
@@ -52,7 +52,8 @@ _MAX_DIMS = 254
 class VariableState:
     """One variable of the runtime: its pointer, the device holding its value, its dtype."""
 
-    __slots__ = ("address", "device", "dtype", "name", "live", "__weakref__")
+    __slots__ = ("address", "device", "dtype", "name", "live", "ledger", "stamp",
+                 "__weakref__")
 
     def __init__(self, address: int, device: Any, dtype: dt.DType, name: str):
         self.address = address
@@ -60,6 +61,23 @@ class VariableState:
         self.dtype = dtype
         self.name = name
         self.live = True  # False once destroyed: the runtime's object is gone
+        # The last write's stream ledger and stamp (_fast/ledger.c): after that stream
+        # failed, a value whose write was not known done is lost.
+        self.ledger = None
+        self.stamp = 0
+
+    def written(self, stream) -> None:
+        """The value was just written (or updated) by work enqueued on ``stream``."""
+        self.ledger, self.stamp = stream._ledger, stream._ledger.issue()
+
+    def check_intact(self, op: str) -> None:
+        """Raises `DataLossError` when failed stream work was to write the value."""
+        failure = None if self.ledger is None else self.ledger.lost(self.stamp)
+        if failure is not None:
+            raise DataLossError(
+                f"{op}: variable {self.name!r} on {self.device.name} has no value: the stream "
+                f"work that was to write it did not run, because {failure}. Assign it a value "
+                f"again (Variable.assign) before reading or updating it", call=op)
 
     @property
     def on_cpu(self) -> bool:
@@ -169,6 +187,7 @@ def read_locked(state: VariableState, op: str):
     if info is None:
         raise state.uninitialized(op)
     shape, address, nbytes = info
+    state.check_intact(op)
     if state.on_cpu:
         raw = (ctypes.c_char * nbytes).from_address(address) if nbytes else b""
         array = np.frombuffer(raw, dtype=state.dtype.numpy_dtype).reshape(shape).copy()
@@ -211,6 +230,7 @@ def write_locked(state: VariableState, value) -> None:
     executor = device.executor
     executor.memcpy_dtod(compute, DeviceMemory.unchecked(executor, address, nbytes),
                          value._buffer.memory(), nbytes)
+    state.written(compute)
 
 
 @contextmanager

@@ -128,6 +128,8 @@ def test_a_stream_ledger_counts_writes_and_keeps_the_first_failure():
     assert [b.lost for b in buffers] == [None, None, "the first failure"]
     buffers[2].stamp(_fast.Ledger())  # written again by a healthy stream's work
     assert buffers[2].lost is None
+    assert ledger.issue() == 4  # a write to memory that is not a Buffer's (a variable's)
+    assert [ledger.lost(n) for n in (2, 3, 4)] == [None, "the first failure", "the first failure"]
 
 
 def test_a_ledger_refuses_counts_it_never_gave_and_messages_that_are_not_text():
@@ -139,3 +141,39 @@ def test_a_ledger_refuses_counts_it_never_gave_and_messages_that_are_not_text():
     buffer = pluggable.tensor(np.ones(2, np.float32), device="/xpu:0")._buffer
     with pytest.raises(TypeError, match="a pluggable._fast.Ledger"):
         buffer.stamp(object())
+
+
+def test_a_variable_that_failed_work_was_to_update_is_lost_until_assigned(faults, device):
+    x = pluggable.tensor(np.ones(4, np.float32), device=device)
+    v = pluggable.Variable(pluggable.tensor(np.zeros(4, np.float32), device=device))
+    v.assign_add(x)
+    assert v.numpy().tolist() == [1.0] * 4  # read: the update is known done
+    faults("stream:1")
+    v.assign_add(x)  # fails on the stream
+    faults("")
+    with pytest.raises(InternalError, match="injected fault"):
+        device.synchronize()
+    for use in (v.numpy, v.read_value, lambda: v.assign_add(x), lambda: v.assign_sub(x)):
+        with pytest.raises(DataLossError) as info:
+            use()
+        message = str(info.value)
+        assert f"variable {v.name!r} on /device:XPU:0 has no value" in message
+        assert "injected fault" in message and "Variable.assign" in message
+    v.assign(pluggable.tensor(np.full(4, 7, np.float32), device=device))  # a new value
+    v.assign_add(x)
+    assert v.numpy().tolist() == [8.0] * 4
+
+
+def test_a_variable_updated_before_the_last_wait_keeps_its_value(faults, device):
+    x = pluggable.tensor(np.ones(4, np.float32), device=device)
+    v = pluggable.Variable(pluggable.tensor(np.zeros(4, np.float32), device=device))
+    v.assign_add(x)
+    device.synchronize()
+    faults("stream:1")
+    y = ops.add(x, x)  # fails; the variable is not touched
+    faults("")
+    with pytest.raises(InternalError, match="injected fault"):
+        device.synchronize()
+    assert v.numpy().tolist() == [1.0] * 4
+    with pytest.raises(DataLossError):
+        y.numpy()

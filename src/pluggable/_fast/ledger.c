@@ -58,6 +58,19 @@ static PyObject* ledger_fail(PgLedger* self, PyObject* message) {
   Py_RETURN_NONE;
 }
 
+static PyObject* ledger_issue(PgLedger* self, PyObject* unused) {
+  (void)unused;
+  return PyLong_FromUnsignedLongLong(++self->issued);
+}
+
+static PyObject* ledger_lost(PgLedger* self, PyObject* arg) {
+  unsigned long long stamp = PyLong_AsUnsignedLongLong(arg);
+  if (stamp == (unsigned long long)-1 && PyErr_Occurred()) return NULL;
+  if (!pg_ledger_lost(self, stamp)) Py_RETURN_NONE;
+  Py_INCREF(self->failure);
+  return self->failure;
+}
+
 static PyObject* ledger_failure(PgLedger* self, void* closure) {
   (void)closure;
   PyObject* failure = self->failure ? self->failure : Py_None;
@@ -71,6 +84,11 @@ static PyMethodDef ledger_methods[] = {
      "verified() once the wait succeeded."},
     {"verified", (PyCFunction)ledger_verified, METH_O,
      "verified(count): every write up to `count` (a mark()) is known done without error."},
+    {"issue", (PyCFunction)ledger_issue, METH_NOARGS,
+     "issue() -> the stamp of a write just enqueued on the stream (memory other than a "
+     "Buffer's: a variable's value)."},
+    {"lost", (PyCFunction)ledger_lost, METH_O,
+     "lost(stamp) -> None, or the failure (a str) when the write stamped `stamp` was lost."},
     {"fail", (PyCFunction)ledger_fail, METH_O,
      "fail(message): the stream failed; writes above the last verified count are lost. The "
      "first failure is kept."},
