@@ -25,6 +25,10 @@ Figures, each a ratio measured in the same run (min / median / max over the roun
   batches, with every kernel run releasing the GIL (`pluggable._fast.hold_gil_bytes(-1)`,
   the per-op path before small runs kept it), and reported against the same one-thread
   batches.
+- the interpreter's own figure, the reference for the one above: the same two-thread and
+  one-thread batches (same barrier, same stamps) issuing `np.add(h, h)` on 1-element NumPy
+  arrays instead of ops, with nothing of pluggable's. Whatever holds the GIL per call loses
+  the same hand-over there; "2 threads / the interpreter's own figure" is what pluggable adds.
 `--switch-interval S` runs everything with `sys.setswitchinterval(S)` (CPython's default is
 0.005 s): how much of the two-thread figure is the interpreter handing the GIL over, which
 costs a thread wake-up every interval. Use `--ops 20000` or more with it: a batch of 5000
@@ -64,6 +68,13 @@ def measure(rounds: int, n_ops: int, plugin: str = None, batches: int = 3) -> di
             ops.add(x, x)
         device.synchronize()
 
+    h0, h1 = np.ones(1, np.float32), np.ones(1, np.float32)
+
+    def numpy_stream(h, _device, count):
+        add = np.add
+        for _ in range(count):
+            add(h, h)
+
     def latency(count):
         for _ in range(count):
             ops.add(x0, x0)
@@ -71,7 +82,8 @@ def measure(rounds: int, n_ops: int, plugin: str = None, batches: int = 3) -> di
 
     out = {"cpu_per_main": [], "cpu_per_wall": [], "stream_us": [], "latency_us": [], "latency_cpu_per_wall": [],
            "two_threads_vs_one": [], "two_threads_cpu_per_op_vs_one": [],
-           "released_two_threads_vs_one": [], "released_two_threads_cpu_per_op_vs_one": []}
+           "released_two_threads_vs_one": [], "released_two_threads_cpu_per_op_vs_one": [],
+           "numpy_two_threads_vs_one": []}
     stream(x0, dev0, n_ops)
     stream(x1, dev1, n_ops)
     latency(n_ops // 10)
@@ -93,7 +105,13 @@ def measure(rounds: int, n_ops: int, plugin: str = None, batches: int = 3) -> di
 
         one, one_cpu = 0.0, float("inf")
         two = {"": [0.0, float("inf")], "released_": [0.0, float("inf")]}
+        numpy_one = numpy_two = 0.0
         for _ in range(batches):
+            started = time.perf_counter()
+            numpy_stream(h0, None, n_ops)
+            numpy_one = max(numpy_one, n_ops / (time.perf_counter() - started))
+            seconds, _ = two_threads(numpy_stream, ((h0, None), (h1, None)), n_ops)
+            numpy_two = max(numpy_two, 2 * n_ops / seconds)
             started, cpu = time.perf_counter(), time.thread_time()
             stream(x0, dev0, n_ops)
             one = max(one, n_ops / (time.perf_counter() - started))
@@ -104,6 +122,7 @@ def measure(rounds: int, n_ops: int, plugin: str = None, batches: int = 3) -> di
                 _fast.hold_gil_bytes(_fast.HOLD_GIL_BYTES)
                 two[key][0] = max(two[key][0], 2 * n_ops / seconds)
                 two[key][1] = min(two[key][1], cpu / (2 * n_ops))
+        out["numpy_two_threads_vs_one"].append(numpy_two / numpy_one)
         for key, (throughput, cpu_per_op) in two.items():
             out[key + "two_threads_vs_one"].append(throughput / one)
             out[key + "two_threads_cpu_per_op_vs_one"].append(cpu_per_op / one_cpu)
@@ -169,6 +188,12 @@ def main() -> None:
               f"{describe(r['latency_cpu_per_wall'])}")
         print(f"  {'2 threads on 2 devices / 1 thread (goal >= 1.0)':<52} "
               f"{describe(r['two_threads_vs_one'])}")
+        print(f"  {'the interpreter: 2 threads of np.add / 1 thread':<52} "
+              f"{describe(r['numpy_two_threads_vs_one'])}")
+        ours_vs_interpreter = [a / b for a, b in zip(r["two_threads_vs_one"],
+                                                     r["numpy_two_threads_vs_one"])]
+        print(f"  {'2 threads / the interpreter, same round':<52} "
+              f"{describe(ours_vs_interpreter)}")
         print(f"  {'2 threads: CPU time per op / 1 thread':<52} "
               f"{describe(r['two_threads_cpu_per_op_vs_one'])}")
         print(f"  {'every run releasing the GIL: 2 threads / 1 thread':<52} "
@@ -200,6 +225,7 @@ def main() -> None:
                        ("latency_us", "latency per op"),
                        ("latency_cpu_per_wall", "latency CPU/wall"),
                        ("two_threads_vs_one", "2 threads / 1 thread"),
+                       ("numpy_two_threads_vs_one", "np.add 2 threads / 1 thread"),
                        ("two_threads_cpu_per_op_vs_one", "2 threads CPU/op / 1 thread")):
         ratios = [a[key][0] / b[key][0] for a, b in zip(results["this"], results["other"])]
         this = statistics.median(r[key][0] for r in results["this"])
