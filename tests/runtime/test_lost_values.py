@@ -18,6 +18,14 @@ def device():
     return d
 
 
+@pytest.fixture
+def x(device):
+    """[0, 1, 2, 3] on XPU:0, known written (a wait saw it done)."""
+    t = pluggable.tensor(np.arange(4, dtype=np.float32), device=device)
+    device.synchronize()
+    return t
+
+
 def fail_next_op(faults, device, x):
     """Enqueues an add of ``x`` that the XPU fails on its stream, and a second add that
     reads the first's output; returns both outputs, not yet waited for."""
@@ -28,9 +36,7 @@ def fail_next_op(faults, device, x):
     return y, z
 
 
-def test_the_failure_is_reported_once_then_the_outputs_read_as_lost(faults, device):
-    x = pluggable.tensor(np.arange(4, dtype=np.float32), device=device)
-    device.synchronize()
+def test_the_failure_is_reported_once_then_the_outputs_read_as_lost(faults, device, x):
     y, z = fail_next_op(faults, device, x)
     with pytest.raises(InternalError, match="injected fault"):
         y.numpy()
@@ -45,9 +51,7 @@ def test_the_failure_is_reported_once_then_the_outputs_read_as_lost(faults, devi
     assert ops.add(x, x).numpy().tolist() == [0.0, 2.0, 4.0, 6.0]  # the device goes on
 
 
-def test_an_op_on_a_lost_tensor_is_refused_on_every_path(faults, device):
-    x = pluggable.tensor(np.arange(4, dtype=np.float32), device=device)
-    device.synchronize()
+def test_an_op_on_a_lost_tensor_is_refused_on_every_path(faults, device, x):
     y, _ = fail_next_op(faults, device, x)
     with pytest.raises(InternalError, match="injected fault"):
         device.synchronize()
@@ -89,12 +93,10 @@ def test_work_a_wait_saw_finished_survives_a_later_failure(faults, device):
         y.numpy()
 
 
-def test_work_after_the_last_wait_is_counted_lost_with_the_failure(faults, device,
+def test_work_after_the_last_wait_is_counted_lost_with_the_failure(faults, device, x,
                                                                    stream_delay):
     # The host cannot tell which queued work ran before the failing item: a wait that
     # succeeded is its only evidence. Work queued since the last one goes with the failure.
-    x = pluggable.tensor(np.arange(4, dtype=np.float32), device=device)
-    device.synchronize()
     stream_delay(20_000)  # the stream stays busy: nothing below is found done early
     faults("stream:2")  # counted as the stream runs them: `before` runs, `y` fails
     before = ops.add(x, x)
