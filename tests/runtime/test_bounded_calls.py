@@ -183,30 +183,39 @@ def test_the_spin_budget_setting():
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
-def test_a_forked_child_starts_its_own_helpers(private_manager, build_test_plugin):
+def test_a_forked_child_starts_its_own_helpers(run_python, build_test_plugin):
     """The parent's helpers do not exist in a child: it must not hand calls to them. (Only
     the pool is exercised: the test plugin's synchronize does nothing, and no device is
-    used in the child.)"""
-    executor = private_manager.load_plugin(build_test_plugin()).executor(0)
-    status = _native.Status()
-    address = synchronize_address(executor)
-    assert fast.bounded_call(address, executor._device_address, status.address, 10.0)
-    assert helpers()[1] >= 1  # an idle helper the child must forget
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: report, and never return into pytest
-        try:
-            before = helpers()
-            returned = fast.bounded_call(address, executor._device_address, status.address, 5.0)
-            os.write(write, repr((before, returned, helpers())).encode())
-        finally:
-            os._exit(0)
-    os.close(write)
-    with os.fdopen(read) as pipe:
-        report = pipe.read()
-    _, code = os.waitpid(pid, 0)
-    assert code == 0
-    assert report == repr(((0, 0, 0), True, (1, 1, 0)))
+    used in the child.) In a fresh interpreter: forking this one, with the threads that
+    torch or JAX may have started, could leave the child stuck on a lock one of them held."""
+    code = textwrap.dedent(f"""
+        import ctypes, os
+        import pluggable
+        from pluggable import _native
+        fast = _native.fast
+        executor = pluggable.load_plugin({build_test_plugin()!r}).executor(0)
+        address = ctypes.cast(executor._fns["synchronize_all_activity"], ctypes.c_void_p).value
+        status = _native.Status()
+        assert fast.bounded_call(address, executor._device_address, status.address, 10.0)
+        assert fast.bounded_call_helpers()[1] >= 1  # an idle helper the child must forget
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: report, and never return into the parent's code
+            try:
+                before = fast.bounded_call_helpers()
+                returned = fast.bounded_call(address, executor._device_address, status.address,
+                                             5.0)
+                os.write(write, repr((before, returned, fast.bounded_call_helpers())).encode())
+            finally:
+                os._exit(0)
+        os.close(write)
+        with os.fdopen(read) as pipe:
+            report = pipe.read()
+        _, code = os.waitpid(pid, 0)
+        print(code, report)
+    """)
+    result = run_python(code, env={"PLUGGABLE_DISABLE_AUTOLOAD": "1"})
+    assert result.stdout.strip() == "0 " + repr(((0, 0, 0), True, (1, 1, 0)))
 
 
 def test_the_process_exits_with_a_helper_stuck_in_a_call(run_python, build_test_plugin):
