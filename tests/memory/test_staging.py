@@ -262,21 +262,15 @@ def test_a_large_upload_past_the_deadline_frees_its_memory_once_copied(stream_de
     assert executor.allocator.stats()["bytes_in_use"] == in_use
 
 
-def test_copies_to_a_closed_device_are_refused(run_python):
+def test_the_ring_of_a_closed_executor_refuses_copies(run_python):
+    # (Uploads and downloads to a closed device are refused before any path is chosen:
+    # test_copier.py.)
     code = """
-import numpy as np
 import pluggable
 from pluggable.errors import FailedPreconditionError
 d = pluggable.get_device("xpu:0")
-t = pluggable.tensor(np.float32([1]), device=d)
-d.close()
-for what, fn in (("upload", lambda: pluggable.tensor(np.float32([2]), device=d)),
-                 ("download", t.numpy)):
-    try:
-        fn()
-    except FailedPreconditionError as e:
-        print(what, "refused:", e)
 ring = d.executor.staging
+d.close()
 d.executor.close()
 try:
     ring.copy(d.compute_stream, 4, lambda address: None)
@@ -284,9 +278,7 @@ except FailedPreconditionError as e:
     print("staging refused:", e)
 """
     out = run_python(code).stdout.splitlines()
-    assert out[0].startswith("upload refused: /device:XPU:0 is closed")
-    assert out[1].startswith("download refused: the tensor's device /device:XPU:0 was closed")
-    assert out[2].startswith("staging refused:") and "is closed" in out[2]
+    assert out[0].startswith("staging refused:") and "is closed" in out[0]
 
 
 def test_closing_the_executor_returns_the_fences_events(run_python):
