@@ -52,11 +52,15 @@ class Keep:
 class Marker:
     """A point in a stream. ``event`` is None once the stream has passed it."""
 
-    __slots__ = ("event", "stream", "error", "_fns", "_manager")
+    __slots__ = ("event", "stream", "error", "_fns", "_manager", "_writes")
 
-    def __init__(self, event: Event, stream: "Stream", manager: "EventManager"):
+    def __init__(self, event: Event, stream: "Stream", manager: "EventManager",
+                 writes: int = 0):
         self.event: Optional[Event] = event
         self.stream = stream
+        # The stream's count of writes before the point (its ledger, _fast/ledger.c): once
+        # the point is passed without error, those are known done.
+        self._writes = writes
         # Set when the point was passed with an error the stream itself does not report.
         self.error: Optional[PluggableError] = None
         self._fns: List[Callable[[], object]] = []
@@ -228,12 +232,13 @@ class EventManager:
     # -- internals -------------------------------------------------------------------------
     def _enqueue(self, stream: "Stream", fn) -> Marker:
         event = self.take_event()
+        writes = stream._ledger.mark()
         try:
             event.record(stream)
         except BaseException:
             self.give_back(event)  # destroyed instead when the manager closed meanwhile
             raise
-        marker = Marker(event, stream, self)
+        marker = Marker(event, stream, self, writes)
         if fn is not None:
             marker._fns.append(fn)
         with self._cond:
@@ -283,6 +288,8 @@ class EventManager:
             if state not in _DONE:
                 blocked.add(id(marker.stream))
                 continue
+            if state == EventStatus.COMPLETE:
+                marker.stream._ledger.verified(marker._writes)
             with self._cond:
                 fns, marker._fns = marker._fns, []
                 marker.error = error

@@ -179,3 +179,15 @@ def test_a_variable_updated_before_the_last_wait_keeps_its_value(faults, device)
     assert v.numpy().tolist() == [1.0] * 4
     with pytest.raises(DataLossError):
         y.numpy()
+
+
+def test_a_point_the_event_manager_saw_passed_counts_the_writes_before_it(device):
+    stream = device.compute_stream
+    ledger = stream._ledger
+    zeros = pluggable.zeros((4,), device=device)  # a write on the compute stream
+    written = ledger.issued
+    assert ledger.good < written  # nothing has waited for it yet
+    marker = device.executor.event_manager.mark(stream)
+    device.executor.event_manager.synchronize()
+    assert marker.done and ledger.good >= written
+    assert zeros.numpy().tolist() == [0.0] * 4

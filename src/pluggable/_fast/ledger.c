@@ -13,7 +13,8 @@
  * count (oprun.c's Buffer.stamp, the per-op path for kernel outputs). The buffer is lost when
  * its ledger failed and its stamp is above `failed_after`: written after the last point known
  * good. That is conservative: work between that point and the failure may have finished, but
- * the host cannot tell which; a wait that succeeded is the only evidence it has.
+ * the host cannot tell which; a wait that succeeded, or an event the event manager found
+ * complete (event_manager.py, Marker), is the only evidence it has.
  *
  * Counts move under the GIL only. A stamp is taken after its work was enqueued, and a wait's
  * count (`mark()`) before the wait's own event is recorded, so a count a successful wait
