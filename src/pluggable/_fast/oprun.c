@@ -826,7 +826,9 @@ static PyObject* plan_run_tensors(PlanObject* p, PyObject* const* tensors, Py_ss
     PyObject* buffer = SLOT(t, off_buffer);
     if (buffer == NULL || !PyObject_TypeCheck(buffer, &BufferType)) Py_RETURN_NONE;
     const BufferObject* b = (const BufferObject*)buffer;
-    if (pg_ledger_lost(b->ledger, b->stamp)) return PyObject_CallOneArg(lost_function, t);
+    if (pg_ledger_lost(b->ledger, b->stamp)) { /* the Python path says so if unbound */
+      return lost_function ? PyObject_CallOneArg(lost_function, t) : new_ref(Py_None);
+    }
     PyObject* ready = SLOT(t, off_ready);
     if (ready != NULL && ready != Py_None) {
       PyObject* event = PyObject_GetAttr(ready, s_event);
