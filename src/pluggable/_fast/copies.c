@@ -163,16 +163,7 @@ static int copier_init(CopierObject* c, PyObject* args, PyObject* kwargs) {
   c->event = event;
   Py_INCREF(wait);
   c->wait = wait;
-  {
-    PyObject* ledger = PyObject_GetAttrString(c->stream, "_ledger");
-    if (ledger == NULL) goto done;
-    if (!PyObject_TypeCheck(ledger, &PgLedgerType)) {
-      PyErr_SetString(PyExc_TypeError, "Copier: the compute stream's _ledger is not a Ledger");
-      Py_DECREF(ledger);
-      goto done;
-    }
-    c->ledger = (PgLedger*)ledger;
-  }
+  if ((c->ledger = pg_stream_ledger(c->stream, "Copier")) == NULL) goto done;
   ok = 0;
 done:
   Py_XDECREF(executor);

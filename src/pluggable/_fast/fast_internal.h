@@ -83,6 +83,8 @@ typedef struct {
 } PgLedger;
 extern PyTypeObject PgLedgerType;
 int pg_ledger_init(PyObject* module);
+/* A new reference to `stream._ledger`, or NULL with an exception naming `who`. */
+PgLedger* pg_stream_ledger(PyObject* stream, const char* who);
 /* Whether the write stamped `stamp` in `ledger` (NULL: none) was lost. */
 static inline int pg_ledger_lost(const PgLedger* ledger, uint64_t stamp) {
   return ledger != NULL && ledger->failure != NULL && stamp > ledger->failed_after;

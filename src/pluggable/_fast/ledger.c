@@ -120,6 +120,18 @@ PyTypeObject PgLedgerType = {
     .tp_new = PyType_GenericNew,
 };
 
+PgLedger* pg_stream_ledger(PyObject* stream, const char* who) {
+  PyObject* ledger = PyObject_GetAttrString(stream, "_ledger");
+  if (ledger == NULL) return NULL;
+  if (!PyObject_TypeCheck(ledger, &PgLedgerType)) {
+    PyErr_Format(PyExc_TypeError, "%s: the stream's _ledger is a %.100s, not a Ledger", who,
+                 Py_TYPE(ledger)->tp_name);
+    Py_DECREF(ledger);
+    return NULL;
+  }
+  return (PgLedger*)ledger;
+}
+
 int pg_ledger_init(PyObject* module) {
   if (PyType_Ready(&PgLedgerType) < 0) return -1;
   Py_INCREF(&PgLedgerType);

@@ -84,7 +84,7 @@ static int set_ref(PyObject** target, PyObject* value);
 
 static PyObject *s_allocator, *s_closed, *s_handle, *s_deallocate_failed, *s_compute_stream,
     *s_generation, *s_event, *s_make_wait, *s_error, *s_log, *s_kernel, *s_executor,
-    *s_template, *s_slots, *s_n_out, *s_ledger;
+    *s_template, *s_slots, *s_n_out;
 
 #define SLOT(obj, off) (*(PyObject**)((char*)(obj) + (off)))
 
@@ -575,16 +575,7 @@ static int plan_init(PlanObject* p, PyObject* args, PyObject* kwargs) {
   p->prepared = prepared;
   p->generation = generation;
   if ((p->compute = PyObject_GetAttr(device, s_compute_stream)) == NULL) goto done;
-  {
-    PyObject* ledger = PyObject_GetAttr(p->compute, s_ledger);
-    if (ledger == NULL) goto done;
-    if (!PyObject_TypeCheck(ledger, &PgLedgerType)) {
-      PyErr_SetString(PyExc_TypeError, "Plan: the compute stream's _ledger is not a Ledger");
-      Py_DECREF(ledger);
-      goto done;
-    }
-    p->ledger = (PgLedger*)ledger;
-  }
+  if ((p->ledger = pg_stream_ledger(p->compute, "Plan")) == NULL) goto done;
   if ((p->kernel = PyObject_GetAttr(prepared, s_kernel)) == NULL) goto done;
   if ((p->executor = PyObject_GetAttr(prepared, s_executor)) == NULL) goto done;
   if ((template_obj = PyObject_GetAttr(prepared, s_template)) == NULL) goto done;
@@ -1607,8 +1598,7 @@ int pg_oprun_init(PyObject* module) {
       !(s_event = intern("event")) || !(s_make_wait = intern("make_wait")) ||
       !(s_error = intern("_error")) || !(s_log = intern("log")) || !(s_kernel = intern("kernel")) ||
       !(s_executor = intern("executor")) || !(s_template = intern("_template")) ||
-      !(s_slots = intern("_slots")) || !(s_n_out = intern("_n_out")) ||
-      !(s_ledger = intern("_ledger"))) {
+      !(s_slots = intern("_slots")) || !(s_n_out = intern("_n_out"))) {
     return -1;
   }
   if (PyType_Ready(&BufferType) < 0 || PyType_Ready(&PlanType) < 0 ||
