@@ -23,12 +23,17 @@ class Event(PluginHandle):
 
     _destroy = "destroy_event"
     _kind = "event"
+    # The ledger of the stream it was last recorded on and its count of writes before the
+    # point (_fast/ledger.c): a wait that sees the event complete counts those as done.
+    _writes = None
 
     def record(self, stream: "Stream") -> None:
         """Records the event on ``stream``: it completes when the stream reaches this point."""
         self._check_open()
         self.executor._check_stream(stream)
+        writes = (stream._ledger, stream._ledger.mark())
         self.executor._call("record_event", stream._handle, self._handle)
+        self._writes = writes
 
     def wait(self, stream: "Stream") -> None:
         """Makes work enqueued on ``stream`` from now on wait until the event completes."""
@@ -45,6 +50,14 @@ class Event(PluginHandle):
         return self.status() in (EventStatus.COMPLETE, EventStatus.ERROR)
 
     def synchronize(self) -> None:
-        """Blocks the host until the event completes; raises if it completed with an error."""
+        """Blocks the host until the event completes; raises if it completed with an error.
+        An event never recorded has nothing to wait for: it returns at once (as CUDA's and
+        the XPU's own block_host_for_event do; polling its status, which stays UNKNOWN,
+        would wait out the whole deadline)."""
         self._check_open()
+        writes = self._writes
+        if writes is None:
+            return
         self.executor.block_host_for_event(self)
+        if writes is not None:
+            writes[0].verified(writes[1])

@@ -191,3 +191,16 @@ def test_a_point_the_event_manager_saw_passed_counts_the_writes_before_it(device
     device.executor.event_manager.synchronize()
     assert marker.done and ledger.good >= written
     assert zeros.numpy().tolist() == [0.0] * 4
+
+
+def test_an_event_waited_for_counts_the_writes_before_it(device):
+    stream = device.compute_stream
+    ledger = stream._ledger
+    zeros = pluggable.zeros((4,), device=device)
+    written = ledger.issued
+    assert ledger.good < written
+    with device.executor.create_event() as event:
+        event.record(stream)
+        event.synchronize()
+    assert ledger.good >= written
+    assert zeros.numpy().tolist() == [0.0] * 4

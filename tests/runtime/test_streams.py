@@ -10,6 +10,7 @@ import time
 import numpy as np
 import pytest
 
+from pluggable import limits
 from pluggable.errors import CallbackWarning, FailedPreconditionError, InternalError
 from pluggable.event import EventStatus
 
@@ -100,6 +101,21 @@ def test_event_synchronize_blocks_the_host(xpu, streams, stream_delay):
         assert time.perf_counter() - started >= DELAY_US * 1e-6
         assert event.status() == EventStatus.COMPLETE
         a.synchronize()
+
+
+@pytest.mark.parametrize("deadline", [None, 0])
+def test_an_event_never_recorded_is_waited_for_at_once(xpu, deadline):
+    # With a deadline (the default) the host polls the event's status, which stays UNKNOWN
+    # for an event never recorded: it used to wait out the whole deadline (600 s).
+    limits.set_deadline(deadline)
+    try:
+        with xpu.create_event() as event:
+            started = time.perf_counter()
+            event.synchronize()
+            assert time.perf_counter() - started < 1.0
+            assert event.status() == EventStatus.UNKNOWN
+    finally:
+        limits.set_deadline(None)
 
 
 def test_synchronize_all_activity_waits_for_every_stream(xpu, streams, stream_delay):
