@@ -595,14 +595,14 @@ _READS_VARIABLES = frozenset({"ReadVariableOp", "VariableShape", "VarIsInitializ
                               "ResourceGather"})
 
 
-def _variable_written(op_name: str, handle: np.ndarray):
+def _intact_variable(op_name: str, handle: np.ndarray):
     """The state of the variable of a resource input to a plugin kernel (None for a handle
     that names none: the kernel reports that), after checking that its value is intact: an
     op that reads it must not compute from a value failed work left unwritten.
     AssignVariableOp replaces the value, so it may run on a lost one."""
-    from .op_defs_resource import _states
+    from .op_defs_resource import find_state
 
-    state = _states.get(int(handle.reshape(-1)[0])) if handle.size == 1 else None
+    state = find_state(handle)
     if state is not None and op_name != "AssignVariableOp":
         state.check_intact(op_name)
     return state
@@ -621,7 +621,7 @@ def _run_on_device(op: OpDef, target: PluggableDevice, registration, tensors: Li
         if arg.name in registration.host_memory or t._dtype is resource:
             array = np.asarray(values if values is not None else t.numpy(), order="C")
             if t._dtype is resource:
-                variables.append(_variable_written(op.name, array))
+                variables.append(_intact_variable(op.name, array))
             keep.append(array)
             args.append(KernelInput(array.__array_interface__["data"][0] if array.nbytes else 0,
                                     array.nbytes, int(t.dtype.tf_code), t.shape, True))

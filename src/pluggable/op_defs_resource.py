@@ -165,11 +165,17 @@ def destroy(address: int) -> bool:
     return True
 
 
+def find_state(handle: Any) -> Optional[VariableState]:
+    """The variable a resource handle (its host value) refers to, None when it names none."""
+    handle = np.asarray(handle)
+    address = int(handle.reshape(-1)[0]) if handle.size == 1 else 0
+    with _states_lock:
+        return _states.get(address)
+
+
 def state_of(op: str, handle: Any) -> VariableState:
     """The variable a resource handle (its host value) refers to."""
-    address = int(np.asarray(handle).reshape(-1)[0]) if np.asarray(handle).size == 1 else 0
-    with _states_lock:
-        state = _states.get(address)
+    state = find_state(handle)
     if state is None:
         raise NotFoundError(f"{op}: the resource handle refers to no live variable (it was "
                             f"destroyed, or is not a handle made by VarHandleOp)", call=op)
