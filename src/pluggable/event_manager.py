@@ -52,15 +52,11 @@ class Keep:
 class Marker:
     """A point in a stream. ``event`` is None once the stream has passed it."""
 
-    __slots__ = ("event", "stream", "error", "_fns", "_manager", "_writes")
+    __slots__ = ("event", "stream", "error", "_fns", "_manager")
 
-    def __init__(self, event: Event, stream: "Stream", manager: "EventManager",
-                 writes: int = 0):
+    def __init__(self, event: Event, stream: "Stream", manager: "EventManager"):
         self.event: Optional[Event] = event
         self.stream = stream
-        # The stream's count of writes before the point (its ledger, _fast/ledger.c): once
-        # the point is passed without error, those are known done.
-        self._writes = writes
         # Set when the point was passed with an error the stream itself does not report.
         self.error: Optional[PluggableError] = None
         self._fns: List[Callable[[], object]] = []
@@ -232,13 +228,12 @@ class EventManager:
     # -- internals -------------------------------------------------------------------------
     def _enqueue(self, stream: "Stream", fn) -> Marker:
         event = self.take_event()
-        writes = stream._ledger.mark()
         try:
             event.record(stream)
         except BaseException:
             self.give_back(event)  # destroyed instead when the manager closed meanwhile
             raise
-        marker = Marker(event, stream, self, writes)
+        marker = Marker(event, stream, self)
         if fn is not None:
             marker._fns.append(fn)
         with self._cond:
@@ -289,7 +284,7 @@ class EventManager:
                 blocked.add(id(marker.stream))
                 continue
             if state == EventStatus.COMPLETE:
-                marker.stream._ledger.verified(marker._writes)
+                event._passed()  # the stream's writes before the point are done
             with self._cond:
                 fns, marker._fns = marker._fns, []
                 marker.error = error
