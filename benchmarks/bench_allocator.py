@@ -30,7 +30,7 @@ from _ratios import best_per_call, print_table, rounds  # noqa: E402
 import pluggable  # noqa: E402
 from pluggable import allocator as bfc_module  # noqa: E402
 from pluggable.abi.stream_executor import SP_DeviceMemoryBase  # noqa: E402
-from pluggable.allocator import BFCAllocator  # noqa: E402
+from pluggable.devices.allocator import BFCAllocator  # noqa: E402
 
 SIZES = [256, 4 << 10, 64 << 10]
 

@@ -29,7 +29,7 @@ import argparse
 from typing import List, Tuple
 
 import pluggable
-from pluggable.allocator import BFCAllocator
+from pluggable.devices.allocator import BFCAllocator
 from pluggable.errors import ResourceExhaustedError
 
 F32 = 4

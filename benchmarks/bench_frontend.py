@@ -68,7 +68,7 @@ if what == "all":
         results["t[1:, 3] of 32x32, XPU:0"] = per_op(index)
     # The path indexing takes on a device with a StridedSlice kernel (the XPU may not have
     # one yet): a remembered run with constant host inputs, here Sum over axis 1.
-    from pluggable.dispatch import execute_with_constants
+    from pluggable.eager.dispatch import execute_with_constants
 
     x = pluggable.tensor(np.ones((32, 32), np.float32), device="XPU:0")
     axis = np.array([1], np.int32)

@@ -17,7 +17,7 @@ import time
 import numpy as np
 
 import pluggable
-from pluggable import dispatch
+from pluggable.eager import dispatch
 
 
 def median_time(run, repeats: int) -> float:

@@ -12,7 +12,7 @@
   fresh array, as `numpy()` must return) is shown for what page faults cost.
 - `--sweep`: upload and download times from 4 bytes to 1 MiB against `np.copyto` of the
   same size: in C (`pluggable._fast.Copier`, the path on an idle compute stream), and on
-  the Python paths through the staging ring and straight (`pluggable.tensors.STAGE_LIMIT`
+  the Python paths through the staging ring and straight (`pluggable.tensors.tensor.STAGE_LIMIT`
   is the threshold between them, for uploads behind queued work).
 - `--against OTHER_SRC`: A/B of two source trees (each built in place): this tree's `src`
   and OTHER_SRC (a `src` directory) in alternating child processes, each measuring the round
@@ -98,7 +98,7 @@ def transfers(device, mib: int) -> None:
 
 
 def sweep(device) -> None:
-    from pluggable import tensors
+    from pluggable.tensors import tensor as tensors
 
     for nbytes in (4, 256, 4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20):
         source = np.ones(nbytes, np.uint8)

@@ -14,11 +14,11 @@ from __future__ import annotations
 import os
 
 from . import config, errors
-from .devices import PluggableDevice
+from .devices.device import PluggableDevice
 from .errors import PluggableError, PluginLoadError, PluginLoadWarning
-from .loader import get_platform, load_plugin, manager
+from .loader import get_device, get_platform, load_plugin, manager
 
-__version__ = "0.1.0"
+from .base.version import __version__  # noqa: F401
 
 __all__ = ["config", "errors", "get_include", "load_plugin", "get_platform", "get_device",
            "PluggableDevice", "PluggableError", "PluginLoadError", "PluginLoadWarning",
@@ -37,14 +37,14 @@ __all__ += [*_TF_FUNCTIONS, "random"]
 
 # Tensors need NumPy, which costs more to import than the rest of the package together:
 # they are imported on first use.
-_LAZY = {"tensor": "tensors", "zeros": "tensors", "empty": "tensors", "Tensor": "tensors",
-         "ops": None, "raw_ops": None, "dispatch": None, "profiler": None,
+_LAZY = {"tensor": "tensors.tensor", "zeros": "tensors.tensor", "empty": "tensors.tensor",
+         "Tensor": "tensors.tensor", "ops": None, "raw_ops": None, "profiler": None,
          "DType": "dtypes", "dtypes": None, "bool_": "dtypes", "int8": "dtypes",
          "int16": "dtypes", "int32": "dtypes", "int64": "dtypes", "uint8": "dtypes",
          "uint16": "dtypes", "uint32": "dtypes", "uint64": "dtypes", "float16": "dtypes",
          "bfloat16": "dtypes", "float32": "dtypes", "float64": "dtypes",
          "complex64": "dtypes", "complex128": "dtypes",
-         "to_dlpack": "dlpack", "from_dlpack": "dlpack", "Variable": "variables"}
+         "to_dlpack": "tensors.dlpack", "from_dlpack": "tensors.dlpack", "Variable": "variables"}
 _LAZY.update({name: "ops" for name in _TF_FUNCTIONS})
 _LAZY["random"] = None
 
@@ -54,6 +54,9 @@ def __getattr__(name):
         raise AttributeError(f"module 'pluggable' has no attribute {name!r}")
     import importlib
 
+    if (_LAZY[name] or "").startswith("tensors"):
+        # A tensor's operators are attached by the op library's floor above tensors.
+        importlib.import_module(".eager", __name__)
     module = importlib.import_module(f".{_LAZY[name] or name}", __name__)
     value = module if _LAZY[name] is None else getattr(module, name)
     globals()[name] = value
@@ -78,14 +81,7 @@ def get_include() -> str:
 
 def device(name):
     """``with pluggable.device("/xpu:1"):`` runs the ops in the block on that device ("XPU",
-    "xpu:1", "/device:XPU:1", "CPU", ...). See `pluggable.dispatch`."""
-    from .dispatch import device as scope
+    "xpu:1", "/device:XPU:1", "CPU", ...). See `pluggable.tensors.placement`."""
+    from .tensors.placement import device as scope
 
     return scope(name)
-
-
-def get_device(name: str) -> PluggableDevice:
-    """The device ``name`` ("XPU:0", "/device:XPU:0", "xpu"), created on first use."""
-    m = manager()
-    m.ensure_discovered()
-    return m.devices.get(name)

@@ -18,7 +18,7 @@ import warnings
 from typing import List, Optional, Sequence
 
 from . import config
-from .errors import PluginLoadWarning
+from .base.errors import PluginLoadWarning
 
 
 def _table(headers: Sequence[str], rows: List[Sequence[object]]) -> str:
@@ -78,7 +78,7 @@ def cmd_plugins(_args) -> int:
 
 def _print_graph_optimizers(records) -> None:
     """Graph optimizers (TF_InitGraph) the plugins registered, if any."""
-    from .graph_optimizers import describe
+    from .plugin.graph_optimizers import describe
 
     rows = [(r.path, describe(r.graph_optimizer, r.graph_optimizer_error)) for r in records
             if r.graph_optimizer is not None or r.graph_optimizer_error]
@@ -130,7 +130,7 @@ def _profiler_cell(record) -> str:
 
 def cmd_profile_summary(args) -> int:
     from . import profiler
-    from .errors import PluggableError
+    from .base.errors import PluggableError
 
     try:
         result = profiler.load(args.path)
@@ -142,7 +142,7 @@ def cmd_profile_summary(args) -> int:
 def cmd_doctor(args) -> int:
     import json
 
-    from . import probe
+    from .plugin import probe
 
     result = probe.doctor(args.plugin, args.timeout)
     if args.json:

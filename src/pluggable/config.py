@@ -5,10 +5,10 @@ from __future__ import annotations
 import operator
 import os
 
-from ._record import record
-from .devices import parse_device_name
-from .errors import InvalidArgumentError, NotFoundError
-from .loader import PluginRecord, manager
+from .base.record import record
+from .devices.device import parse_device_name
+from .base.errors import InvalidArgumentError, NotFoundError
+from .loader.plugin_manager import PluginRecord, manager
 
 TYPE_CHECKING = False  # typing's constant, without importing typing at start-up
 if TYPE_CHECKING:
@@ -184,26 +184,26 @@ def reset_memory_stats(device: Union[PhysicalDevice, str]) -> None:
 def set_soft_device_placement(enabled: bool) -> None:
     """With soft placement (the default) an op whose device has no kernel for it runs on the
     CPU, with a warning once per op; without, it raises `NotFoundError`."""
-    from . import dispatch
+    from .eager import dispatch
 
     dispatch.set_soft_device_placement(enabled)
 
 
 def get_soft_device_placement() -> bool:
-    from . import dispatch
+    from .eager import dispatch
 
     return dispatch.get_soft_device_placement()
 
 
 def set_log_device_placement(enabled: bool) -> None:
     """Logs the device every op runs on (logger ``pluggable.placement``)."""
-    from . import dispatch
+    from .eager import dispatch
 
     dispatch.set_log_device_placement(enabled)
 
 
 def get_log_device_placement() -> bool:
-    from . import dispatch
+    from .eager import dispatch
 
     return dispatch.get_log_device_placement()
 
@@ -225,15 +225,15 @@ class KernelInfo:
 def list_kernels(op: Optional[str] = None, device_type: Optional[str] = None) -> List[KernelInfo]:
     """The kernels registered for ``op`` on ``device_type`` (all when None), the CPU's NumPy
     reference kernels included: the coverage matrix."""
-    from .dtypes import type_names
-    from .kernels import registered_kernels
-    from .op_defs import OPS
+    from .base.dtypes import type_names
+    from .kernels.registry import registered_kernels
+    from .eager import OPS
 
     _manager()
     wanted_type = device_type.upper() if device_type else None
     out: List[KernelInfo] = []
     if wanted_type in (None, "CPU"):
-        from .plugin_ops import plugin_of  # ops of plugins have no CPU kernel
+        from .kernels.plugin_ops import plugin_of  # ops of plugins have no CPU kernel
 
         for name, definition in sorted(OPS.items()):
             if (op is None or op == name) and plugin_of(definition) is None:
@@ -253,13 +253,13 @@ def list_kernels(op: Optional[str] = None, device_type: Optional[str] = None) ->
 def set_probe_timeout(seconds: Optional[float]) -> None:
     """Seconds the child-process probe of a plugin may take (None: back to
     ``PLUGGABLE_PROBE_TIMEOUT``, default 10)."""
-    from . import limits
+    from .base import limits
 
     limits.set_probe_timeout(seconds)
 
 
 def get_probe_timeout() -> float:
-    from . import limits
+    from .base import limits
 
     return limits.probe_timeout()
 
@@ -267,13 +267,13 @@ def get_probe_timeout() -> float:
 def set_deadline(seconds: Optional[float]) -> None:
     """Seconds any host wait on plugin work may take before `DeadlineExceededError` (0: no
     deadline; None: back to ``PLUGGABLE_DEADLINE``, default 600)."""
-    from . import limits
+    from .base import limits
 
     limits.set_deadline(seconds)
 
 
 def get_deadline() -> float:
-    from . import limits
+    from .base import limits
 
     return limits.deadline()
 
@@ -343,8 +343,8 @@ def kernel_coverage(device_type: Optional[str] = None):
     """The coverage matrix: for every op, the element types each device type's kernels take
     (``{op: {device_type: (dtype names)}}``), the CPU's NumPy kernels included; only
     ``device_type`` (and nothing for ops it lacks) when given."""
-    from .dtypes import as_dtype, type_names
-    from .op_defs import OPS
+    from .base.dtypes import as_dtype, type_names
+    from .eager import OPS
 
     def principal(op: str):
         # The element type that names a kernel: the first type attribute of its inputs and

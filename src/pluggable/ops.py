@@ -3,7 +3,7 @@
 (``reduce_sum(input_tensor, axis=None, keepdims=False, name=None)``, ``concat(values, axis)``,
 ``gather(params, indices, ...)``, ...). Each runs one op of `pluggable.raw_ops` (a few run
 two or three); where it runs is decided by `pluggable.device` scopes and the inputs (see
-`pluggable.dispatch`). ``name`` is accepted and ignored, as in eager TensorFlow.
+`pluggable.eager.dispatch`). ``name`` is accepted and ignored, as in eager TensorFlow.
 tests/frontend/test_ops_names.py checks every signature against TensorFlow 2.21's.
 """
 from __future__ import annotations
@@ -13,12 +13,12 @@ from typing import List, Sequence
 
 import numpy as np
 
-from . import dtypes as _dt
-from ._native import fast as _fast
-from .dispatch import _missed, execute
-from .dtypes import as_dtype
-from .errors import InvalidArgumentError, UnimplementedError
-from .tensors import Tensor, tensor as _tensor
+from .base import dtypes as _dt
+from .base.native import fast as _fast
+from .eager.dispatch import _missed, execute
+from .base.dtypes import as_dtype
+from .base.errors import InvalidArgumentError, UnimplementedError
+from .tensors.tensor import Tensor, tensor as _tensor
 
 __all__ = [
     # creation and conversion
@@ -155,7 +155,7 @@ def convert_to_tensor(value, dtype=None, dtype_hint=None, name=None) -> Tensor:
 
 def zeros(shape, dtype=_dt.float32, name=None, layout=None) -> Tensor:
     _no_layout(layout)
-    from .tensors import zeros as make_zeros
+    from .tensors.tensor import zeros as make_zeros
 
     return make_zeros(shape, dtype)
 
@@ -224,7 +224,7 @@ def multiply(x, y, name=None) -> Tensor:
 
 def divide(x, y, name=None) -> Tensor:
     """``x / y`` as Python 3 and TensorFlow: integers are divided in floating point."""
-    from .operators import true_divide
+    from .eager.operators import true_divide
 
     return true_divide(x, y)
 
@@ -722,7 +722,7 @@ def gather_nd(params, indices, batch_dims=0, name=None, bad_indices_policy="") -
 
 def boolean_mask(tensor, mask, axis=None, name="boolean_mask") -> Tensor:
     """The rows of ``tensor`` where ``mask`` (its leading dimensions) is true."""
-    from .operators import boolean_mask as masked
+    from .eager.operators import boolean_mask as masked
 
     if axis not in (None, 0):
         raise UnimplementedError("boolean_mask with axis > 0 is not supported",

@@ -15,11 +15,11 @@ from typing import Optional, Tuple
 
 import numpy as np
 
-from . import dtypes as _dt
-from .dispatch import execute
-from .dtypes import as_dtype
-from .errors import InvalidArgumentError
-from .tensors import Tensor
+from .base import dtypes as _dt
+from .eager.dispatch import execute
+from .base.dtypes import as_dtype
+from .base.errors import InvalidArgumentError
+from .tensors.tensor import Tensor
 
 __all__ = ["set_seed", "uniform", "normal", "truncated_normal", "stateless_uniform",
            "stateless_normal", "stateless_truncated_normal"]
@@ -34,7 +34,7 @@ def set_seed(seed) -> None:
     """Sets the global seed: the random calls that follow repeat the same sequence of
     numbers each time the program runs (or `set_seed` is called again)."""
     global _counter
-    from .op_defs_math import reset_random_generators
+    from .oplib.math import reset_random_generators
 
     with _lock:
         _state["global"] = None if seed is None else int(seed)

@@ -15,9 +15,10 @@ from __future__ import annotations
 import inspect as _inspect
 from typing import Any as _Any, Callable as _Callable, Dict as _Dict, List as _List
 
-from ._native import fast as _fast
-from .dispatch import execute as _execute
-from .op_defs import OPS as _OPS, REQUIRED as _REQUIRED, OpDef as _OpDef, bad as _bad
+from .base.native import fast as _fast
+from .eager.dispatch import execute as _execute
+from .eager import OPS as _OPS
+from .oplib.core import REQUIRED as _REQUIRED, OpDef as _OpDef, bad as _bad
 
 _REDUCTION = {"reduction_indices": "axis"}
 # OpDef argument name -> tf.raw_ops keyword, where they differ.
@@ -109,7 +110,7 @@ def __getattr__(name: str) -> _Any:
     # loads, after this module was imported: discovery first, then the op if it exists.
     if name.startswith("_"):
         raise AttributeError(name)
-    from .loader import manager as _manager
+    from .loader.plugin_manager import manager as _manager
 
     _manager().ensure_discovered()
     op = _OPS.get(name)

@@ -19,9 +19,9 @@ from typing import Any, Optional, Tuple
 
 import numpy as np
 
-from . import dtypes as dt
-from . import op_defs_resource as resources
-from .tensors import Tensor, tensor
+from .base import dtypes as dt
+from .eager import resources
+from .tensors.tensor import Tensor, tensor
 
 __all__ = ["Variable"]
 
@@ -39,7 +39,7 @@ class Variable:
 
     def __init__(self, initial_value: Any, dtype: Any = None, name: Optional[str] = None,
                  trainable: bool = True):
-        from .dispatch import _target_device, device as scope, execute
+        from .eager.dispatch import _target_device, device as scope, execute
 
         if name is not None and not isinstance(name, str):
             raise TypeError(f"Variable name must be a string, got {name!r}")
@@ -116,13 +116,13 @@ class Variable:
     # -- reading and writing ----------------------------------------------------------------
     def _check_open(self, what: str) -> None:
         if self.is_closed:
-            from .errors import FailedPreconditionError
+            from .base.errors import FailedPreconditionError
 
             raise FailedPreconditionError(f"{what}: variable {self._name!r} is closed",
                                           call=what)
 
     def _run(self, op: str, inputs, attrs=None):
-        from .dispatch import device as scope, execute
+        from .eager.dispatch import device as scope, execute
 
         self._check_open(op)
         with scope(self._device):

@@ -4,7 +4,7 @@ op's OpDef (input, output and attribute names, attribute kinds, defaults, minimu
 signatures of the ``tf.*`` functions `pluggable.ops` and `pluggable.random` mirror.
 
 Run it with a TensorFlow 2.21 installation outside the project's environment, with the
-project's ``src`` on the path (the op list comes from ``pluggable.op_defs.OPS``)::
+project's ``src`` on the path (the op list comes from ``pluggable.oplib.core.OPS``)::
 
     /tmp/tfvenv/bin/python tests/data/record_tf_signatures.py > tests/data/tf_raw_ops_signatures.json
 """
@@ -21,7 +21,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "src"))
 import tensorflow as tf  # noqa: E402
 from tensorflow.python.framework import op_def_registry  # noqa: E402
 
-from pluggable.op_defs import OPS  # noqa: E402
+from pluggable.oplib.core import OPS  # noqa: E402
 
 
 def _default(value):

@@ -10,9 +10,9 @@ import pluggable
 from pluggable.abi.dlpack import (
     DLPACK_FLAG_BITMASK_IS_COPIED, DLPACK_FLAG_BITMASK_READ_ONLY, DLDeviceType,
     DLManagedTensorVersioned)
-from pluggable.dlpack import _PyCapsule_GetPointer, live_exports
+from pluggable.tensors.dlpack import _PyCapsule_GetPointer, live_exports
 from pluggable.errors import DLPackError
-from pluggable.memory import DeviceMemory
+from pluggable.devices.memory import DeviceMemory
 
 DELAY_US = 20000
 

@@ -10,7 +10,7 @@ import pytest
 import pluggable
 from pluggable.abi.dlpack import (
     DLPACK_FLAG_BITMASK_IS_COPIED, DLPACK_FLAG_BITMASK_READ_ONLY, DLManagedTensorVersioned)
-from pluggable.dlpack import _PyCapsule_GetPointer
+from pluggable.tensors.dlpack import _PyCapsule_GetPointer
 from pluggable.dtypes import ALL_DTYPES
 
 NUMPY_DTYPES = [d for d in ALL_DTYPES if d.name != "bfloat16"]  # NumPy's DLPack has none

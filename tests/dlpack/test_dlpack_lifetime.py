@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import pluggable
-from pluggable.dlpack import live_exports
+from pluggable.tensors.dlpack import live_exports
 
 ROUND_TRIPS = 10_000
 

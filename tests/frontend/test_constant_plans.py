@@ -7,8 +7,9 @@ import numpy as np
 import pytest
 
 import pluggable
-from pluggable import dispatch, kernels
-from pluggable.dispatch import execute, execute_with_constants
+from pluggable.eager import dispatch
+from pluggable.kernels import registry as kernels
+from pluggable.eager.dispatch import execute, execute_with_constants
 from pluggable.errors import InvalidArgumentError
 
 
@@ -47,7 +48,7 @@ def test_no_plan_on_the_cpu_or_with_bad_input():
 @pytest.mark.parametrize("key", [(slice(1, None), 2), (Ellipsis, None, -1), 0,
                                  (slice(None, None, -2), slice(3, 0, -1))], ids=repr)
 def test_cpu_indexing_shortcut_agrees_with_the_op(key):
-    from pluggable.operators import strided_slice_args
+    from pluggable.eager.operators import strided_slice_args
 
     x = np.arange(24, dtype=np.int64).reshape(4, 6)
     t = pluggable.tensor(x)

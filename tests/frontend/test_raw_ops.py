@@ -11,7 +11,7 @@ from tf_record import TF as RECORD, parameters
 
 from pluggable import raw_ops
 from pluggable.errors import InvalidArgumentError
-from pluggable.op_defs import OPS
+from pluggable.oplib.core import OPS
 
 TF = RECORD["ops"]
 

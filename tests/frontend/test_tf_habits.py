@@ -14,9 +14,9 @@ import pytest
 
 import pluggable
 from pluggable import config, ops, raw_ops
-from pluggable.op_defs import OPS
-from pluggable.plugin_ops import plugin_of
-from pluggable.dispatch import PlacementWarning
+from pluggable.oplib.core import OPS
+from pluggable.kernels.plugin_ops import plugin_of
+from pluggable.eager.dispatch import PlacementWarning
 from pluggable.errors import InvalidArgumentError, NotFoundError
 
 X = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
@@ -418,7 +418,7 @@ def test_version_and_kernels_command():
     assert row.split(None, 1)[1] == "int32, int64, float32, float64"
     assert next(line for line in lines if line.startswith("Acos ")).split()[1] == "-"
     covered = sum(1 for r in config.kernel_coverage("XPU").values() if r.get("XPU"))
-    assert lines[-1] == f"XPU: kernels for {covered} of {len(pluggable.op_defs.OPS)} ops"
+    assert lines[-1] == f"XPU: kernels for {covered} of {len(pluggable.oplib.core.OPS)} ops"
 
 
 def test_kernel_coverage_matrix():

@@ -8,7 +8,7 @@ import os
 import numpy as np
 import pytest
 
-from pluggable.memory import DeviceMemory
+from pluggable.devices.memory import DeviceMemory
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PLUGINS = os.path.join(os.path.dirname(HERE), "plugins")
@@ -37,7 +37,7 @@ class Loaded:
         self._keep = []
 
     def kernel(self, op, **filters):
-        from pluggable.kernels import registered_kernels
+        from pluggable.kernels.registry import registered_kernels
 
         found = [r for r in registered_kernels(op, self.platform.device_type)
                  if r.plugin == self.path
@@ -47,7 +47,7 @@ class Loaded:
 
     def upload(self, array):
         """Device memory (straight from the plugin) holding ``array``; a KernelInput."""
-        from pluggable.kernels import KernelInput
+        from pluggable.kernels.registry import KernelInput
         from pluggable.dtypes import as_dtype
 
         array = np.ascontiguousarray(array)

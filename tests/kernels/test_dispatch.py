@@ -11,7 +11,7 @@ import pytest
 
 import pluggable
 from pluggable import config, ops, raw_ops
-from pluggable.dispatch import PlacementWarning
+from pluggable.eager.dispatch import PlacementWarning
 from pluggable.errors import InternalError, InvalidArgumentError, NotFoundError
 
 
@@ -83,7 +83,7 @@ def test_inputs_on_other_devices_are_copied():
 
 def test_soft_placement_runs_on_cpu_and_warns_once():
     x = pluggable.tensor(np.array([1 + 2j, 3 - 1j], np.complex64), device="xpu:0")
-    pluggable.dispatch._warned.discard(("AddV2", "XPU"))
+    pluggable.eager.dispatch._warned.discard(("AddV2", "XPU"))
     with pytest.warns(PlacementWarning, match="AddV2 has no XPU kernel for T=complex64"):
         y = x + x
     assert y.device == "/device:CPU:0"
@@ -214,7 +214,8 @@ def test_unknown_device_names():
 
 
 def test_repeated_ops_take_the_fast_path_and_stay_correct(faults):
-    from pluggable import dispatch, kernels
+    from pluggable.eager import dispatch
+    from pluggable.kernels import registry as kernels
 
     x = pluggable.tensor(np.arange(5, dtype=np.float32), device="xpu:0")
     first = ops.add(x, x)

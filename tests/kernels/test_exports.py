@@ -10,7 +10,7 @@ import subprocess
 import pytest
 
 import pluggable
-from pluggable import _native
+from pluggable.base import native as _native
 
 HEADERS = ["tensorflow/c/kernels.h", "tensorflow/c/tf_tensor.h", "tensorflow/c/tf_datatype.h",
            "tensorflow/c/tf_buffer.h", "tensorflow/c/tf_status.h",

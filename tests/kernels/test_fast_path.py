@@ -11,7 +11,9 @@ import numpy as np
 import pytest
 
 import pluggable
-from pluggable import _fast, dispatch, kernels, ops, profiler, raw_ops
+from pluggable import _fast, ops, profiler, raw_ops
+from pluggable.eager import dispatch
+from pluggable.kernels import registry as kernels
 from pluggable.errors import InternalError
 from pluggable.profiler import ProfilerOptions
 from pluggable.profiler.host_tracer import FREE, OP

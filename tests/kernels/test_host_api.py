@@ -1,6 +1,6 @@
 """The host-facing kernel API of the runtime (runtime_internal.h) against its Python mirrors:
 the C compiler reports the struct layouts and the request/output word indices, and
-pluggable.kernels must agree."""
+pluggable.kernels.registry must agree."""
 from __future__ import annotations
 
 import ctypes
@@ -11,7 +11,7 @@ import subprocess
 import pytest
 
 import pluggable
-from pluggable import kernels
+from pluggable.kernels import registry as kernels
 
 RUNTIME_SRC = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))), "src", "pluggable", "_runtime")

@@ -12,7 +12,7 @@ import pluggable
 from pluggable.abi.tf_datatype import TF_DataType
 from pluggable.errors import (FailedPreconditionError, InternalError, InvalidArgumentError,
                               OutOfRangeError, UnimplementedError)
-from pluggable.kernels import AttrList, KernelInput, free_host_output
+from pluggable.kernels.registry import AttrList, KernelInput, free_host_output
 
 F32, F64, I32, I64 = (int(TF_DataType.TF_FLOAT), int(TF_DataType.TF_DOUBLE),
                       int(TF_DataType.TF_INT32), int(TF_DataType.TF_INT64))
@@ -372,7 +372,7 @@ def test_threads_run_one_kernel_at_once(ktest):
 
 def test_close_all_runs_every_delete_func(kc):
     kc.lib.kc_kernels_alive.restype = ctypes.c_int64
-    from pluggable import kernels
+    from pluggable.kernels import registry as kernels
 
     kept = [kc.kernel("Cached").instantiate(f"c{i}", {}) for i in range(3)]
     for kernel in kept:

@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-from pluggable.op_defs import OPS, REQUIRED
+from pluggable.oplib.core import OPS, REQUIRED
 
 RECORDED = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data",
                         "tf_raw_ops_signatures.json")

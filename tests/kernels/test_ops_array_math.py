@@ -8,9 +8,9 @@ import pytest
 
 import pluggable
 from pluggable import raw_ops
-from pluggable.dispatch import execute
+from pluggable.eager.dispatch import execute
 from pluggable.errors import InvalidArgumentError
-from pluggable.op_defs import OPS
+from pluggable.oplib.core import OPS
 
 A = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
 I = np.array([[3, -7], [0, 5]], np.int32)
@@ -195,7 +195,7 @@ def test_stateless_random_repeats_and_stateful_random_advances():
     c = raw_ops.StatelessRandomUniform(shape=[4], seed=[7, 2]).numpy()
     assert a.dtype == np.float32 and (a == b).all() and not (a == c).all()
     assert ((a >= 0) & (a < 1)).all()
-    from pluggable.op_defs_math import reset_random_generators
+    from pluggable.oplib.math import reset_random_generators
 
     reset_random_generators()
     first = raw_ops.RandomStandardNormal(shape=[3], dtype="float64", seed=3, seed2=4).numpy()
@@ -217,7 +217,7 @@ def test_data_dependent_shapes_on_the_xpu_fall_back_and_stay_right():
         import warnings
 
         with warnings.catch_warnings():
-            warnings.simplefilter("ignore", pluggable.dispatch.PlacementWarning)
+            warnings.simplefilter("ignore", pluggable.eager.dispatch.PlacementWarning)
             where = raw_ops.Where(condition=x)
     assert where.numpy().tolist() == [[0, 1], [1, 0], [1, 1]]
 

@@ -7,7 +7,7 @@ from hypothesis import given, settings, strategies as st
 from hypothesis.extra import numpy as hnp
 
 import pluggable
-from pluggable.dispatch import execute
+from pluggable.eager.dispatch import execute
 
 BINARY = ["AddV2", "Sub", "Mul", "RealDiv", "Maximum", "Minimum", "Equal", "Less", "Greater"]
 UNARY = ["Neg", "Abs", "Square", "Relu", "Relu6"]

@@ -36,10 +36,10 @@ def values(shape, dtype, seed=0, low=-50, high=50, nonzero=False, positive=False
 def run_both(op, inputs, attrs=None, summing=False):
     """Runs `op` on the CPU and on XPU:0; returns both outputs after checking they agree."""
     with pluggable.device("CPU"):
-        expected = [t.numpy() for t in pluggable.dispatch.execute(op, inputs, attrs)]
+        expected = [t.numpy() for t in pluggable.eager.dispatch.execute(op, inputs, attrs)]
     device_inputs = [pluggable.tensor(x, device="xpu:0") for x in inputs]
     with pluggable.device("xpu:0"):
-        outputs = pluggable.dispatch.execute(op, device_inputs, attrs)
+        outputs = pluggable.eager.dispatch.execute(op, device_inputs, attrs)
     got = []
     for out, want in zip(outputs, expected):
         assert out.device == "/device:XPU:0", f"{op} did not run on the XPU"

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 import pluggable
-from pluggable import config, dispatch
+from pluggable import config
+from pluggable.eager import dispatch
 from pluggable.errors import InvalidArgumentError
 from test_ops_xpu import BINARY_SHAPES, TOLERANCE, values
 

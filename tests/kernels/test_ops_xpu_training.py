@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 import pluggable
-from pluggable import config, dispatch
+from pluggable import config
+from pluggable.eager import dispatch
 from pluggable.errors import InvalidArgumentError
 from test_ops_xpu import SUMMING, run_both, values
 

@@ -9,7 +9,7 @@ import os
 import pytest
 
 import pluggable
-from pluggable import kernels
+from pluggable.kernels import registry as kernels
 from pluggable.abi.tf_datatype import TF_DataType
 from pluggable.abi.tf_status import TF_Code
 from pluggable.errors import FailedPreconditionError, PluginLoadWarning

@@ -6,7 +6,7 @@ import ctypes
 
 import pytest
 
-from pluggable import _native
+from pluggable.base import native as _native
 from pluggable.abi.tf_datatype import TF_DataType
 from pluggable.abi.tf_status import TF_Code
 from pluggable.abi.tf_tensor import TF_NewTensor_deallocator_fn

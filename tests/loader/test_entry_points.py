@@ -9,7 +9,7 @@ from importlib import metadata
 
 import pytest
 
-from pluggable import _entry_points
+from pluggable.plugin import entry_points as _entry_points
 
 
 def make_dist(site, dist_dir: str, text: str) -> None:

@@ -5,7 +5,7 @@ import os
 import subprocess
 
 import pluggable
-from pluggable import _native
+from pluggable.base import native as _native
 
 
 def test_get_include_holds_the_headers():

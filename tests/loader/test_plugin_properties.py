@@ -9,7 +9,7 @@ import os
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from pluggable import limits
+from pluggable.base import limits
 from pluggable.errors import PluggableError, PluginLoadError
 from pluggable.loader import PluginManager
 

@@ -7,7 +7,9 @@ import os
 import shutil
 import textwrap
 
-from pluggable import limits, probe
+from pluggable.base import limits
+
+from pluggable.plugin import probe
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 HOSTILE_SOURCE = os.path.join(HERE, "..", "plugins", "hostile_plugin.c")

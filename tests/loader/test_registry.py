@@ -121,14 +121,14 @@ def test_unknown_device_names(private_manager, build_test_plugin):
     ("/physical_device:SUBDEVICE:3", ("SUBDEVICE", 3)),
 ])
 def test_device_names_parse(spec, parsed):
-    from pluggable.devices import parse_device_name
+    from pluggable.devices.device import parse_device_name
 
     assert parse_device_name(spec) == parsed
 
 
 @pytest.mark.parametrize("spec", ["", "  ", "XPU:x", "XPU:-1", "a:b:c", "/device:"])
 def test_bad_device_names_say_how_to_write_them(spec):
-    from pluggable.devices import parse_device_name
+    from pluggable.devices.device import parse_device_name
 
     with pytest.raises(ValueError, match="non-empty string|cannot parse device name"):
         parse_device_name(spec)

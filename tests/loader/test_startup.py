@@ -8,12 +8,14 @@ import pickle
 
 import pytest
 
-from pluggable import config, probe
-from pluggable._record import record
+from pluggable import config
+
+from pluggable.plugin import probe
+from pluggable.base.record import record
 
 # (importlib.metadata is left out: discovery uses it when sys.path holds an archive.)
 HEAVY = ("numpy", "ml_dtypes", "dataclasses", "inspect", "typing", "re", "json", "hashlib",
-         "pluggable.op_defs", "pluggable.dtypes")
+         "pluggable.oplib.core", "pluggable.dtypes")
 
 
 def test_discovery_imports_nothing_it_does_not_need(run_python):
@@ -27,7 +29,7 @@ def test_discovery_imports_nothing_it_does_not_need(run_python):
     imported, later = (json.loads(line.replace("'", '"'))
                        for line in run_python(code).stdout.splitlines()[-2:])
     assert imported == []
-    assert later == ["pluggable.stream"]  # a device needs its streams, nothing more
+    assert later == ["pluggable.devices.stream"]  # a device needs its streams, nothing more
 
 
 @record

@@ -8,12 +8,12 @@ import gc
 import numpy as np
 import pytest
 
-from pluggable import _native
+from pluggable.base import native as _native
 from pluggable.abi.stream_executor import SP_AllocatorStats
-from pluggable.allocator import BFCAllocator, Chunk, _fns
+from pluggable.devices.allocator import BFCAllocator, Chunk, _fns
 from pluggable.errors import (
     FailedPreconditionError, InvalidArgumentError, ResourceExhaustedError)
-from pluggable.memory import DeviceMemory
+from pluggable.devices.memory import DeviceMemory
 
 KIB = 1 << 10
 MIB = 1 << 20

@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from pluggable.allocator import BFCAllocator
+from pluggable.devices.allocator import BFCAllocator
 from pluggable.errors import ResourceExhaustedError
 
 KIB = 1 << 10

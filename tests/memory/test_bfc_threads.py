@@ -9,9 +9,9 @@ import time
 
 import numpy as np
 
-from pluggable.allocator import BFCAllocator
+from pluggable.devices.allocator import BFCAllocator
 from pluggable.errors import ResourceExhaustedError
-from pluggable.memory import DeviceMemory
+from pluggable.devices.memory import DeviceMemory
 
 KIB = 1 << 10
 MIB = 1 << 20

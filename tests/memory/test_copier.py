@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 import pluggable
-from pluggable import limits, ops
+from pluggable import ops
+from pluggable.base import limits
 from pluggable.errors import DeadlineExceededError, FailedPreconditionError, InternalError
 
 
@@ -231,7 +232,8 @@ def test_uploads_that_keep_finding_the_stream_busy_soon_stop_asking(stream_delay
 
 
 def test_a_copier_is_refused_without_the_plugin_s_functions():
-    from pluggable import _fast, tensors
+    from pluggable import _fast
+    from pluggable.tensors import tensor as tensors
 
     device = pluggable.get_device("XPU:0")
     event = device.executor.create_event()

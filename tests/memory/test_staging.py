@@ -8,7 +8,10 @@ import numpy as np
 import pytest
 
 import pluggable
-from pluggable import limits, ops, staging, tensors
+from pluggable import ops
+from pluggable.base import limits
+from pluggable.devices import staging
+from pluggable.tensors import tensor as tensors
 from pluggable.errors import (
     DeadlineExceededError, InternalError, ResourceExhaustedError)
 
@@ -285,7 +288,7 @@ def test_closing_the_executor_returns_the_fences_events(run_python):
     code = """
 import numpy as np
 import pluggable
-from pluggable import staging
+from pluggable.devices import staging
 d = pluggable.get_device("xpu:0")
 d._copier = False  # every upload through the ring
 ex = d.executor

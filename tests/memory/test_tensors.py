@@ -204,7 +204,8 @@ def test_staging_through_pinned_memory(monkeypatch):
     platform = pluggable.get_platform("REF_XPU")
     monkeypatch.setattr(platform, "capabilities",
                         platform.capabilities & ~PLUGGABLE_PLATFORM_PAGEABLE_ASYNC_COPY)
-    from pluggable import staging, tensors
+    from pluggable.devices import staging
+    from pluggable.tensors import tensor as tensors
 
     executor = platform.executor(0)
     # Small: through the staging ring, which keeps its one block of the pool.

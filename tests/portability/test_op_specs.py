@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from pluggable import dtypes as dt
-from pluggable.op_defs import REQUIRED, Arg, Attr
-from pluggable.plugin_ops import SpecError, parse_arg, parse_attr
+from pluggable.oplib.core import REQUIRED, Arg, Attr
+from pluggable.kernels.plugin_ops import SpecError, parse_arg, parse_attr
 
 
 @pytest.mark.parametrize("spec, expected", [

@@ -104,7 +104,7 @@ print(json.dumps({"listed": "PortableRowSum" in dir(raw_ops),
 
 def test_variables_use_the_plugins_variable_kernels(run_python, portable):
     out = run(run_python, portable(), """
-from pluggable import dispatch
+from pluggable.eager import dispatch
 with pluggable.device("/port:0"):
     v = pluggable.Variable(np.array([1.0, 2.0, 3.0]))
     v.assign_add(np.array([1.0, 1.0, 1.0]))
@@ -135,7 +135,7 @@ print(json.dumps({"values": after_update, "reshaped": v.numpy().tolist(),
 def test_kernels_experimental_misuse_is_reported(run_python, portable, case, error, words):
     out = run(run_python, portable(PORT_MISUSE=True), f"""
 with pluggable.device("/port:0"):
-    (handle,) = pluggable.dispatch.execute("VarHandleOp", [], {{"dtype": "float32",
+    (handle,) = pluggable.eager.dispatch.execute("VarHandleOp", [], {{"dtype": "float32",
                                                                  "shape": (1,)}})
     try:
         raw_ops.PortableMisuse(resource=handle, value=np.ones(1, np.float32), case={case})
@@ -152,7 +152,7 @@ def test_malformed_and_unusable_op_specs(run_python, portable):
 with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
     pluggable.load_plugin({plugin!r})
-from pluggable.op_defs import OPS
+from pluggable.oplib.core import OPS
 print(json.dumps({{"warnings": [str(w.message) for w in caught],
                   "ops": sorted(n for n in OPS if n.startswith("Portable"))}}))
 """

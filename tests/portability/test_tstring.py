@@ -7,7 +7,7 @@ import ctypes
 
 import pytest
 
-from pluggable import _native
+from pluggable.base import native as _native
 from pluggable.abi.tf_tstring import TF_TString, TF_TString_SmallCapacity, TF_TString_Type
 
 _TS = ctypes.POINTER(TF_TString)

@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from pluggable import loader
+from pluggable.loader import plugin_manager as loader
 
 PROFILER_PLUGIN_SOURCE = os.path.join(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))), "plugins", "profiler_plugin.c")

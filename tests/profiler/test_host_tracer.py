@@ -10,7 +10,11 @@ import numpy as np
 import pytest
 
 import pluggable
-from pluggable import _fast, allocator, dispatch, executor, kernels, ops, profiler
+from pluggable import _fast, ops, profiler
+from pluggable.devices import allocator
+from pluggable.eager import dispatch
+from pluggable.devices import executor
+from pluggable.kernels import registry as kernels
 from pluggable.profiler import ProfilerOptions
 
 HOST_ONLY = ProfilerOptions(device_tracer_level=0)

@@ -20,7 +20,7 @@ import pytest
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
 import pluggable
-from pluggable import _native
+from pluggable.base import native as _native
 from pluggable.abi import plugin_ext
 from pluggable.abi import pluggable_profiler as tp
 from pluggable.abi.tf_status import TF_Code
@@ -432,7 +432,7 @@ def test_mlp_kernels_on_two_devices(profiler, xpu_platform):
 def test_kernel_node_names(profiler, xpu_platform):
     """The node name (TF_GetOpKernelName) is the display name when it differs from the op
     type; a kernel enqueued before the session starts runs in it without one."""
-    from pluggable.kernels import KernelInput, registered_kernels
+    from pluggable.kernels.registry import KernelInput, registered_kernels
 
     xpu = xpu_platform.executor(0)  # kernel outputs come from its BFC pool, which stays
 

@@ -12,7 +12,9 @@ import time
 
 import pytest
 
-from pluggable import _native, limits
+from pluggable.base import native as _native
+
+from pluggable.base import limits
 from pluggable.abi.tf_status import TF_Code
 from pluggable.errors import DeadlineExceededError, InternalError, PluggableWarning
 
@@ -191,7 +193,7 @@ def test_a_forked_child_starts_its_own_helpers(run_python, build_test_plugin):
     code = textwrap.dedent(f"""
         import ctypes, os
         import pluggable
-        from pluggable import _native
+        from pluggable.base import native as _native
         fast = _native.fast
         executor = pluggable.load_plugin({build_test_plugin()!r}).executor(0)
         address = ctypes.cast(executor._fns["synchronize_all_activity"], ctypes.c_void_p).value

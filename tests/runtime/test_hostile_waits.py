@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from pluggable import limits
+from pluggable.base import limits
 from pluggable.errors import (
     DeadlineExceededError, FailedPreconditionError, InternalError, PluggableWarning)
 

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 import pluggable
-from pluggable import _fast, dlpack, ops
+from pluggable import _fast, ops
+from pluggable.tensors import dlpack
 from pluggable.errors import DataLossError, InternalError
 
 

@@ -7,7 +7,7 @@ import pytest
 from pluggable.errors import (
     FailedPreconditionError, InvalidArgumentError, OutOfRangeError, PluggableError,
     ResourceExhaustedError)
-from pluggable.memory import DeviceMemory
+from pluggable.devices.memory import DeviceMemory
 
 GIB = 1 << 30
 

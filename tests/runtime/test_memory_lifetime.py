@@ -11,7 +11,7 @@ import pytest
 
 from pluggable import _fast
 from pluggable.errors import InvalidArgumentError, ResourceExhaustedError
-from pluggable.memory import DeviceMemory
+from pluggable.devices.memory import DeviceMemory
 
 LIMIT = 4096  # the test plugin's allocate fails above it, without writing the struct
 

@@ -68,7 +68,7 @@ def test_fill_with_impossible_dims():
 
 
 def test_plugin_text_is_bounded_and_escaped():
-    from pluggable import _native
+    from pluggable.base import native as _native
 
     status = _native.Status()
     status.set(13, "\x1b[2J" + "x" * 5000)

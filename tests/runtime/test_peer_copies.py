@@ -17,7 +17,7 @@ from pluggable.abi.plugin_ext import (
     PLUGGABLE_PLATFORM_PEER_DTOD,
 )
 from pluggable.errors import InternalError, InvalidArgumentError, OutOfRangeError
-from pluggable.memory import DeviceMemory
+from pluggable.devices.memory import DeviceMemory
 
 DELAY_US = 20_000
 

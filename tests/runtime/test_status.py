@@ -6,7 +6,7 @@ import errno
 
 import pytest
 
-from pluggable import _native
+from pluggable.base import native as _native
 from pluggable.abi.tf_status import TF_Code
 from pluggable.errors import (
     InvalidArgumentError, PluggableError, ResourceExhaustedError, UnimplementedError,

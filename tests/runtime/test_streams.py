@@ -10,9 +10,9 @@ import time
 import numpy as np
 import pytest
 
-from pluggable import limits
+from pluggable.base import limits
 from pluggable.errors import CallbackWarning, FailedPreconditionError, InternalError
-from pluggable.event import EventStatus
+from pluggable.devices.event import EventStatus
 
 DELAY_US = 20_000
 
@@ -165,7 +165,7 @@ def test_synchronize_all_activity_reuses_its_helper_thread(xpu, streams, monkeyp
     synchronizes start no thread each, Python's or C's."""
     import threading
 
-    from pluggable._native import fast
+    from pluggable.base.native import fast
 
     streams[0].host_callback(lambda: None)
     xpu.synchronize_all_activity()

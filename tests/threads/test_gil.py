@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 import pluggable
-from pluggable import _fast, dispatch, ops
+from pluggable import _fast, ops
+from pluggable.eager import dispatch
 from pluggable.errors import InternalError
 
 # Bytes of an AddV2 of n float32 elements: two inputs and one output.

@@ -8,7 +8,7 @@ import pytest
 
 import pluggable
 from pluggable import errors, ops, raw_ops
-from pluggable.dispatch import execute
+from pluggable.eager.dispatch import execute
 
 DEVICES = ["/cpu:0", "/xpu:0"]
 
@@ -187,7 +187,7 @@ def test_repr_and_lifetime(where):
     import gc
     import weakref
 
-    from pluggable import op_defs_resource
+    from pluggable.eager import resources as op_defs_resource
 
     v = pluggable.Variable(np.array([1, 2], np.int32), name="counter")
     assert repr(v) == (f"<pluggable.Variable 'counter' shape=(2,) dtype=int32 "

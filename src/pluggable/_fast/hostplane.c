@@ -80,6 +80,21 @@ typedef struct {
   Py_ssize_t index; /* the record being read, for error messages */
 } State;
 
+/* pluggable.errors.InternalError, handed over by pluggable.base.native at import. */
+static PyObject* internal_error;
+
+/* bind_errors(InternalError): the class a malformed record raises. */
+static PyObject* fast_bind_errors(PyObject* self, PyObject* cls) {
+  (void)self;
+  if (!PyType_Check(cls) || !PyType_IsSubtype((PyTypeObject*)cls, (PyTypeObject*)PyExc_Exception)) {
+    PyErr_SetString(PyExc_TypeError, "bind_errors() takes an exception class");
+    return NULL;
+  }
+  Py_INCREF(cls);
+  Py_XSETREF(internal_error, cls);
+  Py_RETURN_NONE;
+}
+
 /* Raises pluggable.errors.InternalError: a record that is not what the hooks append. */
 static int malformed(State* s, const char* format, ...) {
   va_list args;
@@ -94,15 +109,13 @@ static int malformed(State* s, const char* format, ...) {
       s->index, detail);
   Py_DECREF(detail);
   if (message == NULL) return -1;
-  PyObject* errors = PyImport_ImportModule("pluggable.errors");
-  PyObject* cls = errors ? PyObject_GetAttrString(errors, "InternalError") : NULL;
-  Py_XDECREF(errors);
-  if (cls == NULL) {
-    PyErr_Clear();
+  PyObject* cls = internal_error;
+  if (cls == NULL) { /* not bound yet: pluggable.base.native binds it at import */
     PyErr_SetObject(PyExc_RuntimeError, message);
     Py_DECREF(message);
     return -1;
   }
+  Py_INCREF(cls);
   PyObject* args_tuple = PyTuple_Pack(1, message);
   PyObject* kwargs = Py_BuildValue("{s:s}", "call", "HostTracer.build_plane");
   PyObject* error = (args_tuple && kwargs) ? PyObject_Call(cls, args_tuple, kwargs) : NULL;
@@ -626,6 +639,8 @@ PyMethodDef pg_hostplane_methods[] = {
      "and rare_event(record) -> (name, stats) give encoded XEvent.stats fields, once per "
      "key; baseline(bfc) an allocator's bytes in use at the start; event_id(name) an event "
      "metadata id. in_use_prefix: the bytes_in_use XStat's fields before its int64 value."},
+    {"bind_errors", (PyCFunction)fast_bind_errors, METH_O,
+     "bind_errors(InternalError): the class a malformed host tracer record raises."},
     {NULL, NULL, 0, NULL}};
 
 int pg_hostplane_init(PyObject* module) {

@@ -58,9 +58,9 @@ static PyObject* lost_function;         /* tensors._raise_lost(tensor): raises D
 static PyObject* plans;                 /* dispatch._plans */
 static PyObject* settings;              /* dispatch._settings */
 static PyObject* scope_var;             /* tensors.device_scope (a ContextVar) */
-static PyObject* pending_deletes;       /* kernels._pending_deletes */
-static PyObject* flush_releases;        /* kernels.flush_releases */
-static PyObject* kernels_module;        /* pluggable.kernels (its `generation`) */
+static PyObject* pending_deletes;       /* the kernel registry's instances awaiting delete */
+static PyObject* flush_releases;        /* what deletes them */
+static PyObject* kernels_module;        /* pluggable.kernels.registry (its `generation`) */
 static PyObject* slow_execute;          /* dispatch._missed, for calls without a plan */
 
 /* Slot offsets of Tensor and DType (from their member descriptors). */
@@ -79,7 +79,6 @@ static PyObject* tracer;                /* the HostTracer itself */
  * between, which saw the old state, is made again. */
 static unsigned long long epoch = 1;
 
-static int bind_kernels(void);
 static int set_ref(PyObject** target, PyObject* value);
 
 static PyObject *s_allocator, *s_closed, *s_handle, *s_deallocate_failed, *s_compute_stream,
@@ -559,7 +558,10 @@ static int plan_init(PlanObject* p, PyObject* args, PyObject* kwargs) {
     PyErr_SetString(PyExc_RuntimeError, "pluggable._fast is not bound to the runtime library");
     return -1;
   }
-  if (bind_kernels() < 0) return -1;
+  if (kernels_module == NULL) {
+    PyErr_SetString(PyExc_RuntimeError, "pluggable._fast is not bound to the kernel registry");
+    return -1;
+  }
   plan_clear(p);
   p->fresh_epoch = 0;
   plan_free_buffers(p);
@@ -998,7 +1000,7 @@ static PyObject* make_key(PyObject* op_name, PyObject* const* inputs, Py_ssize_t
 
 static int check_bound(void) {
   if (tensor_type == NULL) {
-    PyErr_SetString(PyExc_RuntimeError, "pluggable._fast is not bound to pluggable.tensors");
+    PyErr_SetString(PyExc_RuntimeError, "pluggable._fast is not bound to pluggable.tensors.tensor");
     return -1;
   }
   return 0;
@@ -1093,15 +1095,12 @@ static PyObject* fast_run(PyObject* self, PyObject* const* args, Py_ssize_t narg
   if (outputs == NULL) return NULL;
   if (!PyList_CheckExact(outputs)) { /* no plan: `outputs` is the call's constant key or None */
     PyObject* found = outputs;
-    if (slow_execute == NULL) { /* dispatch binds itself when imported */
-      PyObject* dispatch = PyImport_ImportModule("pluggable.dispatch");
-      Py_XDECREF(dispatch);
-      if (dispatch == NULL || slow_execute == NULL) {
-        Py_DECREF(found);
-        if (dispatch == NULL) return NULL;
-        PyErr_SetString(PyExc_RuntimeError, "pluggable.dispatch did not bind pluggable._fast");
-        return NULL;
-      }
+    if (slow_execute == NULL) { /* pluggable.eager.dispatch binds it at its import */
+      Py_DECREF(found);
+      PyErr_SetString(PyExc_RuntimeError,
+                      "pluggable._fast.run: the op dispatcher is not bound; import pluggable.eager "
+                      "(importing pluggable.ops does) before running ops");
+      return NULL;
     }
     PyObject* call[4] = {args[0], args[1], Py_None, found}; /* _missed(op, inputs, attrs, found) */
     outputs = PyObject_Vectorcall(slow_execute, call, 4, NULL);
@@ -1361,25 +1360,23 @@ static PyObject* fast_bind_dispatch(PyObject* self, PyObject* args) {
   Py_RETURN_NONE;
 }
 
-/* pluggable.kernels (its generation, _pending_deletes and flush_releases), imported by the
- * first plan: dispatch cannot import it at its own import. */
-static int bind_kernels(void) {
-  if (kernels_module != NULL) return 0;
-  PyObject* kernels = PyImport_ImportModule("pluggable.kernels");
-  if (kernels == NULL) return -1;
-  PyObject* pending = PyObject_GetAttrString(kernels, "_pending_deletes");
-  PyObject* flush = pending ? PyObject_GetAttrString(kernels, "flush_releases") : NULL;
-  if (flush == NULL || !PyList_Check(pending)) {
-    if (flush != NULL) PyErr_SetString(PyExc_TypeError, "pluggable.kernels._pending_deletes is not a list");
-    Py_DECREF(kernels);
-    Py_XDECREF(pending);
-    Py_XDECREF(flush);
-    return -1;
+/* bind_kernels(registry, pending_deletes, flush_releases): the kernel registry (its public
+ * `generation` counts changes of the enabled kernels), the list of kernel instances whose
+ * delete_func waits for a safe point, and what runs them. The registry binds itself at import. */
+static PyObject* fast_bind_kernels(PyObject* self, PyObject* args) {
+  (void)self;
+  PyObject *registry, *pending, *flush;
+  if (!PyArg_ParseTuple(args, "OO!O:bind_kernels", &registry, &PyList_Type, &pending, &flush)) {
+    return NULL;
   }
-  pending_deletes = pending;
-  flush_releases = flush;
-  kernels_module = kernels;
-  return 0;
+  if (!PyCallable_Check(flush)) {
+    PyErr_SetString(PyExc_TypeError, "bind_kernels: flush_releases must be callable");
+    return NULL;
+  }
+  set_ref(&kernels_module, registry);
+  set_ref(&pending_deletes, pending);
+  set_ref(&flush_releases, flush);
+  Py_RETURN_NONE;
 }
 
 /* set_tracer(tracer or None): records ops and frees for the host tracer while it is set. */
@@ -1572,6 +1569,8 @@ PyMethodDef pg_oprun_methods[] = {
      "bind_tensors(Tensor, DeviceBuffer, release, DType, device_scope, lost)."},
     {"bind_dispatch", (PyCFunction)fast_bind_dispatch, METH_VARARGS,
      "bind_dispatch(plans, settings, missed)."},
+    {"bind_kernels", (PyCFunction)fast_bind_kernels, METH_VARARGS,
+     "bind_kernels(registry, pending_deletes, flush_releases)."},
     {"set_tracer", (PyCFunction)fast_set_tracer, METH_O,
      "set_tracer(host tracer or None): record ops and frees while set."},
     {"record", (PyCFunction)fast_record, METH_O,

@@ -8,7 +8,7 @@
 
 Modules: `session` (options, start/stop, Profile, Trace), `host_tracer` (the /host:CPU
 plane), `xspace` (protobuf, imported lazily), `result` (ProfileResult, summary, Chrome
-trace, load). The plugins' profilers are loaded by the loader (`pluggable.plugin_profiler`).
+trace, load). The plugins' profilers are loaded by the loader (`pluggable.plugin.profiler`).
 """
 from .result import ProfileResult, load
 from .session import (

@@ -16,10 +16,10 @@ from _thread import get_ident
 from time import time_ns
 from typing import Any, Dict, List, Optional
 
-from .. import allocator as _allocator_module
-from .. import dispatch as _dispatch_module
-from .. import executor as _executor_module
-from .._native import fast as _fast
+from ..devices import allocator as _allocator_module
+from ..eager import dispatch as _dispatch_module
+from ..devices import executor as _executor_module
+from ..base.native import fast as _fast
 from .xspace import PlaneBuilder
 
 # Ops run from remembered plans and tensor buffers freed are recorded by pluggable._fast

@@ -9,7 +9,7 @@ import os
 from collections import defaultdict
 from typing import Any, Dict, Iterator, List, Optional
 
-from ..errors import NotFoundError
+from ..base.errors import NotFoundError
 from .xspace import Event, iter_events, parse_xspace
 
 HOST_PLANE = "/host:CPU"

@@ -23,7 +23,7 @@ import warnings
 from time import time_ns
 from typing import Any, List, Optional
 
-from ..errors import (
+from ..base.errors import (
     AlreadyExistsError, InvalidArgumentError, PluggableError, PluggableWarning,
     UnavailableError)
 from .result import ProfileResult

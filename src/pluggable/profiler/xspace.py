@@ -11,7 +11,7 @@ from __future__ import annotations
 import struct
 from typing import Any, Dict, Iterator, List, NamedTuple, Optional
 
-from ..errors import DataLossError
+from ..base.errors import DataLossError
 
 _pb2 = None
 

@@ -466,7 +466,7 @@ def pytest_generate_tests(metafunc):
     cases, ids = [], []
     platform = _load(path)[0] if path else None
     if platform is not None:
-        from pluggable import op_defs
+        from pluggable.eager import OPS
 
         for info in pluggable.config.list_kernels(device_type=platform.device_type):
             if info.source != platform.path:
@@ -477,7 +477,7 @@ def pytest_generate_tests(metafunc):
             dtypes = info.type_constraints.get(type_attr, ()) if type_attr else ("float32",)
             for dtype in dtypes:
                 cases.append((info.op, dtype, dict(info.type_constraints),
-                              info.op in op_defs.OPS))
+                              info.op in OPS))
                 ids.append(f"{info.op}-{dtype}")
     if not cases:
         cases, ids = [None], ["no-kernels"]
@@ -502,7 +502,7 @@ class TestKernels:
         op, dtype_name, constraints, defined = kernel_case
         if not defined:
             pytest.skip(f"pluggable's library has no op {op!r} to compare against")
-        from pluggable import dispatch
+        from pluggable.eager import dispatch
 
         dtype = dt.as_dtype(dtype_name)
         device = f"/device:{platform.device_type}:0"
@@ -549,7 +549,7 @@ def _profiled(path: str):
 
 def _device_work(platform, executor) -> None:
     """Copies, and one run of each kernel with an input generator, on device 0."""
-    from pluggable import dispatch
+    from pluggable.eager import dispatch
 
     data = _pattern(4096, 9)
     memory = _upload(executor, data)

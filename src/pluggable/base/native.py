@@ -1,0 +1,171 @@
+"""The host runtime library: loading it, and the few of its functions Python calls.
+
+`libpluggable_runtime.so` exports TensorFlow's C API functions that plugins call (the
+``TF_Status`` API, later the kernel API). It is loaded once, with ``RTLD_GLOBAL``, before any
+plugin, so that a plugin's undefined ``TF_*`` symbols resolve against it when the plugin is
+loaded; plugins never link against it by name.
+
+Every foreign function Python calls is declared once, in `_PROTOTYPES`, with its C prototype
+beside it.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import threading
+
+from ..abi.tf_status import TF_Code
+from .errors import InternalError
+from .limits import MAX_MESSAGE_CHARS, safe_text
+
+# The libraries are built into the package's top folder (setup.py).
+_HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RUNTIME_LIBRARY_NAME = "libpluggable_runtime.so"
+
+_c_status_p = ctypes.c_void_p
+
+# name: (restype, argtypes)
+_PROTOTYPES = {
+    "TF_NewStatus": (_c_status_p, ()),                                   # TF_Status* (void)
+    "TF_DeleteStatus": (None, (_c_status_p,)),                           # void (TF_Status*)
+    "TF_SetStatus": (None, (_c_status_p, ctypes.c_int, ctypes.c_char_p)),  # (s, code, msg)
+    "TF_GetCode": (ctypes.c_int, (_c_status_p,)),                        # TF_Code (const s*)
+    "TF_Message": (ctypes.c_char_p, (_c_status_p,)),                     # const char* (s*)
+    "pluggable_ResetStatus": (None, (_c_status_p,)),                     # void (TF_Status*)
+}
+
+
+class RuntimeLibraryError(ImportError):
+    """The host runtime library is missing or cannot be loaded: pluggable is not built."""
+
+
+def _load_runtime() -> ctypes.CDLL:
+    path = os.path.join(_HERE, RUNTIME_LIBRARY_NAME)
+    if not os.path.exists(path):
+        raise RuntimeLibraryError(
+            f"pluggable's runtime library {path} does not exist: the package was not built. "
+            "Install it with `pip install .` (or `pip install -e .` for development) from the "
+            "source tree.")
+    try:
+        lib = ctypes.CDLL(path, mode=os.RTLD_NOW | os.RTLD_GLOBAL)
+    except OSError as exc:
+        raise RuntimeLibraryError(
+            f"cannot load pluggable's runtime library {path}: {exc}. Reinstall pluggable "
+            "with `pip install --force-reinstall .`.") from exc
+    bind(lib, _PROTOTYPES)
+    return lib
+
+
+def bind(library: ctypes.CDLL, prototypes) -> dict:
+    """Sets the prototypes of ``library``'s functions, ``{name: (restype, argtypes)}``, and
+    returns them by name: the one place where foreign functions get their types."""
+    fns = {}
+    for name, (restype, argtypes) in prototypes.items():
+        fn = getattr(library, name)
+        fn.restype = restype
+        fn.argtypes = argtypes
+        fns[name] = fn
+    return fns
+
+
+lib = _load_runtime()
+RUNTIME_LIBRARY_PATH = lib._name
+
+
+def _load_fast():
+    """`pluggable._fast`, the extension module of the per-op path, given the runtime's
+    functions it calls."""
+    try:
+        from .. import _fast
+    except ImportError as exc:
+        raise RuntimeLibraryError(
+            f"pluggable's extension module pluggable._fast cannot be imported ({exc}): the "
+            "package was not built completely. Install it with `pip install .` (or "
+            "`pip install -e .`) from the source tree.") from exc
+    _fast.bind_runtime({name: ctypes.cast(getattr(lib, name), ctypes.c_void_p).value
+                        for name in ("pluggable_KernelRun", "TF_NewStatus", "TF_DeleteStatus",
+                                     "TF_Message", "pluggable_BFCDeallocate",
+                                     "pluggable_BFCAllocate", "TF_GetCode",
+                                     "pluggable_ResetStatus")})
+    _fast.bind_errors(InternalError)
+    return _fast
+
+
+fast = _load_fast()
+
+TF_NewStatus = lib.TF_NewStatus
+TF_DeleteStatus = lib.TF_DeleteStatus
+TF_SetStatus = lib.TF_SetStatus
+TF_GetCode = lib.TF_GetCode
+TF_Message = lib.TF_Message
+pluggable_ResetStatus = lib.pluggable_ResetStatus
+
+
+class Status:
+    """An owned ``TF_Status`` handed to plugin calls. ``address`` is the ``TF_Status*``."""
+
+    __slots__ = ("address", "__weakref__")
+
+    def __init__(self):
+        address = TF_NewStatus()
+        if not address:
+            raise MemoryError("TF_NewStatus returned NULL: the host is out of memory")
+        self.address = address
+
+    @property
+    def code(self) -> int:
+        return TF_GetCode(self.address)
+
+    @property
+    def ok(self) -> bool:
+        return TF_GetCode(self.address) == TF_Code.TF_OK
+
+    @property
+    def message(self) -> str:
+        raw = TF_Message(self.address)
+        if not raw:
+            return ""
+        # Plugin text: bounded, control characters escaped, before anyone prints it.
+        return safe_text(raw[:4 * MAX_MESSAGE_CHARS].decode("utf-8", "replace"),
+                         total=len(raw))
+
+    def set(self, code: int, message: str = "") -> None:
+        TF_SetStatus(self.address, int(code), message.encode("utf-8", "replace"))
+
+    def reset(self) -> None:
+        pluggable_ResetStatus(self.address)
+
+    def __del__(self):  # Status is a leaf with no plugin behind it: freeing is always safe.
+        address, self.address = self.address, None
+        if address:
+            TF_DeleteStatus(address)
+
+
+_local = threading.local()
+
+
+def acquire_status() -> Status:
+    """An OK status for one plugin call, from the calling thread's pool.
+
+    A pool rather than one status per thread: a plugin may run a Python callback in the middle
+    of a call, and a plugin call made by that callback must not overwrite the outer one's
+    status. Give it back with `release_status`.
+    """
+    pool = getattr(_local, "pool", None)
+    if pool is None:
+        pool = _local.pool = []
+    if pool:
+        return pool.pop()
+    return Status()
+
+
+def release_status(status: Status) -> None:
+    """Returns a status taken with `acquire_status`, reset to OK."""
+    pluggable_ResetStatus(status.address)
+    _local.pool.append(status)
+
+
+def abandon_status(status: Status) -> None:
+    """Gives up a status taken with `acquire_status` that a plugin call which was given up on
+    (and may still return and write it) holds: it is never freed or reused."""
+    status.address = None

@@ -1,0 +1,656 @@
+"""Dispatch and placement: where an op runs and how.
+
+`execute(op, inputs, attrs)` is the one way an op runs, whichever front end called it
+(`pluggable.raw_ops`, `pluggable.ops`, Tensor operators). It:
+
+1. converts inputs to tensors and completes the attributes (type attributes from the inputs,
+   defaults from the op definition), checking both;
+2. picks the device: the innermost ``with pluggable.device(...)`` scope (per thread and per
+   asyncio task), else the plugin device of the first input that lives on one, else the CPU;
+3. picks the kernel registered for (op, device type, type attributes) with the highest
+   priority. Without one, soft placement (on by default) runs the op on the CPU and warns
+   once per op and device type; strict placement raises `NotFoundError` listing the kernels
+   registered for the op;
+4. runs it: on the CPU with the op's NumPy reference kernel; on a plugin device on its compute
+   stream, with inputs copied to the device first as TensorFlow does, and outputs allocated
+   by the kernel from the device's allocator.
+
+Memory follows TensorFlow's stream-ordered rule: device memory freed by a tensor is reused
+only by work enqueued later on the device's compute stream, and the other streams wait for
+the compute stream before they write to memory they were just given.
+"""
+from __future__ import annotations
+
+import itertools
+import logging
+import threading
+import warnings
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+
+import numpy as np
+
+from ..devices.device import PluggableDevice
+from ..base.dtypes import DType, as_dtype, resource, type_names
+from ..base.errors import InternalError, InvalidArgumentError, NotFoundError, PluggableWarning
+from ..oplib.core import OPS, REQUIRED, OpDef, TensorMeta, bad, select_condition_shape
+from ..base.native import fast as _fast
+from ..tensors.placement import CPU_DEVICE, device, device_scope, scoped_device  # noqa: F401
+from ..tensors.tensor import DeviceBuffer, Tensor, _raise_lost, tensor as make_tensor
+
+__all__ = ["device", "execute", "set_soft_device_placement", "get_soft_device_placement",
+           "set_log_device_placement", "get_log_device_placement", "PlacementWarning"]
+
+placement_log = logging.getLogger("pluggable.placement")
+
+
+class PlacementWarning(PluggableWarning):
+    """An op ran on the CPU because its device has no kernel for it (soft placement)."""
+
+
+_scope = device_scope  # tensors.placement owns it: new tensors follow the scope too
+_settings = {"soft": True, "log": False}
+_warned: set = set()
+_warned_lock = threading.Lock()
+_step_ids = itertools.count(1)
+# The host tracer of a running profiling session, or None (set by pluggable.profiler): the
+# one check an op pays when no session runs.
+_tracer = None
+
+
+def set_soft_device_placement(enabled: bool) -> None:
+    """With soft placement (the default), an op without a kernel on its device runs on the
+    CPU; without it, the op raises `NotFoundError`."""
+    _settings["soft"] = bool(enabled)
+
+
+def get_soft_device_placement() -> bool:
+    return _settings["soft"]
+
+
+def set_log_device_placement(enabled: bool) -> None:
+    """Logs the device each op runs on (logger ``pluggable.placement``, to stderr unless
+    logging is configured otherwise)."""
+    _settings["log"] = bool(enabled)
+    if enabled and not placement_log.handlers and not logging.getLogger().handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        placement_log.addHandler(handler)
+        placement_log.setLevel(logging.INFO)
+        placement_log.propagate = False
+
+
+def get_log_device_placement() -> bool:
+    return _settings["log"]
+
+
+# -- attributes ---------------------------------------------------------------------------
+def _check_attr(op: OpDef, name: str, value: Any) -> Any:
+    """``value`` converted to the kind of attribute ``name``, or an error naming both."""
+    spec = op.attr(name)
+    kind = spec.kind
+    try:
+        if kind == "type":
+            value = as_dtype(value)
+        elif kind == "bool":
+            if not isinstance(value, (bool, np.bool_)):
+                raise TypeError
+            value = bool(value)
+        elif kind == "int":
+            value = int(value)
+        elif kind == "float":
+            value = float(value)
+        elif kind == "string":
+            if not isinstance(value, str):
+                raise TypeError
+        elif kind == "list(int)":
+            value = tuple(int(v) for v in value)
+    except (TypeError, ValueError):
+        raise bad(op.name, f"attribute {name} must be a {kind}, got {value!r}") from None
+    if spec.minimum is not None and value < spec.minimum:
+        raise bad(op.name, f"attribute {name}={value} must be at least {spec.minimum}")
+    if spec.allowed is not None and value not in spec.allowed:
+        allowed = ", ".join(getattr(a, "name", repr(a)) for a in spec.allowed)
+        what = value.name if kind == "type" else repr(value)
+        raise bad(op.name, f"{name}={what} is not supported; allowed: {allowed}")
+    return value
+
+
+def _complete_attrs(op: OpDef, given: Mapping[str, Any]) -> Dict[str, Any]:
+    known = {a.name for a in op.attrs}
+    for name in given:
+        if name not in known:
+            raise bad(op.name, f"unknown attribute {name!r}; {op.name} has "
+                               f"{', '.join(sorted(known)) or 'no attributes'}")
+    return {name: _check_attr(op, name, value) for name, value in given.items()}
+
+
+# -- inputs -------------------------------------------------------------------------------
+def _convert_inputs(op: OpDef, inputs: Sequence[Any], attrs: Dict[str, Any]) -> List[Tensor]:
+    """Tensors for every input, with the type attributes they determine set in ``attrs``."""
+    if len(inputs) != len(op.inputs):
+        raise bad(op.name, f"takes {len(op.inputs)} inputs "
+                           f"({', '.join(a.name for a in op.inputs)}), got {len(inputs)}")
+    if any(arg.number_attr for arg in op.inputs):
+        inputs = _flatten_lists(op, inputs, attrs)
+    args = op.flat_inputs(attrs)
+    # Objects that stand for a tensor (pluggable.Variable): its handle for a resource input,
+    # else its value.
+    inputs = [v.__pluggable_tensor__(arg.dtype is resource)
+              if hasattr(type(v), "__pluggable_tensor__") else v for arg, v in zip(args, inputs)]
+    # Type attributes from tensors first, then from NumPy data, so Python numbers take their
+    # dtype.
+    for kinds in (Tensor, (np.ndarray, np.generic)):
+        for arg, value in zip(args, inputs):
+            if arg.type_attr and arg.type_attr not in attrs and isinstance(value, kinds):
+                attrs[arg.type_attr] = _check_attr(op, arg.type_attr, as_dtype(value.dtype))
+    converted = []
+    for arg, value in zip(args, inputs):
+        wanted = arg.dtype or (attrs.get(arg.type_attr) if arg.type_attr else None)
+        if not isinstance(value, Tensor):
+            if wanted is None:
+                value = _natural_tensor(op, arg, value)
+            else:
+                try:
+                    value = make_tensor(value, dtype=wanted, device=CPU_DEVICE)
+                except InvalidArgumentError as exc:
+                    raise bad(op.name, f"input {arg.name}: {exc}") from None
+        if arg.type_attr:
+            if arg.type_attr not in attrs:
+                attrs[arg.type_attr] = _check_attr(op, arg.type_attr, value.dtype)
+            elif value.dtype != attrs[arg.type_attr]:
+                raise bad(op.name, f"input {arg.name} is {value.dtype.name} but "
+                                   f"{arg.type_attr} is {attrs[arg.type_attr].name}: inputs "
+                                   f"sharing {arg.type_attr} must have one dtype (use "
+                                   f"pluggable.ops.cast)")
+        elif arg.dtype is not None and value.dtype != arg.dtype:
+            raise bad(op.name, f"input {arg.name} must be {arg.dtype.name}, got "
+                               f"{value.dtype.name}")
+        converted.append(value)
+    return converted
+
+
+def _natural_tensor(op: OpDef, arg, value: Any) -> Tensor:
+    """A host tensor of ``value`` when nothing fixes its type: TensorFlow's inference
+    (Python float -> float32, int -> int32), then the type attribute's default where it is
+    of the same kind, as TensorFlow's op helper prefers it (Python ints as int64 for an int64
+    attribute)."""
+    natural = make_tensor(value, device=CPU_DEVICE)
+    default = op.attr(arg.type_attr).default if arg.type_attr else REQUIRED
+    if (default is REQUIRED or natural.dtype == default
+            or isinstance(value, (np.ndarray, np.generic))
+            or natural.dtype.numpy_dtype.kind != default.numpy_dtype.kind):
+        return natural
+    try:
+        return make_tensor(value, dtype=default, device=CPU_DEVICE)
+    except InvalidArgumentError:
+        return natural
+
+
+def _flatten_lists(op: OpDef, inputs: Sequence[Any], attrs: Dict[str, Any]) -> List[Any]:
+    """The inputs with each list input ("N * T") spread out, its length in ``attrs``."""
+    flat: List[Any] = []
+    for arg, value in zip(op.inputs, inputs):
+        if not arg.number_attr:
+            flat.append(value)
+            continue
+        if isinstance(value, Tensor) or not isinstance(value, (list, tuple)):
+            raise bad(op.name, f"input {arg.name} must be a list or tuple of tensors, got "
+                               f"{type(value).__name__}")
+        given = attrs.get(arg.number_attr)
+        if given is not None and given != len(value):
+            raise bad(op.name, f"{arg.number_attr}={given} but input {arg.name} holds "
+                               f"{len(value)} tensors")
+        attrs[arg.number_attr] = _check_attr(op, arg.number_attr, len(value))
+        flat.extend(value)
+    return flat
+
+
+def _host_values(op: OpDef, tensors: List[Tensor], attrs: Dict[str, Any]
+                 ) -> List[Optional[np.ndarray]]:
+    return [t.numpy() if arg.host else None for arg, t in zip(op.flat_inputs(attrs), tensors)]
+
+
+def _output_dtypes(op: OpDef, attrs: Dict[str, Any]) -> List[DType]:
+    return [arg.dtype or attrs[arg.type_attr] for arg in op.flat_outputs(attrs)]
+
+
+# -- placement ----------------------------------------------------------------------------
+def _target_device(tensors: Sequence[Tensor]):
+    if _scope.get() is not None:
+        return scoped_device()
+    for t in tensors:
+        if t._device is not CPU_DEVICE:
+            return t._device
+    return CPU_DEVICE
+
+
+def _find_kernel(op: OpDef, device: PluggableDevice, attrs: Dict[str, Any]):
+    from ..kernels.registry import registered_kernels
+
+    candidates = [r for r in registered_kernels(op.name, device.device_type,
+                                                plugin=device.platform.path)
+                  if r.matches(attrs)]
+    if not candidates:
+        return None
+    return max(candidates, key=lambda r: r.priority)
+
+
+def _type_summary(op: OpDef, attrs: Dict[str, Any]) -> str:
+    types = [f"{a.name}={attrs[a.name].name}" for a in op.attrs
+             if a.kind == "type" and a.name in attrs]
+    return ", ".join(types) or "no type attributes"
+
+
+def _no_kernel(op: OpDef, device: PluggableDevice, attrs: Dict[str, Any]) -> None:
+    from ..kernels.registry import registered_kernels
+
+    summary = _type_summary(op, attrs)
+    if _settings["soft"]:
+        key = (op.name, device.device_type)
+        with _warned_lock:
+            first = key not in _warned
+            _warned.add(key)
+        if first:
+            warnings.warn(
+                f"{op.name} has no {device.device_type} kernel for {summary}; it runs on the "
+                f"CPU instead (soft placement; this is said once per op). "
+                f"pluggable.config.list_kernels({op.name!r}) shows the kernels there are",
+                PlacementWarning, stacklevel=4)
+        return
+    # One line per device type, with the types its kernels take together.
+    by_type: Dict[str, Dict[str, set]] = {}
+    for r in registered_kernels(op.name):
+        merged = by_type.setdefault(r.device_type, {})
+        for attr, codes in r.constraints.items():
+            merged.setdefault(attr, set()).update(codes)
+    listing = "; ".join(
+        f"{device_type} ({', '.join(f'{k} in {{{_list(type_names(v))}}}' for k, v in sorted(c.items())) or 'any type'})"
+        for device_type, c in sorted(by_type.items())) or "none"
+    raise NotFoundError(
+        f"no kernel for {op.name} on {device.name} with {summary} and soft placement is off. "
+        f"Kernels registered for {op.name}: {listing}; the CPU runs it for "
+        f"{_cpu_types(op)}. Enable soft placement (pluggable.config.set_soft_device_placement"
+        f"(True)) or run it on another device", call=op.name)
+
+
+def _list(names) -> str:
+    return ", ".join(names)
+
+
+def _cpu_types(op: OpDef) -> str:
+    parts = [f"{a.name} in {{{', '.join(t.name for t in a.allowed)}}}" for a in op.attrs
+             if a.kind == "type" and a.allowed]
+    return "; ".join(parts) or "any type"
+
+
+# -- execution ----------------------------------------------------------------------------
+# -- the fast path ------------------------------------------------------------------------
+# An op run on a plugin device, with tensor inputs already there and no attributes given,
+# is remembered as a plan under (op, scope, each input's dtype, shape and device): the
+# checks, inference, kernel choice and the kernel's request were made once; a new run only
+# fills in the input addresses.
+_plans: Dict[Tuple, "_Plan"] = {}
+_MAX_PLANS = 4096
+
+
+class _Plan(_fast.Plan):
+    """How to run one op on one device for given input types and shapes (`pluggable._fast`
+    runs it): ``run(tensors)`` returns None when the plan went stale (streams replaced,
+    kernels changed or closed)."""
+
+    __slots__ = ("key", "kernel_name", "inputs")  # inputs: (shape, dtype name) of each
+
+
+_plan_key = _fast.plan_key  # (op, scope, each input's dtype code, shape and device)
+_fast_execute = _fast.execute
+_fast_execute_constants = _fast.execute_constants
+
+
+def execute(op_name: str, inputs: Sequence[Any], attrs: Optional[Mapping[str, Any]] = None,
+            _record: Optional[list] = None) -> List[Tensor]:
+    """Runs ``op_name`` on ``inputs`` with ``attrs``; returns its outputs.
+
+    ``_record`` is the host tracer's: a list that receives the slow path's choice of device
+    and kernel (the fast path records its runs itself)."""
+    if _record is not None:  # the host tracer's own run: no lookup, the choices recorded
+        key = _plan_key(op_name, inputs) if not attrs and not _settings["log"] else None
+        return _execute(op_name, inputs, attrs, key, _record)
+    if not attrs:
+        outputs = _fast_execute(op_name, inputs)  # a remembered plan, in C
+        if outputs is not None:
+            return outputs
+    # A remembered plan with attributes or host values, in C; else the call's key.
+    found = _fast_execute_constants(op_name, inputs, attrs)
+    if type(found) is list:
+        return found
+    return _missed(op_name, inputs, attrs, found)
+
+
+def _missed(op_name: str, inputs: Sequence[Any], attrs: Optional[Mapping[str, Any]],
+            found: Optional[Tuple]) -> List[Tensor]:
+    """`execute` once the lookups in C found no plan (`_fast.run` and `ops` call it after
+    their own): ``found`` is the call's key with constants, None when it has none."""
+    if _tracer is not None:
+        return _tracer.op(op_name, inputs, attrs)
+    if _settings["log"]:
+        return _execute(op_name, inputs, attrs, None)
+    key = _plan_key(op_name, inputs) if not attrs else None
+    if key is None and found is not None and found not in _unplannable:
+        outputs = execute_with_constants(found, op_name, inputs, attrs or {})
+        if found not in _plans:
+            if len(_unplannable) >= _MAX_PLANS:
+                _unplannable.clear()
+            _unplannable.add(found)
+        return outputs
+    return _execute(op_name, inputs, attrs, key)
+
+
+_fast.bind_dispatch(_plans, _settings, _missed)
+
+# -- plans with attributes and host values --------------------------------------------------
+# A call with attributes, or with host-memory inputs given as values (a reshape's shape, a
+# reduction's axis), is remembered too, under a key that holds the attributes and those
+# values as well: `ops.reduce_sum(x, axis=0)` repeated costs one plan run, not the general
+# path (~50 µs). The key is built, and a repeated call run, in C (_fast/constplans.c). Keys
+# whose run could not be remembered (the op's inputs do not suit a plan, or it ran on the
+# CPU) are kept in _unplannable so they are not tried again.
+_unplannable: set = set()
+# Op name -> whether each input is in host memory (None: the op's calls are never keyed),
+# filled by _host_flags the first time the C side asks about an op.
+_host_inputs: Dict[str, Optional[Tuple[bool, ...]]] = {}
+
+
+def _host_flags(op_name: str) -> Optional[Tuple[bool, ...]]:
+    op = OPS.get(op_name)
+    if op is None:
+        return None  # not kept: a plugin may register the op later
+    if op.host_kernel is not None or any(arg.number_attr for arg in op.inputs):
+        flags = None
+    else:
+        flags = tuple(bool(arg.host) for arg in op.inputs)
+    _host_inputs[op_name] = flags
+    return flags
+
+
+_fast.bind_constants(_host_inputs, _host_flags, CPU_DEVICE, np.ndarray)
+# The key of a remembered run with constants (`execute_with_constants`): the op, the device
+# scope, each device input's dtype, shape and device, each host input's value and the
+# attributes; None when a part cannot be keyed (an input that is not a tensor where the op
+# wants one in device memory, or is a tensor on the CPU, a host input given as a tensor, a
+# list input, a value that is unhashable, NaN, or an array of more than 64 elements), and
+# for a call with neither attributes nor host inputs (its plan is the plain one).
+_constant_plan_key = _fast.constant_plan_key
+
+
+def _execute(op_name: str, inputs: Sequence[Any], attrs: Optional[Mapping[str, Any]],
+             key: Optional[Tuple], record: Optional[list] = None) -> List[Tensor]:
+    op = OPS.get(op_name)
+    if op is None:
+        raise NotFoundError(f"there is no op named {op_name!r}; pluggable.raw_ops lists them",
+                            call="execute")
+    attrs = _complete_attrs(op, attrs or {})
+    tensors = _convert_inputs(op, inputs, attrs)
+    for spec in op.attrs:
+        if spec.name not in attrs:
+            if spec.default is REQUIRED:
+                raise bad(op.name, f"attribute {spec.name} is required")
+            attrs[spec.name] = _check_attr(op, spec.name, spec.default)
+    target = _target_device(tensors)
+    for t in tensors:  # an op on a variable runs where the variable lives, as in TensorFlow
+        if t._dtype is resource:
+            target = t._device
+            break
+    host = _host_values(op, tensors, attrs)
+    shapes = op.infer([TensorMeta(t.shape, t.dtype) for t in tensors], attrs, host)
+    out_dtypes = _output_dtypes(op, attrs)
+    if target is not CPU_DEVICE and not op.host_only:
+        registration = _find_kernel(op, target, attrs)
+        if registration is not None:
+            _log(op, target)
+            if record is not None:
+                record.append(_choice(target, registration.kernel_name, False, tensors))
+            outputs = _run_on_device(op, target, registration, tensors, host, attrs, shapes,
+                                     out_dtypes)
+            if key is not None:
+                _remember_plan(key, op, target, registration, tensors, attrs, shapes,
+                               out_dtypes)
+            return outputs
+        if op.host_kernel is None:
+            _no_kernel(op, target, attrs)
+    if op.host_kernel is not None:  # the host's own kernel, for any device
+        _log(op, target)
+        return op.host_kernel(target, tensors, attrs)
+    _log(op, CPU_DEVICE)
+    if record is not None:
+        record.append(_choice(None, None, target is not CPU_DEVICE, tensors))
+    arrays = [t.numpy() for t in tensors]
+    outputs = op.cpu(arrays, attrs)
+    result = []
+    for array, shape, dtype in zip(outputs, shapes, out_dtypes):
+        array = np.ascontiguousarray(array, dtype=dtype.numpy_dtype)
+        if shape is None:  # known from the values only: the kernel's word
+            shape = array.shape
+        array = array.reshape(shape)
+        array.flags.writeable = False
+        result.append(Tensor(shape, dtype, CPU_DEVICE, array=array))
+    return result
+
+
+def _choice(device, kernel_name, fallback: bool, tensors: List[Tensor]) -> Tuple:
+    """What the slow path chose, for the host tracer: (device or None for the CPU, kernel
+    name, whether a plugin device fell back to the CPU, input (shape, dtype name) pairs)."""
+    return (device, kernel_name, fallback, _described(tensors))
+
+
+def _described(tensors: List[Tensor]) -> Tuple:
+    """(shape, dtype name) of each input, as the host tracer shows them."""
+    return tuple((t.shape, t.dtype.name) for t in tensors)
+
+
+def _log(op: OpDef, target) -> None:
+    if _settings["log"]:
+        placement_log.info("Executing op %s in device %s", op.name, target.name)
+
+
+_kernel_cache: Dict[Tuple, Any] = {}
+_kernel_cache_lock = threading.Lock()
+
+
+def _kernel_instance(registration, device: PluggableDevice, attrs: Dict[str, Any]):
+    key = (id(registration), device.executor.ordinal,
+           tuple(sorted((k, v if not isinstance(v, list) else tuple(v)) for k, v in attrs.items())))
+    kernel = _kernel_cache.get(key)
+    if kernel is None or kernel.is_closed:
+        with _kernel_cache_lock:
+            kernel = _kernel_cache.get(key)
+            if kernel is None or kernel.is_closed:
+                kernel = registration.instantiate(registration.op, attrs)
+                _kernel_cache[key] = kernel
+    return kernel
+
+
+def _remember_plan(key, op: OpDef, target: PluggableDevice, registration,
+                   tensors: List[Tensor], attrs: Dict[str, Any], shapes, out_dtypes) -> None:
+    """Stores the plan of a run that can take the fast path next time."""
+    from ..kernels.registry import KernelInput
+
+    if (any(arg.host or arg.number_attr for arg in op.inputs) or op.name == "Select"
+            or op.host_kernel is not None
+            or any(shape is None for shape in shapes)
+            or any(t._device is not target for t in tensors)):
+        return
+    from ..kernels import registry as kernels
+
+    kernel = _kernel_instance(registration, target, attrs)
+    inputs = [KernelInput(0, t.nbytes, int(t.dtype.tf_code), t.shape, False) for t in tensors]
+    prepared = kernel.prepare(target.executor, target.compute_stream, inputs,
+                              [int(d.tf_code) for d in out_dtypes])
+    outputs = [(tuple(shape), dtype, _count(shape) * dtype.itemsize)
+               for shape, dtype in zip(shapes, out_dtypes)]
+    if len(_plans) >= _MAX_PLANS:
+        _plans.clear()
+    plan = _Plan(target, prepared, outputs, kernels.generation)
+    plan.key, plan.kernel_name = key, registration.kernel_name
+    plan.inputs = _described(tensors)
+    _plans[key] = plan
+
+
+class _ConstantPlan(_Plan):
+    """A plan whose host-memory inputs are constants, held here (indexing's begin, end and
+    strides): `run` takes the device inputs only."""
+
+    __slots__ = ("constants",)
+
+
+def execute_with_constants(key: Tuple, op_name: str, inputs: Sequence[Any],
+                           attrs: Mapping[str, Any]) -> List[Tensor]:
+    """`execute` for an op whose host inputs are NumPy arrays that do not change for a given
+    ``key`` (which must say everything else too: the scope, each tensor input's dtype, shape
+    and device, the attributes). On a plugin device, the run is remembered as a plan with
+    those arrays in it, so a repeated call costs what a repeated AddV2 does."""
+    if not _settings["log"]:
+        plan = _plans.get(key)
+        if plan is not None:
+            op = OPS[op_name]
+            outputs = plan.run([x for x, arg in zip(inputs, op.inputs) if not arg.host],
+                               op_name)
+            if outputs is not None:
+                return outputs
+    if _tracer is not None:  # recorded; no plan is made while a session runs
+        return _tracer.op(op_name, inputs, attrs)
+    outputs = _execute(op_name, inputs, attrs, None)
+    target = outputs[0]._device if outputs else CPU_DEVICE
+    if target is not CPU_DEVICE and not _settings["log"]:
+        _remember_constant_plan(key, OPS[op_name], target, inputs, dict(attrs))
+    return outputs
+
+
+def _remember_constant_plan(key, op: OpDef, target: PluggableDevice, inputs: Sequence[Any],
+                            attrs: Dict[str, Any]) -> None:
+    from ..kernels import registry as kernels
+    from ..kernels.registry import KernelInput
+
+    hosts = [arg.host for arg in op.inputs]
+    if any(arg.number_attr for arg in op.inputs) or hosts != sorted(hosts):
+        return  # the plan's device inputs are the first ones (kernel aliases index them)
+    device_inputs = [x for x, arg in zip(inputs, op.inputs) if not arg.host]
+    if any(type(x) is not Tensor or x._device is not target for x in device_inputs):
+        return
+    attrs = _complete_attrs(op, attrs)
+    tensors = _convert_inputs(op, inputs, attrs)
+    for spec in op.attrs:
+        if spec.name not in attrs:
+            attrs[spec.name] = _check_attr(op, spec.name, spec.default)
+    registration = _find_kernel(op, target, attrs)
+    if registration is None or any(arg.host and arg.name not in registration.host_memory
+                                   for arg in op.inputs):
+        return
+    host = _host_values(op, tensors, attrs)
+    shapes = op.infer([TensorMeta(t.shape, t.dtype) for t in tensors], attrs, host)
+    if any(shape is None for shape in shapes):
+        return
+    constants = [np.ascontiguousarray(v) if v is not None else None for v in host]
+    args = [KernelInput(c.__array_interface__["data"][0] if c.nbytes else 0, c.nbytes,
+                        int(t.dtype.tf_code), t.shape, True) if c is not None else
+            KernelInput(0, t.nbytes, int(t.dtype.tf_code), t.shape, False)
+            for c, t in zip(constants, tensors)]
+    out_dtypes = _output_dtypes(op, attrs)
+    kernel = _kernel_instance(registration, target, attrs)
+    prepared = kernel.prepare(target.executor, target.compute_stream, args,
+                              [int(d.tf_code) for d in out_dtypes], fixed_host_inputs=True)
+    plan = _ConstantPlan(target, prepared, [(tuple(shape), dtype, _count(shape) * dtype.itemsize)
+                                            for shape, dtype in zip(shapes, out_dtypes)],
+                         kernels.generation)
+    plan.constants = constants
+    plan.key, plan.kernel_name = key, registration.kernel_name
+    plan.inputs = _described(tensors)  # host values included
+    if len(_plans) >= _MAX_PLANS:
+        _plans.clear()
+    _plans[key] = plan
+
+
+def _count(shape) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+#: Ops with resource inputs that only read the variables (any other may write them).
+_READS_VARIABLES = frozenset({"ReadVariableOp", "VariableShape", "VarIsInitializedOp",
+                              "ResourceGather"})
+
+
+def _intact_variable(op_name: str, handle: np.ndarray):
+    """The state of the variable of a resource input to a plugin kernel (None for a handle
+    that names none: the kernel reports that), after checking that its value is intact: an
+    op that reads it must not compute from a value failed work left unwritten.
+    AssignVariableOp replaces the value, so it may run on a lost one."""
+    from .resources import find_state
+
+    state = find_state(handle)
+    if state is not None and op_name != "AssignVariableOp":
+        state.check_intact(op_name)
+    return state
+
+
+def _run_on_device(op: OpDef, target: PluggableDevice, registration, tensors: List[Tensor],
+                   host: List[Optional[np.ndarray]], attrs: Dict[str, Any],
+                   shapes: List[Tuple[int, ...]], out_dtypes: List[DType]) -> List[Tensor]:
+    from ..kernels.registry import KernelInput
+
+    executor = target.executor
+    compute = target.compute_stream
+    args, keep = [], []  # `keep`: host arrays and device tensors the kernel reads
+    variables = []  # the states of the variables of resource inputs
+    for arg, t, values in zip(op.flat_inputs(attrs), tensors, host):
+        if arg.name in registration.host_memory or t._dtype is resource:
+            array = np.asarray(values if values is not None else t.numpy(), order="C")
+            if t._dtype is resource:
+                variables.append(_intact_variable(op.name, array))
+            keep.append(array)
+            args.append(KernelInput(array.__array_interface__["data"][0] if array.nbytes else 0,
+                                    array.nbytes, int(t.dtype.tf_code), t.shape, True))
+            continue
+        if t._device is not target:
+            t = t.to(target)
+        elif t._buffer.lost is not None:
+            _raise_lost(t)
+        if t._ready is not None:
+            t._ready.make_wait(compute)
+        shape = t.shape
+        if op.name == "Select" and arg.name == "condition":
+            shape = select_condition_shape(shape, tensors[1].shape)
+        args.append(KernelInput(t._buffer.address, t.nbytes, int(t.dtype.tf_code), shape,
+                                False))
+        keep.append(t)
+    kernel = _kernel_instance(registration, target, attrs)
+    outputs = kernel.run(executor, compute, args, [int(d.tf_code) for d in out_dtypes],
+                         next(_step_ids))
+    if op.name not in _READS_VARIABLES:
+        for state in variables:
+            if state is not None:
+                state.written(compute)
+    result = []
+    for i, (out, shape, dtype) in enumerate(zip(outputs, shapes, out_dtypes)):
+        if shape is None:  # known from the values only: the kernel's word
+            shape = tuple(out.shape)
+        if tuple(out.shape) != tuple(shape) or out.dtype != int(dtype.tf_code):
+            for other in outputs[i:]:
+                if other.owned and other.nbytes:
+                    executor.allocator.deallocate(other.address)
+            raise InternalError(
+                f"{registration.plugin}: kernel {registration.kernel_name} for {op.name} "
+                f"produced output {i} of shape {tuple(out.shape)} and type code {out.dtype}; "
+                f"the op's definition says shape {tuple(shape)} and {dtype.name}",
+                call=op.name)
+        if not out.nbytes:
+            buffer = DeviceBuffer.adopt(executor, 0, 0)
+        elif out.owned:
+            buffer = DeviceBuffer.adopt(executor, out.address, out.nbytes)
+            buffer.stamp(compute._ledger)
+        else:  # the kernel forwarded an input: share its buffer (which it wrote, or may have)
+            buffer = keep[out.aliased_input]._buffer
+            buffer.stamp(compute._ledger)
+        result.append(Tensor(tuple(shape), dtype, target, buffer=buffer))
+    return result

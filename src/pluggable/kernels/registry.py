@@ -1,0 +1,863 @@
+"""Kernels: the registrations plugins make with TensorFlow's kernel C API, and running them.
+
+A plugin's ``TF_InitKernel`` registers kernels exactly as for TensorFlow
+(``TF_NewKernelBuilder`` + ``TF_RegisterKernelBuilder``). The registry lives in the host
+runtime library (``src/pluggable/_runtime/kernels.c``); this module owns the Python side:
+
+- `load_kernels` runs a plugin's ``TF_InitKernel`` once, right after the loader registered
+  its platform, and rejects (disables, with a `PluginLoadWarning`) registrations for a device
+  type no loaded plugin provides, for "CPU" (the host's own device, whose kernels are
+  NumPy's), and registrations that failed (a duplicate, a malformed builder);
+- `registered_kernels` lists the enabled `KernelRegistration` objects;
+- `KernelRegistration.instantiate` makes a `Kernel` (the plugin's ``create_func`` reads the
+  attributes), and `Kernel.run` executes it on a device's stream with one foreign call.
+
+Attribute values: bool, int, float, str, `pluggable.base.dtypes.DType` (or ``TF_DataType``), and
+lists or tuples of one of those; an empty list whose kind matters is ``AttrList(kind, ())``.
+"""
+from __future__ import annotations
+
+import ctypes
+import struct as _struct
+import sys
+import threading
+import warnings
+import weakref
+from array import array as _array
+from collections import namedtuple
+
+from ..base import native as _native
+from ..devices.handle import finalizer
+from ..abi.kernels import TF_InitKernel_fn
+from ..abi.tf_status import TF_Code
+from ..base.errors import (FailedPreconditionError, InvalidArgumentError, PluginLoadWarning,
+                     error_for_code)
+
+TYPE_CHECKING = False  # typing's constant, without importing typing at start-up
+if TYPE_CHECKING:
+    from typing import (Any, Dict, FrozenSet, Iterable, List, Mapping, Optional, Sequence,
+                        Tuple)
+
+    from ..base.dtypes import DType  # noqa: F401  (NumPy, imported on first use only)
+    from ..devices.executor import StreamExecutor
+    from ..devices.platform import Platform
+    from ..devices.stream import Stream
+
+__all__ = ["KernelRegistration", "Kernel", "KernelInput", "KernelOutput", "AttrList",
+           "registered_kernels", "all_registrations", "load_kernels", "flush_releases", "close_all",
+           "free_host_output"]
+
+
+# -- the foreign functions ------------------------------------------------------------------
+class PG_KernelInfo(ctypes.Structure):
+    """Mirror of ``PG_KernelInfo`` (runtime_internal.h)."""
+
+    _fields_ = [
+        ("struct_size", ctypes.c_size_t),
+        ("op", ctypes.c_char_p),
+        ("device_type", ctypes.c_char_p),
+        ("kernel_name", ctypes.c_char_p),
+        ("label", ctypes.c_char_p),
+        ("source", ctypes.c_char_p),
+        ("priority", ctypes.c_int32),
+        ("is_async", ctypes.c_int32),
+        ("enabled", ctypes.c_int32),
+        ("error_code", ctypes.c_int32),
+        ("error_message", ctypes.c_char_p),
+        ("num_constraints", ctypes.c_int32),
+        ("constraint_attrs", ctypes.POINTER(ctypes.c_char_p)),
+        ("constraint_num_types", ctypes.POINTER(ctypes.c_int32)),
+        ("constraint_types", ctypes.POINTER(ctypes.POINTER(ctypes.c_int32))),
+        ("num_host_memory_args", ctypes.c_int32),
+        ("host_memory_args", ctypes.POINTER(ctypes.c_char_p)),
+    ]
+
+
+class PG_Attr(ctypes.Structure):
+    """Mirror of ``PG_Attr`` (runtime_internal.h)."""
+
+    _fields_ = [
+        ("name", ctypes.c_char_p),
+        ("kind", ctypes.c_int32),
+        ("is_list", ctypes.c_int32),
+        ("count", ctypes.c_int64),
+        ("values", ctypes.c_void_p),
+        ("lengths", ctypes.POINTER(ctypes.c_uint64)),
+    ]
+
+
+_p = ctypes.c_void_p
+# name: (restype, argtypes)                                       C prototype (runtime_internal.h)
+_PROTOTYPES = {
+    "pluggable_BeginKernelRegistration": (None, (ctypes.c_char_p,)),
+    #   void (const char* source)
+    "pluggable_EndKernelRegistration": (ctypes.c_int64, ()),
+    #   int64_t (void)   -> registrations made in the session
+    "pluggable_KernelRegistrationCount": (ctypes.c_int64, ()),
+    #   int64_t (void)
+    "pluggable_KernelRegistrationInfo": (ctypes.c_int,
+                                         (ctypes.c_int64, ctypes.POINTER(PG_KernelInfo))),
+    #   int (int64_t id, PG_KernelInfo* info)   -> 0, or -1 for an unknown id
+    "pluggable_KernelRegistrationKeys": (ctypes.c_int64, (ctypes.c_int64, ctypes.c_int64, _p,
+                                                          ctypes.c_int64)),
+    #   int64_t (int64_t start, int64_t end, char* buffer, int64_t capacity)  -> bytes, or -1
+    "pluggable_KernelRegistrationSetEnabled": (ctypes.c_int, (ctypes.c_int64, ctypes.c_int)),
+    #   int (int64_t id, int enabled)
+    "pluggable_KernelCreate": (_p, (ctypes.c_int64, ctypes.c_char_p, _p, ctypes.c_int32, _p)),
+    #   PG_Kernel* (int64_t id, const char* node_name, const PG_Attr* attrs, int32_t num_attrs,
+    #               TF_Status* status)
+    "pluggable_KernelDelete": (None, (_p,)),
+    #   void (PG_Kernel*)
+    "pluggable_KernelRun": (ctypes.c_int, (ctypes.c_size_t,)),
+    #   int (const int64_t* request)
+    "pluggable_FreeHostMemory": (None, (_p,)),
+    #   void (void* data)
+}
+
+
+_fns = _native.bind(_native.lib, _PROTOTYPES)
+_Begin = _fns["pluggable_BeginKernelRegistration"]
+_End = _fns["pluggable_EndKernelRegistration"]
+_Count = _fns["pluggable_KernelRegistrationCount"]
+_Info = _fns["pluggable_KernelRegistrationInfo"]
+_Keys = _fns["pluggable_KernelRegistrationKeys"]
+_SetEnabled = _fns["pluggable_KernelRegistrationSetEnabled"]
+_Create = _fns["pluggable_KernelCreate"]
+_Delete = _fns["pluggable_KernelDelete"]
+_Run = _fns["pluggable_KernelRun"]
+_FreeHostMemory = _fns["pluggable_FreeHostMemory"]
+
+# The request and output layouts of pluggable_KernelRun (runtime_internal.h: PG_RUN_*,
+# PG_OUT_*).
+_RUN_HEADER_WORDS = 12
+_RUN_OUTPUT_HOST_MEMORY = 1 << 32
+_OUT_HEADER_WORDS = 6
+_OUT_OWNED, _OUT_HOST_MEMORY = 1, 2
+_MAX_OUTPUT_DIMS = 254
+_MASK64 = (1 << 64) - 1
+_addressof = ctypes.addressof
+_byref = ctypes.byref
+_INFO_SIZE = ctypes.sizeof(PG_KernelInfo)
+
+_ATTR_KINDS = {"int": 0, "float": 1, "bool": 2, "type": 3, "string": 4}  # PG_ATTR_*
+_KIND_CTYPES = {"int": ctypes.c_int64, "float": ctypes.c_float, "bool": ctypes.c_ubyte,
+                "type": ctypes.c_int32}
+
+
+# -- public value types ---------------------------------------------------------------------
+class AttrList(namedtuple("AttrList", "kind values", defaults=((),))):
+    """A list attribute with an explicit element kind: "int", "float", "bool", "type" or
+    "string" (``kind``), and its ``values`` (a tuple, default empty). Needed only for an
+    empty list whose kind matters; ``[1, 2]`` is a list of ints."""
+
+    __slots__ = ()
+
+
+class KernelInput(namedtuple("KernelInput", "address nbytes dtype shape host_memory",
+                             defaults=(False,))):
+    """One input of `Kernel.run`: ``nbytes`` of device memory at ``address`` (host memory
+    with ``host_memory``, default False) the kernel reads during the call. ``dtype`` is a
+    ``TF_DataType`` code, ``shape`` a tuple of ints."""
+
+    __slots__ = ()
+
+
+class KernelOutput(namedtuple("KernelOutput", "address nbytes dtype shape owned aliased_input "
+                              "host_memory", defaults=(False,))):
+    """One output of `Kernel.run`.
+
+    - ``owned``: ``address`` is fresh memory the caller now owns: device memory of the run's
+      executor (``executor.allocator.deallocate(address)``) or, with ``host_memory``, host
+      memory the runtime allocated (free it with `free_host_output`);
+    - ``aliased_input >= 0``: the kernel made the output a view of that input; ``address``
+      lies inside the input's memory, nothing to free;
+    - neither (``nbytes == 0``): an empty output, address 0.
+
+    ``dtype`` is a ``TF_DataType`` code, ``shape`` a tuple of ints, ``aliased_input`` -1 when
+    owned or empty, ``host_memory`` (default False) whether the output is in host memory.
+    """
+
+    __slots__ = ()
+
+
+def free_host_output(address: int) -> None:
+    """Frees the host memory of an owned host-memory `KernelOutput`."""
+    _FreeHostMemory(address or None)
+
+
+# -- registrations --------------------------------------------------------------------------
+_MISSING = object()
+
+
+def _type_code(value: Any) -> int:
+    """A TF_DataType code from a DType, a TF_DataType, an int code or anything `as_dtype`
+    takes."""
+    code = getattr(value, "tf_code", None)  # a pluggable.DType
+    if code is not None:
+        return int(code)
+    import numbers  # here: kernel loading at start-up never needs it
+
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        return int(value)
+    from ..base.dtypes import as_dtype  # NumPy: only when names or NumPy types are used
+
+    return int(as_dtype(value).tf_code)
+
+
+def _is_type(value: Any) -> bool:
+    from ..abi.tf_datatype import TF_DataType  # here: start-up needs no dtype enum
+
+    return isinstance(value, TF_DataType) or getattr(value, "tf_code", None) is not None
+
+
+class KernelRegistration:
+    """One kernel a plugin registered: op, device type, constraints, and its source.
+
+    ``constraints`` maps type attributes to the ``TF_DataType`` codes allowed;
+    ``host_memory`` names the input and output arguments kept in host memory; ``plugin`` is
+    the path of the plugin that registered it.
+    """
+
+    __slots__ = ("id", "op", "device_type", "kernel_name", "label", "priority", "constraints",
+                 "host_memory", "plugin", "is_async", "error_code", "error_message", "_enabled")
+
+    def __init__(self, registration_id: int, keys: Optional[Sequence[bytes]] = None):
+        # Every kernel of every plugin is mirrored at load, from its keys (op, device type,
+        # source, error code, enabled: `_mirror` reads them for all at once); the other
+        # fields are read on first use.
+        if keys is None:
+            self._read(registration_id)
+            return
+        op, device_type, source, code, enabled = keys
+        self.id = registration_id
+        self.op = op.decode("utf-8", "replace")
+        self.device_type = device_type.decode("utf-8", "replace")
+        self.plugin = source.decode("utf-8", "surrogateescape")
+        self.error_code = int(code)
+        self._enabled = enabled == b"1"
+
+    def __getattr__(self, name: str):
+        # Only for a field not read yet (slots that are set never come here).
+        if name not in _DETAILS:
+            raise AttributeError(f"'KernelRegistration' object has no attribute {name!r}")
+        self._read(self.id, keys=False)
+        return object.__getattribute__(self, name)
+
+    def _read(self, registration_id: int, keys: bool = True) -> None:
+        """Reads the fields from the runtime (each once; arrays by slicing); without
+        ``keys``, only those `_mirror` did not (the mirrored ones stay as they are: `enabled`
+        may have changed since, under the registry lock)."""
+        info = PG_KernelInfo()
+        info.struct_size = _INFO_SIZE
+        if _Info(registration_id, _byref(info)):
+            raise InvalidArgumentError(f"no kernel registration has id {registration_id}",
+                                       call="KernelRegistration")
+        if keys:
+            self.id = registration_id
+            self.op = (info.op or b"").decode("utf-8", "replace")
+            self.device_type = (info.device_type or b"").decode("utf-8", "replace")
+            self.plugin = (info.source or b"").decode("utf-8", "surrogateescape")
+            self.error_code = info.error_code
+            self._enabled = bool(info.enabled)
+        self.kernel_name = (info.kernel_name or b"").decode("utf-8", "replace")
+        self.label = (info.label or b"").decode("utf-8", "replace")
+        self.priority = info.priority
+        self.is_async = bool(info.is_async)
+        self.error_message = (info.error_message or b"").decode("utf-8", "replace")
+        constraints: Dict[str, FrozenSet[int]] = {}
+        n = info.num_constraints
+        if n:
+            for attr, count, types in zip(info.constraint_attrs[:n],
+                                          info.constraint_num_types[:n],
+                                          info.constraint_types[:n]):
+                constraints[(attr or b"").decode("utf-8", "replace")] = frozenset(types[:count])
+        self.constraints = constraints
+        n = info.num_host_memory_args
+        self.host_memory = frozenset(
+            (a or b"").decode("utf-8", "replace") for a in info.host_memory_args[:n]) \
+            if n else frozenset()
+
+    @property
+    def enabled(self) -> bool:
+        """Whether the host may use the kernel (rejected and failed registrations are not)."""
+        return self._enabled
+
+    def set_enabled(self, enabled: bool) -> None:
+        """Enables or disables the kernel; a failed registration cannot be enabled."""
+        if _SetEnabled(self.id, int(bool(enabled))):
+            raise FailedPreconditionError(
+                f"kernel {self.kernel_name} for {self.op} on {self.device_type} failed to "
+                f"register ({self.error_message}) and cannot be enabled",
+                plugin=self.plugin, call="KernelRegistration.set_enabled")
+        with _registry_lock:
+            self._enabled = bool(enabled)
+            _rebuild_index()
+
+    def matches(self, attrs: Mapping[str, Any]) -> bool:
+        """Whether a node with ``attrs`` may use this kernel, as TensorFlow decides: every
+        type constraint holds (a type, or every type of a type list, is allowed; a
+        constrained attribute that is missing fails), and the node's ``_kernel`` label (""
+        when absent) equals the kernel's label."""
+        for name, allowed in self.constraints.items():
+            value = attrs.get(name, _MISSING)
+            code = getattr(value, "tf_code", None)
+            if code is not None:  # a DType, the common case
+                if code not in allowed:
+                    return False
+                continue
+            if value is _MISSING:
+                return False
+            if isinstance(value, AttrList):
+                value = value.values
+            values = value if isinstance(value, (list, tuple)) else (value,)
+            try:
+                if any(_type_code(v) not in allowed for v in values):
+                    return False
+            except (TypeError, ValueError):
+                return False
+        return str(attrs.get("_kernel", "") or "") == self.label
+
+    def instantiate(self, node_name: str, attrs: Mapping[str, Any]) -> "Kernel":
+        """A kernel instance for node ``node_name``: the plugin's ``create_func`` runs now and
+        reads ``attrs``. Raises the `pluggable.errors` class of the plugin's status when
+        construction fails."""
+        flush_releases()
+        array, count, _keep = _pack_attrs(attrs)
+        status = _native.acquire_status()
+        try:
+            handle = _Create(self.id, str(node_name).encode("utf-8"), array, count,
+                             status.address)
+            if not handle:
+                message = status.message
+                raise error_for_code(status.code)(
+                    f"{self.plugin}: creating kernel {self.kernel_name} for {self.op} (node "
+                    f"{node_name!r}) failed: {message or '(the plugin gave no message)'}",
+                    plugin=self.plugin, call=f"kernel {self.kernel_name}",
+                    plugin_message=message)
+        finally:
+            _native.release_status(status)
+        kernel = Kernel(self, str(node_name), handle)
+        _live_kernels.add(kernel)
+        return kernel
+
+    def __repr__(self):
+        state = "" if self._enabled else (" failed" if self.error_code else " disabled")
+        extra = f" label={self.label!r}" if self.label else ""
+        return (f"<KernelRegistration {self.kernel_name!r} op={self.op} "
+                f"device_type={self.device_type} priority={self.priority}{extra}{state}>")
+
+
+def _attr_kind(name: str, value: Any) -> str:
+    import numbers
+
+    if isinstance(value, (bool,)) or type(value).__name__ == "bool_":
+        return "bool"
+    if _is_type(value):
+        return "type"
+    if isinstance(value, numbers.Integral):
+        return "int"
+    if isinstance(value, numbers.Real):
+        return "float"
+    if isinstance(value, (str, bytes)):
+        return "string"
+    raise InvalidArgumentError(
+        f"attribute {name!r}: {value!r} ({type(value).__name__}) is not a kernel attribute "
+        f"value; use bool, int, float, str, a DType, or a list of one of those",
+        call="KernelRegistration.instantiate")
+
+
+def _list_kind(name: str, values: Sequence[Any]) -> str:
+    kinds = {_attr_kind(name, v) for v in values}
+    if not kinds:
+        return "int"
+    if kinds == {"int", "float"}:
+        return "float"
+    if len(kinds) > 1:
+        raise InvalidArgumentError(
+            f"attribute {name!r}: a list mixes {', '.join(sorted(kinds))} values",
+            call="KernelRegistration.instantiate")
+    return kinds.pop()
+
+
+def _pack_attrs(attrs: Mapping[str, Any]):
+    """``(PG_Attr array, count, keep)`` for ``attrs``; ``keep`` holds the memory the array
+    points to (pluggable_KernelCreate copies it all)."""
+    keep: List[Any] = []  # the value arrays and names the PG_Attr array points to
+    structs: List[Tuple] = []
+    for name, value in attrs.items():
+        if isinstance(value, AttrList):
+            kind, values, is_list = value.kind, tuple(value.values), True
+            if kind not in _ATTR_KINDS:
+                raise InvalidArgumentError(
+                    f"attribute {name!r}: AttrList kind must be one of "
+                    f"{', '.join(_ATTR_KINDS)}, not {kind!r}",
+                    call="KernelRegistration.instantiate")
+        elif isinstance(value, (list, tuple)):
+            values, is_list = tuple(value), True
+            kind = _list_kind(name, values)
+        else:
+            values, is_list = (value,), False
+            kind = _attr_kind(name, value)
+        lengths = None
+        try:
+            if kind == "string":
+                raw = [v if isinstance(v, bytes) else str(v).encode("utf-8") for v in values]
+                keep.extend(raw)
+                array = (ctypes.c_char_p * max(1, len(raw)))(*raw)
+                lengths = (ctypes.c_uint64 * max(1, len(raw)))(*(len(r) for r in raw))
+                keep.append(lengths)
+            elif kind == "type":
+                array = (ctypes.c_int32 * max(1, len(values)))(*(_type_code(v) for v in values))
+            elif kind == "bool":
+                array = (ctypes.c_ubyte * max(1, len(values)))(*(bool(v) for v in values))
+            elif kind == "int":
+                ints = [int(v) for v in values]
+                if any(not -(1 << 63) <= v < (1 << 63) for v in ints):
+                    raise OverflowError
+                array = (ctypes.c_int64 * max(1, len(ints)))(*ints)
+            else:
+                array = (ctypes.c_float * max(1, len(values)))(*(float(v) for v in values))
+        except (TypeError, ValueError, OverflowError) as exc:
+            raise InvalidArgumentError(
+                f"attribute {name!r}: {value!r} cannot be passed as {kind} value(s): "
+                f"{exc or 'out of range'}", call="KernelRegistration.instantiate") from None
+        encoded = str(name).encode("utf-8")
+        keep.extend((array, encoded))
+        structs.append((encoded, _ATTR_KINDS[kind], int(is_list), len(values),
+                        ctypes.cast(array, ctypes.c_void_p), lengths))
+    array = (PG_Attr * max(1, len(structs)))()
+    for i, (encoded, kind, is_list, count, values_p, lengths) in enumerate(structs):
+        entry = array[i]
+        entry.name, entry.kind, entry.is_list, entry.count = encoded, kind, is_list, count
+        entry.values = values_p
+        if lengths is not None:
+            entry.lengths = ctypes.cast(lengths, ctypes.POINTER(ctypes.c_uint64))
+    return array, len(structs), keep
+
+
+_registry_lock = threading.RLock()
+_registrations: List[KernelRegistration] = []
+_index: Dict[Tuple[str, str], List[KernelRegistration]] = {}
+_by_op: Dict[str, List[KernelRegistration]] = {}
+_loaded: Dict[int, List[KernelRegistration]] = {}  # TF_InitKernel address -> accepted
+
+
+# The fields `KernelRegistration` reads on first use rather than when mirrored.
+_DETAILS = frozenset(("kernel_name", "label", "priority", "constraints", "host_memory",
+                      "is_async", "error_message"))
+
+
+def _mirror(start: int, end: int) -> List[KernelRegistration]:
+    """Registrations ``start .. end - 1``, from their keys, read in one call."""
+    size = _Keys(start, end, None, 0)
+    buffer = ctypes.create_string_buffer(max(1, size))
+    if size < 0 or _Keys(start, end, buffer, size) != size:
+        return [KernelRegistration(i) for i in range(start, end)]
+    keys = buffer.raw[:size].split(b"\0")
+    return [KernelRegistration(i, keys[k:k + 5])
+            for i, k in zip(range(start, end), range(0, 5 * (end - start), 5))]
+
+
+def _refresh() -> None:
+    """Mirrors registrations made since the last call."""
+    count = _Count()
+    if count == len(_registrations):
+        return
+    with _registry_lock:
+        _registrations.extend(_mirror(len(_registrations), _Count()))
+        _rebuild_index()
+
+
+# Counts changes of the set of enabled kernels; plans made from an older set are stale.
+generation = 0
+
+
+def _rebuild_index() -> None:
+    global generation
+    generation += 1
+    _index.clear()
+    _by_op.clear()
+    for r in _registrations:
+        if r._enabled:
+            _index.setdefault((r.op, r.device_type), []).append(r)
+            _by_op.setdefault(r.op, []).append(r)
+    _native.fast.invalidate()  # plans made from the older set are stale
+
+
+def registered_kernels(op: Optional[str] = None, device_type: Optional[str] = None,
+                       plugin: Optional[str] = None) -> List[KernelRegistration]:
+    """The enabled kernel registrations, in registration order, for ``op`` and
+    ``device_type`` when given.
+
+    Two plugins may provide one device type (one of them enabled); a kernel must run on
+    devices of the plugin that registered it: pass ``plugin`` (a platform's ``path``) to
+    keep only that plugin's kernels."""
+    _refresh()
+    if op is not None and device_type is not None:
+        found = _index.get((op, device_type), ())
+    elif op is not None:
+        found = _by_op.get(op, ())
+    else:
+        with _registry_lock:
+            found = [r for r in _registrations if r._enabled
+                     and (device_type is None or r.device_type == device_type)]
+    if plugin is not None:
+        return [r for r in found if r.plugin == plugin]
+    return list(found)
+
+
+def all_registrations() -> List[KernelRegistration]:
+    """Every registration, disabled and failed ones included."""
+    _refresh()
+    with _registry_lock:
+        return list(_registrations)
+
+
+def load_kernels(platform: "Platform",
+                 device_types: Optional[Iterable[str]] = None) -> List[KernelRegistration]:
+    """Runs ``platform``'s ``TF_InitKernel`` (once per process) and returns the kernels it
+    registered that the host accepted.
+
+    ``device_types`` are the device types of every loaded platform (the loader passes them;
+    ``platform``'s own is always one). A registration for
+    another device type, or for "CPU", is disabled, as is one that failed; each is reported
+    with a `PluginLoadWarning`.
+    """
+    init = platform.library.kernel_init
+    if init is None:
+        return []
+    known = set(device_types or ()) | {platform.device_type}
+    messages: List[str] = []
+    with _registry_lock:
+        if init in _loaded:
+            return list(_loaded[init])
+        start = _Count()
+        from . import plugin_ops  # ops the plugin registers with ops.h, from TF_InitKernel
+
+        ops_start = plugin_ops.count()
+        _Begin(platform.path.encode("utf-8", "surrogateescape"))
+        try:
+            TF_InitKernel_fn(init)()
+        finally:
+            _End()
+        messages += plugin_ops.adopt(platform.path, ops_start)
+        _refresh()
+        mine = [r for r in _registrations[start:] if r.plugin == platform.path]
+        accepted = []
+        for r in mine:
+            if r.error_code == TF_Code.TF_OK and r.device_type in known \
+                    and r.device_type != "CPU":
+                accepted.append(r)
+                continue
+            where = (f"pluggable: plugin {platform.path}: kernel {r.kernel_name!r} for op "
+                     f"{r.op!r} on device type {r.device_type!r}")
+            if r.error_code != TF_Code.TF_OK:
+                messages.append(
+                    f"{where} was not registered: TF_RegisterKernelBuilder failed with "
+                    f"{_code_name(r.error_code)}: {r.error_message}. The kernel is ignored")
+            elif r.device_type == "CPU":
+                r.set_enabled(False)
+                messages.append(
+                    f"{where} is ignored: CPU is the host's own device, whose kernels are "
+                    f"NumPy's; plugins register kernels for the device types they provide "
+                    f"({platform.device_type})")
+            else:  # a device type no loaded plugin provides
+                r.set_enabled(False)
+                messages.append(
+                    f"{where} is ignored: no loaded plugin provides device type "
+                    f"{r.device_type!r} (loaded device types: {', '.join(sorted(known))}). "
+                    f"Register kernels for the plugin's own device type "
+                    f"({platform.device_type}), or load the plugin that provides "
+                    f"{r.device_type!r} first")
+        _rebuild_index()
+        _loaded[init] = accepted
+    for message in messages:  # after every decision: a warning may be raised as an error
+        warnings.warn(message, PluginLoadWarning, stacklevel=3)
+    return list(accepted)
+
+
+def _code_name(code: int) -> str:
+    try:
+        return TF_Code(code).name
+    except ValueError:
+        return f"code {code}"
+
+
+# -- kernel instances -----------------------------------------------------------------------
+_pending_deletes: List[int] = []
+_pending_lock = threading.Lock()
+
+
+def _queue_delete(handle: int) -> None:
+    """A finalizer's release: the plugin's delete_func runs at the next safe point."""
+    with _pending_lock:
+        _pending_deletes.append(handle)
+
+
+def flush_releases() -> None:
+    """Runs the delete_func of every kernel instance that was dropped without close()."""
+    if not _pending_deletes:
+        return
+    with _pending_lock:
+        pending = _pending_deletes[:]
+        del _pending_deletes[:]
+    for handle in pending:
+        _Delete(handle)
+
+
+# The per-op path in C reads `generation` (plans made before a change are stale) and runs
+# the queued deletes at its safe points, as the Python path does.
+_native.fast.bind_kernels(sys.modules[__name__], _pending_deletes, flush_releases)
+
+
+_live_kernels: "weakref.WeakSet[Kernel]" = weakref.WeakSet()
+
+
+def close_all() -> None:
+    """Closes every kernel instance (their ``delete_func`` runs now). Call it before closing
+    the devices they ran on: a kernel may keep device tensors, which its ``delete_func``
+    gives back to the device's allocator."""
+    for kernel in list(_live_kernels):
+        kernel.close()
+    flush_releases()
+
+
+class _Scratch(threading.local):
+    """Per-thread buffers of `Kernel.run`: ``state`` is ``(out array, its address, its
+    length in words, TF_Status address)``.
+
+    Sharing them between the runs of one thread is safe even when a kernel's compute makes
+    the host run another kernel on the same thread (a host callback that runs inline): the
+    inner run writes and reads them completely before the outer run's C code writes its
+    outputs and status, which happens after compute returns. The request is not shared: the
+    kernel reads its input shapes from it during compute."""
+
+    def __init__(self):
+        self.status = _native.Status()
+        self.grow(8)
+
+    def grow(self, outputs: int):
+        out = _array("q", bytes(8 * max(outputs, 8) * _OUT_RECORD_WORDS))
+        self.state = (out, *out.buffer_info(), self.status.address)
+        return self.state
+
+
+_OUT_RECORD_WORDS = _OUT_HEADER_WORDS + _MAX_OUTPUT_DIMS
+_scratch = _Scratch()
+_new_output = tuple.__new__
+_unpack_head = _struct.Struct("6q").unpack_from  # PG_OUT_ADDRESS .. PG_OUT_NUM_DIMS
+_DIMS = [_struct.Struct(f"{n}q") for n in range(9)]
+
+
+class Kernel:
+    """An instance of a registered kernel for one node: what the plugin's ``create_func``
+    returned. Made by `KernelRegistration.instantiate`; `run` executes it; `close` (or a
+    ``with`` block, or dropping it) calls the plugin's ``delete_func``.
+
+    Several threads may run one kernel at once, as TensorFlow allows. A kernel that keeps
+    device tensors between runs must be closed before the device's allocator.
+    """
+
+    __slots__ = ("registration", "node_name", "_handle", "_finalizer", "__weakref__")
+
+    def __init__(self, registration: KernelRegistration, node_name: str, handle: int):
+        self.registration = registration
+        self.node_name = node_name
+        self._handle = handle
+        self._finalizer = finalizer(self, _queue_delete, handle)
+
+    @property
+    def is_closed(self) -> bool:
+        return self._handle is None
+
+    def close(self) -> None:
+        """Calls the plugin's delete_func now; idempotent."""
+        if self._handle is None:
+            return
+        handle, self._handle = self._handle, None
+        _native.fast.invalidate()  # plans of this instance are stale (before it is freed)
+        self._finalizer.detach()
+        _Delete(handle)
+        flush_releases()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __repr__(self):
+        r = self.registration
+        state = " closed" if self._handle is None else ""
+        return f"<Kernel {r.kernel_name!r} for {r.op} node={self.node_name!r}{state}>"
+
+    def run(self, executor: "StreamExecutor", stream: "Stream", inputs: Sequence[KernelInput],
+            output_dtypes: Sequence[int], step_id: int = 0,
+            output_host_memory: Optional[Sequence[bool]] = None) -> List[KernelOutput]:
+        """Runs the kernel once on ``executor``'s device: the plugin's ``compute_func`` reads
+        ``inputs`` and enqueues its work on ``stream`` (what ``TF_GetStream`` returns).
+        Device outputs and temporaries come from ``executor.allocator``; an output listed
+        in ``output_host_memory`` (a flag per output) is in host memory.
+
+        Inputs must stay valid until the work on ``stream`` is done. Outputs are ready once
+        that work is. Raises the `pluggable.errors` class of the kernel's status, with every
+        output of the call freed.
+        """
+        handle = self._handle
+        if handle is None:
+            raise FailedPreconditionError(
+                f"kernel {self.registration.kernel_name} for node {self.node_name!r} is "
+                f"closed", call="Kernel.run")
+        if _pending_deletes:
+            flush_releases()
+        allocator = executor._allocator
+        if allocator is None or allocator._handle is None:
+            executor._check_open()
+            allocator = executor.allocator
+        n_out = len(output_dtypes)
+        # `out` stays referenced here even if a nested run on this thread grows the scratch.
+        out, out_address, out_words, status = _scratch.state
+        if out_words < n_out * _OUT_RECORD_WORDS:
+            out, out_address, out_words, status = _scratch.grow(n_out)
+        words = [handle, _addressof(executor._device), _addressof(executor._se),
+                 stream._handle or 0, allocator._handle, executor.ordinal, step_id & _MASK64,
+                 len(inputs), n_out, out_address, out_words, status]
+        if output_host_memory:
+            words += [int(d) | (_RUN_OUTPUT_HOST_MEMORY if h else 0)
+                      for d, h in zip(output_dtypes, output_host_memory)]
+            words += output_dtypes[len(output_host_memory):]
+        else:
+            words += output_dtypes
+        for address, nbytes, dtype, shape, host in inputs:
+            words += (address, nbytes, dtype, 1 if host else 0, len(shape))
+            words += shape
+        try:
+            request = _array("Q", words)
+        except (TypeError, OverflowError):
+            request = self._slow_request(words)
+        code = _Run(request.buffer_info()[0])
+        if code:
+            message = _native.TF_Message(status)
+            raise self._error(executor, code, message.decode("utf-8", "replace") if message
+                              else "")
+        if n_out == 1:  # the common case, without the loop
+            address, nbytes, dtype, flags, alias, ndims = _unpack_head(out, 0)
+            if address < 0:
+                address &= _MASK64
+            shape = (_DIMS[ndims] if ndims < 9 else _struct.Struct(f"{ndims}q")).unpack_from(
+                out, 48)
+            return [_new_output(KernelOutput, (address, nbytes, dtype, shape, flags & 1 == 1,
+                                               alias, flags & 2 == 2))]
+        results = []
+        at = 0
+        for _ in range(n_out):
+            address, nbytes, dtype, flags, alias, ndims = _unpack_head(out, at)
+            if address < 0:
+                address &= _MASK64
+            at += 48
+            shape = (_DIMS[ndims] if ndims < 9 else _struct.Struct(f"{ndims}q")).unpack_from(
+                out, at)
+            at += 8 * ndims
+            results.append(_new_output(KernelOutput, (address, nbytes, dtype, shape,
+                                                      flags & 1 == 1, alias, flags & 2 == 2)))
+        return results
+
+    def prepare(self, executor: "StreamExecutor", stream: "Stream",
+                inputs: Sequence[KernelInput], output_dtypes: Sequence[int],
+                fixed_host_inputs: bool = False) -> "PreparedRun":
+        """A run of this kernel with everything but the input addresses fixed: the op
+        library's fast path for an op it has run before with the same shapes and types.
+        Inputs and outputs are device memory; ``inputs`` give the shapes (their addresses
+        are ignored). With ``fixed_host_inputs``, host-memory inputs are constants: their
+        addresses are part of the run (the caller keeps that memory unchanged and alive as
+        long as the run), and only device inputs take addresses at each run."""
+        if self._handle is None:
+            raise FailedPreconditionError(
+                f"kernel {self.registration.kernel_name} for node {self.node_name!r} is "
+                f"closed", call="Kernel.prepare")
+        words = [self._handle, _addressof(executor._device), _addressof(executor._se),
+                 stream._handle or 0, executor.allocator._handle, executor.ordinal, 0,
+                 len(inputs), len(output_dtypes), 0, 0, 0, *map(int, output_dtypes)]
+        slots = []
+        for address, nbytes, dtype, shape, host in inputs:
+            if host and fixed_host_inputs:
+                words += (address, nbytes, dtype, 1, len(shape), *shape)
+                continue
+            if host:
+                raise InvalidArgumentError("Kernel.prepare: host-memory inputs change between "
+                                           "runs; use Kernel.run", call="Kernel.prepare")
+            slots.append(len(words))
+            words += (0, nbytes, dtype, 0, len(shape), *shape)
+        return PreparedRun(self, executor, _array("Q", [w & _MASK64 for w in words]),
+                           tuple(slots), len(output_dtypes))
+
+    @staticmethod
+    def _slow_request(words):
+        """The request when some value is not a plain int (a DType, a NumPy integer, ...)."""
+        fixed = []
+        for value in words:
+            if _is_type(value):
+                value = _type_code(value)
+            try:
+                fixed.append(int(value) & _MASK64)
+            except (TypeError, ValueError):
+                raise TypeError(
+                    f"Kernel.run: {value!r} is not an integer; inputs are KernelInput(address, "
+                    f"nbytes, dtype code, shape, host_memory) and output_dtypes TF_DataType "
+                    f"codes") from None
+        return _array("Q", fixed)
+
+    def _error(self, executor: "StreamExecutor", code: int, message: str):
+        r = self.registration
+        label = executor.platform.label
+        return error_for_code(code)(
+            f"{label}, device {executor.ordinal}: kernel {r.kernel_name} for {r.op} failed: "
+            f"{message or '(the kernel gave no message)'}",
+            plugin=label, call=f"kernel {r.kernel_name}", plugin_message=message)
+
+
+class PreparedRun:
+    """`Kernel.prepare`'s result: ``run(addresses)`` runs the kernel on inputs at those
+    addresses and returns ``(address, owned, aliased_input)`` per output. Thread-safe: each
+    call copies the request and uses its thread's output records. Dispatch's plans
+    (`pluggable._fast.Plan`) run the same request from C."""
+
+    __slots__ = ("kernel", "executor", "_template", "_slots", "_n_out")
+
+    def __init__(self, kernel: Kernel, executor: "StreamExecutor", template, slots, n_out):
+        self.kernel = kernel
+        self.executor = executor
+        self._template = template  # the request (pluggable._fast.Plan copies it)
+        self._slots = slots        # the words that take the input addresses
+        self._n_out = n_out
+
+    def _outputs(self, out) -> List[Tuple[int, bool, int]]:
+        results = []
+        at = 0
+        for _ in range(self._n_out):
+            address, _nbytes, _dtype, flags, alias, ndims = _unpack_head(out, at)
+            results.append((address & _MASK64, flags & 1 == 1, alias))
+            at += 48 + 8 * ndims
+        return results
+
+    def run(self, addresses: Sequence[int]) -> List[Tuple[int, bool, int]]:
+        if self.kernel._handle is None:
+            raise FailedPreconditionError(
+                f"kernel {self.kernel.registration.kernel_name} is closed", call="Kernel.run")
+        if _pending_deletes:
+            flush_releases()
+        request = _array("Q", self._template)
+        out, out_address, out_words, status = _scratch.state
+        if out_words < self._n_out * _OUT_RECORD_WORDS:
+            out, out_address, out_words, status = _scratch.grow(self._n_out)
+        request[9] = out_address
+        request[10] = out_words
+        request[11] = status
+        for slot, address in zip(self._slots, addresses):
+            request[slot] = address
+        code = _Run(request.buffer_info()[0])
+        if code:
+            message = _native.TF_Message(status)
+            raise self.kernel._error(self.executor, code, message.decode("utf-8", "replace")
+                                     if message else "")
+        return self._outputs(out)

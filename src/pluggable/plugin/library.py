@@ -1,0 +1,122 @@
+"""A plugin's shared library: checking the file before it is opened, opening it, and
+looking up its entry points (``SE_InitPlugin`` or ``SE_InitializePlugin``, ``TF_InitKernel``,
+``TF_InitProfiler``, ``TF_InitGraph``).
+
+Before ``dlopen`` every candidate is resolved to its absolute real path and checked ("file
+check"): dangling links, files that are not regular, world-writable files or directories and
+files of another user are refused (`limits.unsafe_plugins_allowed` lets the last two
+through), as is a file built for another machine.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import stat
+
+from ..base import limits
+
+TYPE_CHECKING = False  # typing's constant, without importing typing at start-up
+if TYPE_CHECKING:
+    from typing import Optional, Tuple
+
+INIT_SYMBOLS = ("SE_InitPlugin", "SE_InitializePlugin")
+
+_InitFn = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)
+
+
+class PluginCallError(Exception):
+    """A plugin call failed during loading; carries the step for the load error."""
+
+    def __init__(self, step: str, reason: str):
+        super().__init__(reason)
+        self.step = step
+        self.reason = reason
+
+
+class PluginLibrary:
+    """A plugin's shared library, opened and with its entry points looked up."""
+
+    def __init__(self, path: str):
+        self.path = path
+        try:
+            self.cdll = ctypes.CDLL(path, mode=os.RTLD_NOW | os.RTLD_LOCAL)
+        except OSError as exc:
+            raise PluginCallError("dlopen", str(exc)) from None
+        self.init_symbol = None
+        self.init_fn = None
+        for symbol in INIT_SYMBOLS:
+            fn = self._symbol(symbol)
+            if fn is not None:
+                self.init_symbol = symbol
+                self.init_fn = _InitFn(fn)
+                break
+        self.kernel_init = self._symbol("TF_InitKernel")
+        self.profiler_init = self._symbol("TF_InitProfiler")
+        # A library may provide only a profiler, as TensorFlow allows.
+        if self.init_fn is None and self.profiler_init is None:
+            raise PluginCallError(
+                "symbol lookup", f"the library exports neither {INIT_SYMBOLS[0]} nor "
+                                 f"{INIT_SYMBOLS[1]} (nor TF_InitProfiler)")
+        self.graph_init = self._symbol("TF_InitGraph")
+
+    def _symbol(self, name: str) -> Optional[int]:
+        try:
+            return ctypes.cast(getattr(self.cdll, name), ctypes.c_void_p).value
+        except AttributeError:
+            return None
+
+
+
+def check_file(path: str) -> Tuple[str, os.stat_result]:
+    """The absolute real path of the plugin file ``path`` and its `os.stat`; raises
+    `PluginCallError` ("file check") naming what makes it unsafe or unloadable. Nothing is
+    opened before the file is known to be regular (a FIFO would block ``open``)."""
+    absolute = os.path.abspath(path)
+    real = os.path.realpath(absolute)
+    try:
+        info = os.stat(real)
+    except OSError as exc:
+        if os.path.islink(absolute):
+            raise PluginCallError("file check", f"it is a dangling link (to "
+                                                f"{os.readlink(absolute)!r})") from None
+        raise PluginCallError("file check", f"cannot read the file: {exc.strerror}") from None
+    if not stat.S_ISREG(info.st_mode):
+        kind = ("a FIFO" if stat.S_ISFIFO(info.st_mode) else "a directory"
+                if stat.S_ISDIR(info.st_mode) else "a socket" if stat.S_ISSOCK(info.st_mode)
+                else "a device" if stat.S_ISCHR(info.st_mode) or stat.S_ISBLK(info.st_mode)
+                else "not a regular file")
+        raise PluginCallError("file check", f"{real} is {kind}, not a shared library file")
+    if not limits.unsafe_plugins_allowed():
+        _check_ownership(real, info)
+    from .elf import check_compatible
+
+    try:
+        problem = check_compatible(real)
+    except OSError as exc:
+        raise PluginCallError("file check", f"cannot read the file: {exc.strerror}") from None
+    if problem is not None:
+        raise PluginCallError("file check", problem)
+    return real, info
+
+
+def _check_ownership(real: str, info: os.stat_result) -> None:
+    me = os.geteuid() if hasattr(os, "geteuid") else 0
+    if info.st_uid not in (0, me):
+        raise PluginCallError(
+            "file check", f"{real} belongs to user {info.st_uid}, neither you ({me}) nor root; "
+                          f"another user could change what this process runs")
+    if info.st_mode & stat.S_IWOTH:
+        raise PluginCallError(
+            "file check", f"{real} is world-writable (mode {stat.filemode(info.st_mode)}); "
+                          f"anyone could change what this process runs (chmod o-w it)")
+    directory = os.path.dirname(real)
+    try:
+        dir_info = os.stat(directory)
+    except OSError:
+        return
+    if dir_info.st_mode & stat.S_IWOTH and not dir_info.st_mode & stat.S_ISVTX:
+        raise PluginCallError(
+            "file check", f"its directory {directory} is world-writable without the sticky "
+                          f"bit; anyone could replace the plugin (chmod o-w the directory)")
+
+

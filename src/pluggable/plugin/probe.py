@@ -1,0 +1,344 @@
+"""The child-process probe: a plugin is loaded, validated and enumerated in a child process
+first, so that a crash, an ``abort()``, an ``exit()`` or a hang costs a report, never the
+caller's process.
+
+The child (``python -m pluggable.loader.probe_child PLUGIN REPORT``, `pluggable.loader.probe_child`)
+runs the same loading code as the host (`PluginLibrary`, `Platform`, `load_kernels`) and appends one
+JSON line to ``REPORT`` before each step, so that when it dies the parent knows the last step
+reached. It runs in its own process group; past the time limit (`limits.probe_timeout`, 10 s
+by default) the whole group is killed. A negative return code names the signal.
+
+Discovery asks for `verdict` before the first in-process load of each discovered plugin;
+verdicts are cached per file (real path, inode, size, mtime) in the user's cache directory
+(`limits.cache_directory`), so the child is paid once per plugin build. ``PLUGGABLE_PROBE=0``
+turns probing off. ``load_plugin(path, isolate=True)`` and ``python -m pluggable doctor``
+use the same probe; the child's `inspect` gathers what ``doctor`` prints.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+from ..base import limits
+from ..base.record import record
+
+TYPE_CHECKING = False  # typing's constant, without importing typing at start-up
+if TYPE_CHECKING:
+    from typing import Any, Dict, List, Optional
+
+# Bumped when what the child checks changes: older cached verdicts are then ignored.
+PROTOCOL = 1
+_OUTPUT_TAIL = 600
+_STEPS = ("dlopen", "symbol lookup", "init", "validation", "device count", "device creation",
+          "kernels", "profiler", "shutdown")
+
+
+@record
+class ProbeResult:
+    """What the probe found. ``ok`` is False when any step failed; ``step`` is the last step
+    reached (the failing one), ``reason`` says why, ``signal`` names the signal that killed
+    the child, ``timed_out`` is True when the time limit ended it. ``report`` holds
+    everything the child gathered (see `inspect`)."""
+
+    path: str
+    ok: bool
+    step: str = ""
+    reason: str = ""
+    signal: Optional[str] = None
+    timed_out: bool = False
+    seconds: float = 0.0
+    steps: List[str] = []  # (a record copies a list or dict default per instance)
+    report: Dict[str, Any] = {}
+    output: str = ""
+    cached: bool = False
+
+    def as_dict(self) -> Dict[str, Any]:
+        import copy
+
+        return {f: copy.deepcopy(getattr(self, f)) for f in self._fields}
+
+
+# -- the parent's side ------------------------------------------------------------------------
+def _package_parent() -> str:
+    # src/ or site-packages: two floors above this file's package
+    return os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def run(path: str, timeout: Optional[float] = None) -> ProbeResult:
+    """Probes ``path`` in a child process now (no cache)."""
+    import subprocess  # here, not at the top: a warm start never spawns anything
+    import tempfile
+    import time
+
+    path = os.path.realpath(path)
+    timeout = limits.probe_timeout() if timeout is None else float(timeout)
+    fd, report_path = tempfile.mkstemp(prefix="pluggable-probe-", suffix=".jsonl")
+    os.close(fd)
+    env = dict(os.environ)
+    env["PLUGGABLE_DISABLE_AUTOLOAD"] = "1"
+    env[limits.PROBE_VARIABLE] = "0"
+    env["PYTHONPATH"] = os.pathsep.join(
+        p for p in (_package_parent(), env.get("PYTHONPATH", "")) if p)
+    command = [sys.executable, "-m", "pluggable.loader.probe_child", path, report_path]
+    started = time.monotonic()
+    timed_out = False
+    try:
+        child = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                 stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        try:
+            output, _ = child.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            _kill_group(child.pid)
+            output, _ = child.communicate()
+        returncode = child.returncode
+        with open(report_path, "rb") as f:
+            lines = f.read().splitlines()
+    finally:
+        try:
+            os.unlink(report_path)
+        except OSError:
+            pass
+    result = _interpret(path, lines, returncode, timed_out, timeout,
+                        output.decode("utf-8", "replace"))
+    result.seconds = round(time.monotonic() - started, 3)
+    return result
+
+
+def _kill_group(pid: int) -> None:
+    import signal
+
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _signal_name(number: int) -> str:
+    import signal
+
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+def _interpret(path: str, lines: List[bytes], returncode: int, timed_out: bool,
+               timeout: float, output: str) -> ProbeResult:
+    import json
+
+    steps: List[str] = []
+    report: Dict[str, Any] = {}
+    error: Optional[Dict[str, str]] = None
+    done = False
+    for line in lines:
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue  # a line cut short by the child's death
+        if "step" in entry:
+            steps.append(entry["step"])
+        if "report" in entry:
+            report = entry["report"]
+        if "error" in entry:
+            error = entry["error"]
+        if entry.get("done"):
+            done = True
+    tail = limits.safe_text(output[-_OUTPUT_TAIL:].strip(), _OUTPUT_TAIL)
+    last = steps[-1] if steps else "start"
+    result = ProbeResult(path, False, last, steps=steps, report=report, output=tail)
+    said = f"; its last output: {tail}" if tail else ""
+    if timed_out:
+        result.timed_out = True
+        result.reason = (f"the probe child did not finish within {timeout:g} s (it was in step "
+                         f"{last!r} and was killed); a plugin must not block in this step. Raise "
+                         f"the limit with {limits.PROBE_TIMEOUT_VARIABLE} if it is just slow")
+    elif returncode < 0:
+        result.signal = _signal_name(-returncode)
+        result.reason = (f"the plugin crashed the probe child with {result.signal} during step "
+                         f"{last!r}{said}")
+    elif error is not None:
+        result.step, result.reason = error["step"], error["reason"]
+    elif not done:
+        result.reason = (f"the probe child exited with status {returncode} during step {last!r} "
+                         f"before finishing (the plugin called exit() or _exit()){said}")
+    else:
+        result.ok = True
+    return result
+
+
+def _cache_file(real_path: str) -> str:
+    # The file's name only spreads entries; the identity stored inside decides. A 64-bit
+    # FNV-1a of the path: hashlib (OpenSSL) would cost more to import than the lookup saves.
+    digest = 0xCBF29CE484222325
+    for byte in real_path.encode("utf-8", "surrogateescape"):
+        digest = ((digest ^ byte) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+    return os.path.join(limits.cache_directory(), "probe", f"{digest:016x}.json")
+
+
+def _file_identity(real_path: str) -> Dict[str, Any]:
+    from ..base.version import __version__
+
+    info = os.stat(real_path)
+    return {"path": real_path, "inode": info.st_ino, "device": info.st_dev,
+            "size": info.st_size, "mtime_ns": info.st_mtime_ns, "host": __version__,
+            "protocol": PROTOCOL, "python": sys.executable}
+
+
+def verdict(path: str, timeout: Optional[float] = None, report: bool = True) -> ProbeResult:
+    """The probe's verdict on ``path``: from the cache when this very file (real path, inode,
+    size, mtime) was probed before by this host version, else from a new probe, cached.
+
+    With ``report=False`` a verdict from the cache comes with an empty ``report``: the
+    report (the plugin's every kernel and callback) is most of a cache entry, and discovery
+    needs only ``ok``, ``step`` and ``reason``."""
+    real_path = os.path.realpath(path)
+    identity = _file_identity(real_path)
+    cache_file = _cache_file(real_path)
+    try:
+        stored = _load(cache_file, report)
+        if stored.get("identity") == identity:
+            result = ProbeResult(**stored["result"])
+            result.cached = True
+            return result
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        pass  # absent, stale or unreadable: probe again
+    result = run(real_path, timeout)
+    if result.steps:  # a child that reached no step tells nothing about the plugin
+        _store(cache_file, identity, result)
+    return result
+
+
+# A cache entry is one JSON object on two lines: the identity and the verdict on the first,
+# the report on the second. The first line alone, closed, is the verdict without the report.
+def _load(cache_file: str, report: bool) -> Dict[str, Any]:
+    with open(cache_file, encoding="utf-8") as f:
+        if not report:
+            head = f.readline()
+            if head.endswith(",\n"):
+                return _json_loads(head[:-2] + "}")
+            f.seek(0)
+        text = f.read()
+    stored = _json_loads(text)
+    stored["result"]["report"] = stored.pop("report")
+    return stored
+
+
+class _PlainJSON:
+    """The settings json's C scanner reads from its decoder: plain JSON to Python's types."""
+
+    strict = True
+    object_hook = object_pairs_hook = None
+    parse_float = parse_constant = float
+    parse_int = int
+
+
+def _json_loads(text: str) -> Any:
+    """``json.loads(text)``; with CPython's C scanner (the one `json` itself uses) where
+    there is one: importing `json` pulls in `re` and costs a warm start more than the
+    rest of the cache lookup."""
+    try:
+        from _json import make_scanner
+        scan = make_scanner(_PlainJSON())
+    except (ImportError, AttributeError, TypeError):
+        import json
+
+        return json.loads(text)
+    try:
+        value, end = scan(text, 0)
+    except StopIteration:
+        raise ValueError("the text is not JSON") from None
+    if text[end:].strip():
+        raise ValueError("the text holds more than one JSON value")
+    return value
+
+
+def _store(cache_file: str, identity: Dict[str, Any], result: ProbeResult) -> None:
+    import json
+    import tempfile
+
+    fields = result.as_dict()
+    report = fields.pop("report")
+    head = json.dumps({"identity": identity, "result": fields})  # one line: no indent
+    try:
+        os.makedirs(os.path.dirname(cache_file), mode=0o700, exist_ok=True)
+        fd, temporary = tempfile.mkstemp(dir=os.path.dirname(cache_file), suffix=".tmp")
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(f"{head[:-1]},\n\"report\": {json.dumps(report)}}}\n")
+        os.replace(temporary, cache_file)
+    except OSError:
+        pass  # a read-only cache costs a probe per start, not a failure
+
+
+def doctor(path: str, timeout: Optional[float] = None) -> ProbeResult:
+    """What ``python -m pluggable doctor`` reports on ``path``: the file check, then a fresh
+    probe (never the cache). ``ok`` is False on any failure: a failed step, API symbols the
+    runtime does not provide, kernels the host refused."""
+    from .library import PluginCallError, check_file
+
+    try:
+        real, _ = check_file(path)
+    except PluginCallError as exc:
+        return ProbeResult(os.path.abspath(path), False, exc.step, exc.reason)
+    result = run(real, timeout)
+    report = result.report
+    if report.get("missing_symbols") and result.step in ("dlopen", "symbol lookup"):
+        result.reason += (f" (it uses {', '.join(report['missing_symbols'])}, which the host "
+                          f"runtime does not provide)")
+    elif result.ok and report.get("missing_symbols"):
+        result.ok, result.step = False, "symbol lookup"
+        result.reason = (f"the plugin uses {', '.join(report['missing_symbols'])}, which the "
+                         f"host runtime does not provide")
+    elif result.ok and report.get("kernel_warnings"):
+        result.ok, result.step = False, "kernels"
+        result.reason = f"{len(report['kernel_warnings'])} kernel registration(s) refused"
+    return result
+
+
+def format_report(result: ProbeResult) -> str:
+    """``doctor``'s text: the verdict first, then every section of the report."""
+    r = result.report
+    lines = [f"plugin   {result.path}",
+             f"verdict  {'OK' if result.ok else 'FAILED'}"
+             + ("" if result.ok else f" at step {result.step!r}: {result.reason}"),
+             f"steps    {' > '.join(result.steps) or '(none)'}  ({result.seconds:g} s)"]
+    if not r:
+        return "\n".join(lines)
+    exports = r.get("exports", {})
+    if exports:
+        lines.append("exports  " + ", ".join(f"{k} {'yes' if v else 'no'}"
+                                              for k, v in exports.items()))
+    lines.append("missing  " + (", ".join(r.get("missing_symbols", [])) or
+                                "none (every TF_/SE_/TP_ symbol it uses is provided)"))
+    if "platform" in r:
+        lines.append(f"platform {r['platform']} (device type {r['device_type']}), StreamExecutor "
+                     f"C API {r['api_version']}, plugin {r.get('plugin_version') or '?'}, "
+                     f"priority {r.get('priority')}, {r['device_count']} device(s)")
+    for name, size in r.get("struct_sizes", {}).items():
+        relation = ("same" if size["plugin"] == size["host"] else
+                    "older plugin" if size["plugin"] < size["host"] else "newer plugin")
+        lines.append(f"struct   {name:<18} plugin {size['plugin']:>4}  host {size['host']:>4}  "
+                     f"{relation}")
+    callbacks = r.get("callbacks", {})
+    if not callbacks:  # the probe stopped before the callbacks were read
+        return "\n".join(lines)
+    missing_optional = [k for k, v in callbacks.items() if not v["present"] and not v["required"]]
+    missing_required = [k for k, v in callbacks.items() if not v["present"] and v["required"]]
+    lines.append(f"callbacks {sum(v['present'] for v in callbacks.values())} of "
+                 f"{len(callbacks)} set; required missing: {', '.join(missing_required) or 'none'}"
+                 f"; optional missing: {', '.join(missing_optional) or 'none'}")
+    for device in r.get("devices", []):
+        details = ", ".join(f"{k}={v}" for k, v in device["details"].items())
+        lines.append(f"device   {device['ordinal']}: {details}")
+    kernels = r.get("kernels", [])
+    by_op: Dict[str, List[str]] = {}
+    for k in kernels:
+        types = "; ".join(f"{a}={','.join(v)}" for a, v in k["types"].items())
+        by_op.setdefault(k["op"], []).append(types or "any type")
+    lines.append(f"kernels  {len(kernels)} registered for {len(by_op)} op(s)")
+    for op in sorted(by_op):
+        lines.append(f"         {op}: {' | '.join(by_op[op])}")
+    for warning in r.get("kernel_warnings", []):
+        lines.append(f"refused  {warning}")
+    lines.append(f"profiler {'TF_InitProfiler exported' if r.get('profiler') else 'none'}")
+    return "\n".join(lines)

@@ -1,0 +1,165 @@
+"""A plugin's device profiler: ``TF_InitProfiler``, the checks of what it fills, and the calls
+of a profiling session (start, stop, the two-call ``collect_data_xspace``).
+
+This is part of loading (the loader makes one `PluginProfiler` per library that exports
+``TF_InitProfiler``); `pluggable.profiler` drives them during a session. The rules are those
+of the StreamExecutor structs (see `validation`): ``struct_size`` of the three structs
+checked, ``TP_Profiler.device_type`` a non-empty string, ``start``, ``stop`` and
+``collect_data_xspace`` required, ``destroy_profiler`` and ``destroy_profiler_fns`` called
+once, at `destroy`.
+"""
+from __future__ import annotations
+
+import ctypes
+
+from ..base import native as _native
+from ..abi.pluggable_profiler import (
+    TP_MAJOR, TP_MINOR, TP_PATCH, TF_InitProfiler_fn, TF_ProfilerRegistrationParams,
+    TP_Profiler, TP_ProfilerFns)
+from ..abi.tf_status import TF_Code
+from ..base.errors import InternalError, error_for_code
+from .validation import ValidationError, alloc_struct, negotiate, read_c_string, require_callbacks
+
+TYPE_CHECKING = False  # typing's constant, without importing typing at start-up
+if TYPE_CHECKING:
+    from typing import Optional
+
+# Bytes behind the announced size of a collect buffer: a plugin that writes more than it
+# announced lands here, where the host sees it, instead of in memory it does not own.
+COLLECT_GUARD_BYTES = 4096
+_GUARD_PATTERN = 0xA5
+
+
+class ProfilerLoadError(Exception):
+    """TF_InitProfiler failed or filled its structs wrongly; ``step`` is "profiler init" or
+    "profiler validation"."""
+
+    def __init__(self, step: str, reason: str):
+        super().__init__(reason)
+        self.step = step
+        self.reason = reason
+
+
+def _code_name(code: int) -> str:
+    try:
+        return TF_Code(code).name
+    except ValueError:
+        return f"code {code}"
+
+
+class PluginProfiler:
+    """The profiler of one plugin library: ``device_type`` ("XPU"), ``path`` (the library)."""
+
+    def __init__(self, path: str, init_address: int):
+        self.path = path
+        self._destroy_profiler = self._destroy_profiler_fns = None
+        params = alloc_struct(TF_ProfilerRegistrationParams)
+        profiler = alloc_struct(TP_Profiler)
+        profiler_fns = alloc_struct(TP_ProfilerFns)
+        params.major_version, params.minor_version, params.patch_version = (
+            TP_MAJOR, TP_MINOR, TP_PATCH)
+        params.profiler = ctypes.pointer(profiler)
+        params.profiler_fns = ctypes.pointer(profiler_fns)
+        # The plugin keeps these addresses: they are what every later call passes back.
+        self._storage = (params, profiler, profiler_fns)
+        self._profiler_ref = ctypes.byref(profiler)
+
+        status = _native.Status()
+        TF_InitProfiler_fn(init_address)(ctypes.byref(params), status.address)
+        if not status.ok:
+            raise ProfilerLoadError(
+                "profiler init", f"TF_InitProfiler returned {_code_name(status.code)}: "
+                                 f"{status.message or '(no message)'}")
+        try:
+            where = "TF_InitProfiler"
+            params_view = negotiate(TF_ProfilerRegistrationParams, params, where)
+            self._destroy_profiler = params_view.destroy_profiler or None
+            self._destroy_profiler_fns = params_view.destroy_profiler_fns or None
+            if params_view.major_version != TP_MAJOR:
+                raise ValidationError(
+                    f"the plugin implements profiler C API {params_view.major_version}."
+                    f"{params_view.minor_version}.{params_view.patch_version} but this host "
+                    f"implements {TP_MAJOR}.{TP_MINOR}.{TP_PATCH}; the major versions must "
+                    f"match. Rebuild the plugin against pluggable.get_include()")
+            view = negotiate(TP_Profiler, profiler, where)
+            self.device_type = read_c_string(view.device_type, "TP_Profiler.device_type")
+            if not self.device_type:
+                raise ValidationError("TP_Profiler.device_type is empty; set it to the device "
+                                      "type the profiler records (for example \"XPU\")")
+            fns = negotiate(TP_ProfilerFns, profiler_fns, where)
+            require_callbacks(TP_ProfilerFns, fns, TP_ProfilerFns.required_callbacks(), where)
+        except ValidationError as exc:
+            self.destroy()
+            raise ProfilerLoadError("profiler validation", str(exc)) from None
+        self._start, self._stop = fns.start, fns.stop
+        self._collect = fns.collect_data_xspace
+
+    @property
+    def label(self) -> str:
+        return f"the {self.device_type} profiler of {self.path}"
+
+    def _check(self, status: "_native.Status", call: str) -> None:
+        if not status.ok:
+            raise error_for_code(status.code)(
+                f"{self.label}: TP_ProfilerFns.{call} failed: "
+                f"{status.message or '(the plugin gave no message)'}",
+                plugin=self.path, call=f"TP_ProfilerFns.{call}", plugin_message=status.message)
+
+    def start(self) -> None:
+        status = _native.Status()
+        self._start(self._profiler_ref, status.address)
+        self._check(status, "start")
+
+    def stop(self) -> None:
+        status = _native.Status()
+        self._stop(self._profiler_ref, status.address)
+        self._check(status, "stop")
+
+    def collect(self) -> bytes:
+        """The serialized XSpace of the session (b"" when the device did nothing).
+
+        The two-call protocol: the size first, then a buffer of exactly that size followed by
+        a guard region the host checks afterwards; a plugin that writes past the size it
+        announced is an error (the bytes are dropped)."""
+        status = _native.Status()
+        size = ctypes.c_size_t(0)
+        self._collect(self._profiler_ref, None, ctypes.byref(size), status.address)
+        self._check(status, "collect_data_xspace (size query)")
+        announced = size.value
+        if announced == 0:
+            return b""
+        buffer = (ctypes.c_uint8 * (announced + COLLECT_GUARD_BYTES))()
+        ctypes.memset(ctypes.addressof(buffer) + announced, _GUARD_PATTERN, COLLECT_GUARD_BYTES)
+        status = _native.Status()
+        self._collect(self._profiler_ref, buffer, ctypes.byref(size), status.address)
+        self._check(status, "collect_data_xspace")
+        guard = ctypes.string_at(ctypes.addressof(buffer) + announced, COLLECT_GUARD_BYTES)
+        if guard != bytes([_GUARD_PATTERN]) * COLLECT_GUARD_BYTES or size.value > announced:
+            written = announced + next((i + 1 for i in range(COLLECT_GUARD_BYTES - 1, -1, -1)
+                                        if guard[i] != _GUARD_PATTERN), 0)
+            raise InternalError(
+                f"{self.label}: TP_ProfilerFns.collect_data_xspace announced {announced} bytes "
+                f"but wrote {max(written, size.value)}; a plugin must write exactly the size "
+                f"its size query (buffer NULL) gave",
+                plugin=self.path, call="TP_ProfilerFns.collect_data_xspace")
+        return ctypes.string_at(buffer, announced)
+
+    def destroy(self) -> None:
+        """Gives the plugin back its profiler structs (once)."""
+        _, profiler, profiler_fns = self._storage
+        destroy_fns, self._destroy_profiler_fns = self._destroy_profiler_fns, None
+        destroy, self._destroy_profiler = self._destroy_profiler, None
+        if destroy_fns is not None:
+            destroy_fns(ctypes.byref(profiler_fns))
+        if destroy is not None:
+            destroy(ctypes.byref(profiler))
+
+    def __repr__(self) -> str:
+        return f"<PluginProfiler {self.device_type} {self.path!r}>"
+
+
+def load_profiler(path: str, init_address: Optional[int]) -> Optional[PluginProfiler]:
+    """The library's profiler, or None when it exports no ``TF_InitProfiler``."""
+    if not init_address:
+        return None
+    return PluginProfiler(path, init_address)
