@@ -38,6 +38,22 @@ typedef struct TF_OpKernelContext TF_OpKernelContext;
  * xpu_parallel_elements). */
 #define XPU_PARALLEL_GRAIN 32768
 
+/* ---- dtypes (xpu_kernels_dtypes.c) ------------------------------------------------------ */
+
+/* Bytes per element of the fixed-size types the kernels handle; 0 for others. */
+size_t xpu_dtype_size(TF_DataType dt);
+/* "float", "int32", ... for messages. */
+const char* xpu_dtype_name(TF_DataType dt);
+
+/* Type lists for the registration tables (XpuKernelDef.types below), each terminated by 0
+ * (not a valid TF_DataType). */
+extern const TF_DataType xpu_types_F[];     /* float, double */
+extern const TF_DataType xpu_types_N[];     /* float, double, int32, int64 */
+extern const TF_DataType xpu_types_NB[];    /* N + bool */
+extern const TF_DataType xpu_types_CAST[];  /* bool, int32, int64, float, double, half, bfloat16 */
+extern const TF_DataType xpu_types_FIXED[]; /* every fixed-size type (Identity) */
+extern const TF_DataType xpu_types_MATMUL[];/* float, double, int32, int64 */
+
 /* ---- shapes and NumPy broadcasting (xpu_kernels.c) -------------------------------------- */
 
 typedef struct XpuShape {
@@ -83,11 +99,6 @@ int64_t xpu_task_count(int64_t count, int64_t grain);
 void xpu_parallel_elements(int64_t count, void (*range)(void* ctx, int64_t begin, int64_t end),
                            void* ctx);
 void xpu_task_range(int64_t count, int64_t tasks, int64_t t, int64_t* begin, int64_t* end);
-
-/* Bytes per element of the fixed-size types the kernels handle; 0 for others. */
-size_t xpu_dtype_size(TF_DataType dt);
-/* "float", "int32", ... for messages. */
-const char* xpu_dtype_name(TF_DataType dt);
 
 /* ---- compute() helpers (xpu_kernels.c) -------------------------------------------------- */
 
@@ -255,14 +266,6 @@ typedef struct XpuKernelDef {
   const TF_DataType* types2;
   const char* host_memory[XPU_MAX_HOST_MEMORY_ARGS];
 } XpuKernelDef;
-
-/* Type lists, each terminated by 0 (not a valid TF_DataType). */
-extern const TF_DataType xpu_types_F[];     /* float, double */
-extern const TF_DataType xpu_types_N[];     /* float, double, int32, int64 */
-extern const TF_DataType xpu_types_NB[];    /* N + bool */
-extern const TF_DataType xpu_types_CAST[];  /* bool, int32, int64, float, double, half, bfloat16 */
-extern const TF_DataType xpu_types_FIXED[]; /* every fixed-size type (Identity) */
-extern const TF_DataType xpu_types_MATMUL[];/* float, double, int32, int64 */
 
 void xpu_register_defs(const XpuKernelDef* defs, size_t count);
 
