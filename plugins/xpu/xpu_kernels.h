@@ -54,7 +54,7 @@ extern const TF_DataType xpu_types_CAST[];  /* bool, int32, int64, float, double
 extern const TF_DataType xpu_types_FIXED[]; /* every fixed-size type (Identity) */
 extern const TF_DataType xpu_types_MATMUL[];/* float, double, int32, int64 */
 
-/* ---- shapes and NumPy broadcasting (xpu_kernels.c) -------------------------------------- */
+/* ---- shapes and NumPy broadcasting (xpu_kernels_broadcast.c) ---------------------------- */
 
 typedef struct XpuShape {
   int rank;
@@ -89,6 +89,8 @@ bool xpu_broadcast_walk(const XpuBroadcast* bc, int64_t begin, int64_t end, XpuB
 
 /* Formats a shape as "[2,3]" into buf (truncated with "..." when too long). */
 const char* xpu_shape_str(const XpuShape* s, char* buf, size_t size);
+
+/* ---- task splitting (xpu_kernels_tasks.c) ----------------------------------------------- */
 
 /* Splits [0, count) into tasks of about `grain` items (one task when count < 2 * grain), the
  * same for any number of threads; xpu_task_range gives task t's [begin, end). */
