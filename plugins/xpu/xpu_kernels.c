@@ -1,13 +1,25 @@
-/* xpu_kernels.c: the XPU plugin's kernel entry point (TF_InitKernel) and the machinery every
- * kernel file shares: registration tables, attribute readers for create(), the compute()
- * helpers that fetch inputs, allocate outputs and queue work on the stream, and NumPy
- * broadcasting.
+/* xpu_kernels.c: the XPU kernels' side of TensorFlow's kernel C API, and the only file of the
+ * plugin that includes tensorflow/c/kernels.h (README.md, "Build", says why): every other
+ * kernel file reaches the kernel API through the helpers here.
+ *
+ * Holds:
+ *   registration        xpu_register_defs: a table of XpuKernelDef into kernel builders
+ *                       (TF_NewKernelBuilder, type constraints, host-memory arguments)
+ *   create() helpers    xpu_construction_fail, the attribute readers (xpu_attr_*),
+ *                       xpu_kernel_new, xpu_kernel_delete
+ *   compute() helpers   xpu_compute_begin, xpu_compute_begin_list, xpu_compute_end, xpu_fail;
+ *                       inputs (xpu_check_dtype, xpu_host_ints), outputs (xpu_reserve_outputs,
+ *                       xpu_alloc_output, xpu_forward_input), and work queued on the kernel's
+ *                       stream (xpu_compute_enqueue, _work, _work_extra), which waits for it
+ *                       when kernels are launch blocking (g_launch_blocking)
+ *   resource variables  the functions of kernels_experimental.h, weak references:
+ *                       xpu_host_has_variable_api, xpu_var_*, xpu_context_failure,
+ *                       xpu_enqueue_on_context
  *
  * Kernels use nothing but TensorFlow's kernel C API (tensorflow/c/kernels.h, tf_tensor.h):
  * the host provides those functions when it loads the plugin, as TensorFlow would. The
- * kernels themselves live in xpu_kernels_elementwise.c, xpu_kernels_shape.c,
- * xpu_kernels_reduce.c and xpu_kernels_matmul.c (with the GEMM engine in
- * xpu_kernels_gemm.c); README.md lists them with their types and semantics.
+ * kernels themselves live in the other xpu_kernels_*.c files, registered by TF_InitKernel
+ * (xpu_kernels_register.c); README.md lists them with their types and semantics.
  */
 #include "xpu_kernels.h"
 
@@ -29,30 +41,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* ---- entry point ------------------------------------------------------------------------ */
-
-/* Whether compute() waits for its work to run ("launch blocking", as CUDA_LAUNCH_BLOCKING=1
- * makes a GPU do). A host that exports the variable functions (pluggable) gets the XPU's
- * variable kernels, which order every update on the stream, and asynchronous kernels. A host
- * that does not (TensorFlow 2.21) runs its own variable kernels on the host thread with no
- * regard for the stream: there, each kernel's results are complete when compute() returns, so
- * those host-side updates read and write settled memory. Set once by TF_InitKernel. */
-static bool g_launch_blocking = false;
-
-/* g_launch_blocking, or what a test set with XPU_SetLaunchBlocking. */
-static bool launch_blocking(void) { return g_launch_blocking || xpu_launch_blocking_forced(); }
-
-__attribute__((visibility("default"))) void TF_InitKernel(void) {
-  g_launch_blocking = !xpu_host_has_variable_api();
-  xpu_register_elementwise_kernels();
-  xpu_register_shape_kernels();
-  xpu_register_reduction_kernels();
-  xpu_register_matmul_kernels();
-  xpu_register_array_kernels();
-  xpu_register_nn_kernels();
-  if (xpu_host_has_variable_api()) xpu_register_variable_kernels();
-}
 
 /* ---- registration ----------------------------------------------------------------------- */
 
@@ -475,6 +463,9 @@ bool xpu_host_ints(XpuCompute* c, int i, int64_t* vals, int max, int* n) {
   *n = (int)s->count;
   return true;
 }
+
+/* g_launch_blocking, or what a test set with XPU_SetLaunchBlocking. */
+static bool launch_blocking(void) { return g_launch_blocking || xpu_launch_blocking_forced(); }
 
 /* xpu_compute_enqueue (a heap `arg`), xpu_compute_enqueue_work (a `work` struct copied) and
  * xpu_compute_enqueue_work_extra (the same, with device ranges besides the kernel's inputs

@@ -29,6 +29,10 @@
 typedef struct TF_OpKernelConstruction TF_OpKernelConstruction;
 typedef struct TF_OpKernelContext TF_OpKernelContext;
 
+/* The kernel entry point (xpu_kernels_register.c), as kernels.h declares it; declared here
+ * for the file that defines it, which does not include kernels.h. */
+void TF_InitKernel(void);
+
 #pragma GCC visibility push(hidden)
 
 /* Highest tensor rank the kernels accept (TensorFlow allows 254; more is INVALID_ARGUMENT). */
@@ -251,7 +255,7 @@ void* xpu_kernel_new(TF_OpKernelConstruction* k, size_t size, const char* op, in
 /* delete_func for every kernel: the state is one malloc'ed block. */
 void xpu_kernel_delete(void* kernel);
 
-/* ---- registration (xpu_kernels.c) ------------------------------------------------------- */
+/* ---- registration (xpu_kernels_register.c: TF_InitKernel; xpu_kernels.c: builders) ------ */
 
 #define XPU_MAX_HOST_MEMORY_ARGS 3
 
@@ -269,7 +273,12 @@ typedef struct XpuKernelDef {
   const char* host_memory[XPU_MAX_HOST_MEMORY_ARGS];
 } XpuKernelDef;
 
+/* Registers a table of kernels with TensorFlow's kernel builders (xpu_kernels.c). */
 void xpu_register_defs(const XpuKernelDef* defs, size_t count);
+
+/* Whether compute() waits for its work to run (launch blocking): set once by TF_InitKernel,
+ * read when compute() enqueues its work. */
+extern bool g_launch_blocking;
 
 /* Each kernel file's registration function, called by TF_InitKernel. */
 void xpu_register_elementwise_kernels(void);
