@@ -11,8 +11,8 @@
  * buffers and copies the struct into a recycled record of the stream (work that owns heap
  * arrays goes as a heap argument through xpu_compute_enqueue); the worker runs it later.
  * compute() does not wait for the stream, except in a host without kernels_experimental.h's
- * variable functions (launch blocking, xpu_kernels.c). Hidden like everything else in
- * xpu_internal.h.
+ * variable functions (launch blocking, xpu_kernels_register.c). Hidden like everything else
+ * in xpu_internal.h.
  */
 #ifndef XPU_KERNELS_H_
 #define XPU_KERNELS_H_
@@ -22,7 +22,7 @@
 #include "tensorflow/c/tf_datatype.h"
 #include "tensorflow/c/tf_tensor.h"
 
-/* The kernel API's opaque types. Only xpu_kernels.c includes tensorflow/c/kernels.h:
+/* The kernel API's opaque types. Only xpu_kernels_api.c includes tensorflow/c/kernels.h:
  * TensorFlow's copy defines a const object (TF_InputRange_Args_STRUCT_SIZE) in every C file
  * that includes it, which would clash at link time; the kernel files reach the kernel API
  * through the helpers below. (Repeating a typedef is valid C11.) */
@@ -106,7 +106,7 @@ void xpu_parallel_elements(int64_t count, void (*range)(void* ctx, int64_t begin
                            void* ctx);
 void xpu_task_range(int64_t count, int64_t tasks, int64_t t, int64_t* begin, int64_t* end);
 
-/* ---- compute() helpers (xpu_kernels.c) -------------------------------------------------- */
+/* ---- compute() helpers (xpu_kernels_api.c) ---------------------------------------------- */
 
 /* Inputs and outputs held inside XpuCompute; ops with more (ConcatV2, Pack, AddN, Split)
  * get heap arrays for the call. */
@@ -184,7 +184,7 @@ bool xpu_compute_enqueue_work_extra(XpuCompute* c, XpuStreamFn fn, const void* w
 
 static inline void* xpu_data(const TF_Tensor* t) { return TF_TensorData(t); }
 
-/* ---- resource variables (xpu_kernels.c, over tensorflow/c/kernels_experimental.h) ------- */
+/* ---- resource variables (xpu_kernels_api.c, over tensorflow/c/kernels_experimental.h) --- */
 
 typedef struct TF_VariableInputLockHolder TF_VariableInputLockHolder;
 /* True when the host exports the variable functions below (pluggable does; TensorFlow 2.21's
@@ -218,7 +218,7 @@ bool xpu_enqueue_on_context(TF_OpKernelContext* ctx, const char* op, XpuStreamFn
                             const void* work, size_t size, const XpuDeviceRange* ranges,
                             size_t count, TF_Status* status);
 
-/* ---- create() helpers (xpu_kernels.c) --------------------------------------------------- */
+/* ---- create() helpers (xpu_kernels_api.c) ----------------------------------------------- */
 
 /* The per-instance state of kernels that need only their op name and dtype. */
 typedef struct XpuKernelBase {
@@ -255,7 +255,7 @@ void* xpu_kernel_new(TF_OpKernelConstruction* k, size_t size, const char* op, in
 /* delete_func for every kernel: the state is one malloc'ed block. */
 void xpu_kernel_delete(void* kernel);
 
-/* ---- registration (xpu_kernels_register.c: TF_InitKernel; xpu_kernels.c: builders) ------ */
+/* ---- registration (xpu_kernels_register.c: TF_InitKernel; xpu_kernels_api.c: builders) -- */
 
 #define XPU_MAX_HOST_MEMORY_ARGS 3
 
@@ -273,7 +273,7 @@ typedef struct XpuKernelDef {
   const char* host_memory[XPU_MAX_HOST_MEMORY_ARGS];
 } XpuKernelDef;
 
-/* Registers a table of kernels with TensorFlow's kernel builders (xpu_kernels.c). */
+/* Registers a table of kernels with TensorFlow's kernel builders (xpu_kernels_api.c). */
 void xpu_register_defs(const XpuKernelDef* defs, size_t count);
 
 /* Whether compute() waits for its work to run (launch blocking): set once by TF_InitKernel,

@@ -5,9 +5,9 @@
  *                      XpuKernelDef, through its xpu_register_*_kernels), the variable kernels
  *                      only when the host exports kernels_experimental.h's functions, and
  *                      sets g_launch_blocking
- *   g_launch_blocking  whether compute() waits for its work to run (read in xpu_kernels.c)
- * xpu_register_defs (xpu_kernels.c) turns a table into TensorFlow kernel builders; README.md
- * ("Kernels") lists every op with its types.
+ *   g_launch_blocking  whether compute() waits for its work to run (read in xpu_kernels_api.c)
+ * xpu_register_defs (xpu_kernels_api.c) turns a table into TensorFlow kernel builders;
+ * README.md ("Kernels") lists every op with its types.
  */
 #include "xpu_kernels.h"
 

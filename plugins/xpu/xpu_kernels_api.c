@@ -1,5 +1,5 @@
-/* xpu_kernels.c: the XPU kernels' side of TensorFlow's kernel C API, and the only file of the
- * plugin that includes tensorflow/c/kernels.h (README.md, "Build", says why): every other
+/* xpu_kernels_api.c: the XPU kernels' side of TensorFlow's kernel C API, and the only file of
+ * the plugin that includes tensorflow/c/kernels.h (README.md, "Build", says why): every other
  * kernel file reaches the kernel API through the helpers here.
  *
  * Holds:
