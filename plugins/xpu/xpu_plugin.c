@@ -48,15 +48,18 @@
  *     so even a source device destroyed too early cannot make the copy fault. The copy is
  *     ordered on D's stream only; the host waits for the source's producer before enqueueing.
  *   - Kernels (TF_InitKernel, xpu_kernels*.c): element-wise math with NumPy broadcasting,
- *     Cast, Select, BiasAdd, shape ops (Identity, Fill, Reshape, Transpose, ...), reductions,
- *     ArgMax, Softmax, MatMul, BatchMatMulV2 and Conv2D, registered with TF_NewKernelBuilder.
+ *     Cast, Select, BiasAdd, shape and array ops (Identity, Fill, Reshape, Transpose, ConcatV2,
+ *     StridedSlice, GatherV2, ...), reductions, ArgMax, Softmax, MatMul, BatchMatMulV2, Conv2D,
+ *     gradients and losses, resource-variable updates and optimizers, registered with
+ *     TF_NewKernelBuilder.
  *     compute() validates synchronously, allocates outputs and enqueues the work on the
  *     stream TF_GetStream gives (checked to be a live XPU stream, with every device buffer
  *     inside a live allocation); the stream's worker runs it later, splitting large kernels
- *     across a helper-thread pool of XPU_KERNEL_THREADS threads (xpu_kernels_pool.c). Errors
- *     found while running (integer division by zero) fail the stream. MatMul, BatchMatMulV2
- *     and Conv2D share a cache-blocked GEMM with AVX-512 / AVX2 / generic micro-kernels chosen
- *     at run time (xpu_kernels_gemm.c).
+ *     across a helper-thread pool of XPU_KERNEL_THREADS threads (xpu_kernels_pool.c). No
+ *     data value fails the stream: each has a defined result, as on a GPU (integer RealDiv
+ *     and FloorDiv by zero give -1; README.md, "Values never fail the stream"). MatMul,
+ *     BatchMatMulV2 and Conv2D share a cache-blocked GEMM with AVX-512 / AVX2 / generic
+ *     micro-kernels chosen at run time (xpu_kernels_gemm.c).
  *
  *   - A device profiler (TF_InitProfiler, xpu_profiler.c): while a session runs, every stream
  *     worker records its kernels (op type and node name), copies (direction, bytes), fills,
