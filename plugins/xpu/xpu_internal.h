@@ -70,7 +70,7 @@ void SE_InitializePlugin(SE_PlatformRegistrationParams* params, TF_Status* statu
 /* Every device allocation starts and ends on this boundary, as on real accelerators. */
 #define XPU_ALIGNMENT ((uint64_t)256)
 
-/* ---- status helpers (xpu_plugin.c) ------------------------------------------------------ */
+/* ---- status helpers (xpu_status.c) ------------------------------------------------------ */
 
 /* Sets `status` to `code` with a printf-formatted message; a NULL status is ignored. */
 void xpu_status(TF_Status* status, TF_Code code, const char* fmt, ...)

@@ -11,8 +11,8 @@
  * buffers and copies the struct into a recycled record of the stream (work that owns heap
  * arrays goes as a heap argument through xpu_compute_enqueue); the worker runs it later.
  * compute() does not wait for the stream, except in a host without kernels_experimental.h's
- * variable functions (launch blocking, xpu_kernels.c). Hidden like everything else in
- * xpu_internal.h.
+ * variable functions (launch blocking, xpu_kernels_register.c). Hidden like everything else
+ * in xpu_internal.h.
  */
 #ifndef XPU_KERNELS_H_
 #define XPU_KERNELS_H_
@@ -22,12 +22,16 @@
 #include "tensorflow/c/tf_datatype.h"
 #include "tensorflow/c/tf_tensor.h"
 
-/* The kernel API's opaque types. Only xpu_kernels.c includes tensorflow/c/kernels.h:
+/* The kernel API's opaque types. Only xpu_kernels_api.c includes tensorflow/c/kernels.h:
  * TensorFlow's copy defines a const object (TF_InputRange_Args_STRUCT_SIZE) in every C file
  * that includes it, which would clash at link time; the kernel files reach the kernel API
  * through the helpers below. (Repeating a typedef is valid C11.) */
 typedef struct TF_OpKernelConstruction TF_OpKernelConstruction;
 typedef struct TF_OpKernelContext TF_OpKernelContext;
+
+/* The kernel entry point (xpu_kernels_register.c), as kernels.h declares it; declared here
+ * for the file that defines it, which does not include kernels.h. */
+void TF_InitKernel(void);
 
 #pragma GCC visibility push(hidden)
 
@@ -38,7 +42,23 @@ typedef struct TF_OpKernelContext TF_OpKernelContext;
  * xpu_parallel_elements). */
 #define XPU_PARALLEL_GRAIN 32768
 
-/* ---- shapes and NumPy broadcasting (xpu_kernels.c) -------------------------------------- */
+/* ---- dtypes (xpu_kernels_dtypes.c) ------------------------------------------------------ */
+
+/* Bytes per element of the fixed-size types the kernels handle; 0 for others. */
+size_t xpu_dtype_size(TF_DataType dt);
+/* "float", "int32", ... for messages. */
+const char* xpu_dtype_name(TF_DataType dt);
+
+/* Type lists for the registration tables (XpuKernelDef.types below), each terminated by 0
+ * (not a valid TF_DataType). */
+extern const TF_DataType xpu_types_F[];     /* float, double */
+extern const TF_DataType xpu_types_N[];     /* float, double, int32, int64 */
+extern const TF_DataType xpu_types_NB[];    /* N + bool */
+extern const TF_DataType xpu_types_CAST[];  /* bool, int32, int64, float, double, half, bfloat16 */
+extern const TF_DataType xpu_types_FIXED[]; /* every fixed-size type (Identity) */
+extern const TF_DataType xpu_types_MATMUL[];/* float, double, int32, int64 */
+
+/* ---- shapes and NumPy broadcasting (xpu_kernels_broadcast.c) ---------------------------- */
 
 typedef struct XpuShape {
   int rank;
@@ -74,6 +94,8 @@ bool xpu_broadcast_walk(const XpuBroadcast* bc, int64_t begin, int64_t end, XpuB
 /* Formats a shape as "[2,3]" into buf (truncated with "..." when too long). */
 const char* xpu_shape_str(const XpuShape* s, char* buf, size_t size);
 
+/* ---- task splitting (xpu_kernels_tasks.c) ----------------------------------------------- */
+
 /* Splits [0, count) into tasks of about `grain` items (one task when count < 2 * grain), the
  * same for any number of threads; xpu_task_range gives task t's [begin, end). */
 int64_t xpu_task_count(int64_t count, int64_t grain);
@@ -84,12 +106,7 @@ void xpu_parallel_elements(int64_t count, void (*range)(void* ctx, int64_t begin
                            void* ctx);
 void xpu_task_range(int64_t count, int64_t tasks, int64_t t, int64_t* begin, int64_t* end);
 
-/* Bytes per element of the fixed-size types the kernels handle; 0 for others. */
-size_t xpu_dtype_size(TF_DataType dt);
-/* "float", "int32", ... for messages. */
-const char* xpu_dtype_name(TF_DataType dt);
-
-/* ---- compute() helpers (xpu_kernels.c) -------------------------------------------------- */
+/* ---- compute() helpers (xpu_kernels_api.c) ---------------------------------------------- */
 
 /* Inputs and outputs held inside XpuCompute; ops with more (ConcatV2, Pack, AddN, Split)
  * get heap arrays for the call. */
@@ -167,7 +184,7 @@ bool xpu_compute_enqueue_work_extra(XpuCompute* c, XpuStreamFn fn, const void* w
 
 static inline void* xpu_data(const TF_Tensor* t) { return TF_TensorData(t); }
 
-/* ---- resource variables (xpu_kernels.c, over tensorflow/c/kernels_experimental.h) ------- */
+/* ---- resource variables (xpu_kernels_api.c, over tensorflow/c/kernels_experimental.h) --- */
 
 typedef struct TF_VariableInputLockHolder TF_VariableInputLockHolder;
 /* True when the host exports the variable functions below (pluggable does; TensorFlow 2.21's
@@ -201,7 +218,7 @@ bool xpu_enqueue_on_context(TF_OpKernelContext* ctx, const char* op, XpuStreamFn
                             const void* work, size_t size, const XpuDeviceRange* ranges,
                             size_t count, TF_Status* status);
 
-/* ---- create() helpers (xpu_kernels.c) --------------------------------------------------- */
+/* ---- create() helpers (xpu_kernels_api.c) ----------------------------------------------- */
 
 /* The per-instance state of kernels that need only their op name and dtype. */
 typedef struct XpuKernelBase {
@@ -238,7 +255,7 @@ void* xpu_kernel_new(TF_OpKernelConstruction* k, size_t size, const char* op, in
 /* delete_func for every kernel: the state is one malloc'ed block. */
 void xpu_kernel_delete(void* kernel);
 
-/* ---- registration (xpu_kernels.c) ------------------------------------------------------- */
+/* ---- registration (xpu_kernels_register.c: TF_InitKernel; xpu_kernels_api.c: builders) -- */
 
 #define XPU_MAX_HOST_MEMORY_ARGS 3
 
@@ -256,15 +273,12 @@ typedef struct XpuKernelDef {
   const char* host_memory[XPU_MAX_HOST_MEMORY_ARGS];
 } XpuKernelDef;
 
-/* Type lists, each terminated by 0 (not a valid TF_DataType). */
-extern const TF_DataType xpu_types_F[];     /* float, double */
-extern const TF_DataType xpu_types_N[];     /* float, double, int32, int64 */
-extern const TF_DataType xpu_types_NB[];    /* N + bool */
-extern const TF_DataType xpu_types_CAST[];  /* bool, int32, int64, float, double, half, bfloat16 */
-extern const TF_DataType xpu_types_FIXED[]; /* every fixed-size type (Identity) */
-extern const TF_DataType xpu_types_MATMUL[];/* float, double, int32, int64 */
-
+/* Registers a table of kernels with TensorFlow's kernel builders (xpu_kernels_api.c). */
 void xpu_register_defs(const XpuKernelDef* defs, size_t count);
+
+/* Whether compute() waits for its work to run (launch blocking): set once by TF_InitKernel,
+ * read when compute() enqueues its work. */
+extern bool g_launch_blocking;
 
 /* Each kernel file's registration function, called by TF_InitKernel. */
 void xpu_register_elementwise_kernels(void);

@@ -1,9 +1,10 @@
 /* xpu_kernels_training.c: the XPU's resource-variable kernels, written exactly as a
  * TensorFlow plugin writes them, through tensorflow/c/kernels_experimental.h (reached through
- * the helpers of xpu_kernels.c): AssignVariableOp (TF_AssignVariable), AssignAddVariableOp and
- * AssignSubVariableOp (TF_AssignUpdateVariable), and the optimizers ResourceApplyGradientDescent,
- * ResourceApplyMomentum and ResourceApplyAdam (TF_MaybeLockVariableInputMutexesInOrder +
- * TF_GetInputTensorFromVariable, updating the variables in place).
+ * the helpers of xpu_kernels_api.c): AssignVariableOp (TF_AssignVariable), AssignAddVariableOp
+ * and AssignSubVariableOp (TF_AssignUpdateVariable), and the optimizers
+ * ResourceApplyGradientDescent, ResourceApplyMomentum and ResourceApplyAdam
+ * (TF_MaybeLockVariableInputMutexesInOrder + TF_GetInputTensorFromVariable, updating the
+ * variables in place).
  *
  * Every update is queued on the kernel's stream, so it is ordered with the kernels that read
  * or write the variable before and after it: with an asynchronous device, a host-side update

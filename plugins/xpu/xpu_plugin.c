@@ -1,4 +1,20 @@
-/* xpu_plugin.c: the XPU reference plugin: entry point, platform and devices.
+/* xpu_plugin.c: the XPU reference plugin's StreamExecutor entry point, its platform and its
+ * devices.
+ *
+ * Holds:
+ *   SE_InitPlugin, SE_InitializePlugin  the entry points: check the host's structs, read and
+ *                                       check the environment (README.md, "Environment"),
+ *                                       fill SP_Platform and SP_PlatformFns
+ *   the platform and device registry    live platforms and devices; xpu_device_get, and
+ *                                       xpu_peer_pin_source, which finds a peer copy's source
+ *   SP_PlatformFns callbacks            get_device_count, create/destroy_device,
+ *                                       create/destroy_device_fns,
+ *                                       create/destroy_stream_executor,
+ *                                       create/destroy_timer_fns, destroy_platform(_fns)
+ *   SP_DeviceFns callbacks              get_numa_node, get_memory_bandwidth, get_gflops
+ *   the SP_StreamExecutor.ext chain     PLUGGABLE_LiveHandlesExt, PLUGGABLE_StreamNamesExt
+ * The executor's memory and stream slots are filled by xpu_memory.c and xpu_stream.c; the
+ * status helpers are in xpu_status.c. README.md lists every file.
  *
  * This plugin implements TensorFlow's StreamExecutor C API
  * (tensorflow/c/experimental/stream_executor/stream_executor.h) for an imaginary accelerator,
@@ -32,15 +48,18 @@
  *     so even a source device destroyed too early cannot make the copy fault. The copy is
  *     ordered on D's stream only; the host waits for the source's producer before enqueueing.
  *   - Kernels (TF_InitKernel, xpu_kernels*.c): element-wise math with NumPy broadcasting,
- *     Cast, Select, BiasAdd, shape ops (Identity, Fill, Reshape, Transpose, ...), reductions,
- *     ArgMax, Softmax, MatMul, BatchMatMulV2 and Conv2D, registered with TF_NewKernelBuilder.
+ *     Cast, Select, BiasAdd, shape and array ops (Identity, Fill, Reshape, Transpose, ConcatV2,
+ *     StridedSlice, GatherV2, ...), reductions, ArgMax, Softmax, MatMul, BatchMatMulV2, Conv2D,
+ *     gradients and losses, resource-variable updates and optimizers, registered with
+ *     TF_NewKernelBuilder.
  *     compute() validates synchronously, allocates outputs and enqueues the work on the
  *     stream TF_GetStream gives (checked to be a live XPU stream, with every device buffer
  *     inside a live allocation); the stream's worker runs it later, splitting large kernels
- *     across a helper-thread pool of XPU_KERNEL_THREADS threads (xpu_kernels_pool.c). Errors
- *     found while running (integer division by zero) fail the stream. MatMul, BatchMatMulV2
- *     and Conv2D share a cache-blocked GEMM with AVX-512 / AVX2 / generic micro-kernels chosen
- *     at run time (xpu_kernels_gemm.c).
+ *     across a helper-thread pool of XPU_KERNEL_THREADS threads (xpu_kernels_pool.c). No
+ *     data value fails the stream: each has a defined result, as on a GPU (integer RealDiv
+ *     and FloorDiv by zero give -1; README.md, "Values never fail the stream"). MatMul,
+ *     BatchMatMulV2 and Conv2D share a cache-blocked GEMM with AVX-512 / AVX2 / generic
+ *     micro-kernels chosen at run time (xpu_kernels_gemm.c).
  *
  *   - A device profiler (TF_InitProfiler, xpu_profiler.c): while a session runs, every stream
  *     worker records its kernels (op type and node name), copies (direction, bytes), fills,
@@ -65,7 +84,6 @@
 #include "dlpack/dlpack.h"
 
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,27 +102,6 @@ static pthread_mutex_t g_registry_mu = PTHREAD_MUTEX_INITIALIZER;
 static XpuPtrSet g_platforms;
 static XpuPtrSet g_devices;
 static uint64_t g_next_platform_id; /* guarded by g_registry_mu */
-
-/* ---- status helpers --------------------------------------------------------------------- */
-
-void xpu_status(TF_Status* status, TF_Code code, const char* fmt, ...) {
-  if (status == NULL) return;
-  char message[1024];
-  va_list args;
-  va_start(args, fmt);
-  vsnprintf(message, sizeof message, fmt, args);
-  va_end(args);
-  TF_SetStatus(status, code, message);
-}
-
-bool xpu_check_size(TF_Status* status, const char* fn, const char* struct_name, size_t got,
-                    size_t needed) {
-  if (got >= needed) return true;
-  xpu_status(status, TF_INVALID_ARGUMENT,
-             "%s: %s.struct_size is %zu, but the XPU plugin needs at least %zu (set it to the "
-             "header's *_STRUCT_SIZE)", fn, struct_name, got, needed);
-  return false;
-}
 
 /* ---- configuration from the environment ------------------------------------------------- */
 

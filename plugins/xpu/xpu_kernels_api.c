@@ -1,13 +1,25 @@
-/* xpu_kernels.c: the XPU plugin's kernel entry point (TF_InitKernel) and the machinery every
- * kernel file shares: registration tables, attribute readers for create(), the compute()
- * helpers that fetch inputs, allocate outputs and queue work on the stream, and NumPy
- * broadcasting.
+/* xpu_kernels_api.c: the XPU kernels' side of TensorFlow's kernel C API, and the only file of
+ * the plugin that includes tensorflow/c/kernels.h (README.md, "Build", says why): every other
+ * kernel file reaches the kernel API through the helpers here.
+ *
+ * Holds:
+ *   registration        xpu_register_defs: a table of XpuKernelDef into kernel builders
+ *                       (TF_NewKernelBuilder, type constraints, host-memory arguments)
+ *   create() helpers    xpu_construction_fail, the attribute readers (xpu_attr_*),
+ *                       xpu_kernel_new, xpu_kernel_delete
+ *   compute() helpers   xpu_compute_begin, xpu_compute_begin_list, xpu_compute_end, xpu_fail;
+ *                       inputs (xpu_check_dtype, xpu_host_ints), outputs (xpu_reserve_outputs,
+ *                       xpu_alloc_output, xpu_forward_input), and work queued on the kernel's
+ *                       stream (xpu_compute_enqueue, _work, _work_extra), which waits for it
+ *                       when kernels are launch blocking (g_launch_blocking)
+ *   resource variables  the functions of kernels_experimental.h, weak references:
+ *                       xpu_host_has_variable_api, xpu_var_*, xpu_context_failure,
+ *                       xpu_enqueue_on_context
  *
  * Kernels use nothing but TensorFlow's kernel C API (tensorflow/c/kernels.h, tf_tensor.h):
  * the host provides those functions when it loads the plugin, as TensorFlow would. The
- * kernels themselves live in xpu_kernels_elementwise.c, xpu_kernels_shape.c,
- * xpu_kernels_reduce.c and xpu_kernels_matmul.c (with the GEMM engine in
- * xpu_kernels_gemm.c); README.md lists them with their types and semantics.
+ * kernels themselves live in the other xpu_kernels_*.c files, registered by TF_InitKernel
+ * (xpu_kernels_register.c); README.md lists them with their types and semantics.
  */
 #include "xpu_kernels.h"
 
@@ -30,73 +42,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- entry point ------------------------------------------------------------------------ */
-
-/* Whether compute() waits for its work to run ("launch blocking", as CUDA_LAUNCH_BLOCKING=1
- * makes a GPU do). A host that exports the variable functions (pluggable) gets the XPU's
- * variable kernels, which order every update on the stream, and asynchronous kernels. A host
- * that does not (TensorFlow 2.21) runs its own variable kernels on the host thread with no
- * regard for the stream: there, each kernel's results are complete when compute() returns, so
- * those host-side updates read and write settled memory. Set once by TF_InitKernel. */
-static bool g_launch_blocking = false;
-
-/* g_launch_blocking, or what a test set with XPU_SetLaunchBlocking. */
-static bool launch_blocking(void) { return g_launch_blocking || xpu_launch_blocking_forced(); }
-
-__attribute__((visibility("default"))) void TF_InitKernel(void) {
-  g_launch_blocking = !xpu_host_has_variable_api();
-  xpu_register_elementwise_kernels();
-  xpu_register_shape_kernels();
-  xpu_register_reduction_kernels();
-  xpu_register_matmul_kernels();
-  xpu_register_array_kernels();
-  xpu_register_nn_kernels();
-  if (xpu_host_has_variable_api()) xpu_register_variable_kernels();
-}
-
-/* ---- dtypes and registration ------------------------------------------------------------ */
-
-const TF_DataType xpu_types_F[] = {TF_FLOAT, TF_DOUBLE, 0};
-const TF_DataType xpu_types_N[] = {TF_FLOAT, TF_DOUBLE, TF_INT32, TF_INT64, 0};
-const TF_DataType xpu_types_NB[] = {TF_FLOAT, TF_DOUBLE, TF_INT32, TF_INT64, TF_BOOL, 0};
-const TF_DataType xpu_types_CAST[] = {TF_BOOL,   TF_INT32, TF_INT64,    TF_FLOAT,
-                                      TF_DOUBLE, TF_HALF,  TF_BFLOAT16, 0};
-const TF_DataType xpu_types_MATMUL[] = {TF_FLOAT, TF_DOUBLE, TF_INT32, TF_INT64, 0};
-const TF_DataType xpu_types_FIXED[] = {
-    TF_FLOAT,  TF_DOUBLE, TF_INT32,  TF_INT64,    TF_BOOL,   TF_HALF,   TF_BFLOAT16, TF_INT8,
-    TF_INT16,  TF_UINT8,  TF_UINT16, TF_UINT32,   TF_UINT64, TF_COMPLEX64, TF_COMPLEX128, 0};
-
-size_t xpu_dtype_size(TF_DataType dt) {
-  switch (dt) {
-    case TF_BOOL: case TF_INT8: case TF_UINT8: return 1;
-    case TF_HALF: case TF_BFLOAT16: case TF_INT16: case TF_UINT16: return 2;
-    case TF_FLOAT: case TF_INT32: case TF_UINT32: return 4;
-    case TF_DOUBLE: case TF_INT64: case TF_UINT64: case TF_COMPLEX64: return 8;
-    case TF_COMPLEX128: return 16;
-    default: return 0;
-  }
-}
-
-const char* xpu_dtype_name(TF_DataType dt) {
-  switch (dt) {
-    case TF_FLOAT: return "float";
-    case TF_DOUBLE: return "double";
-    case TF_INT32: return "int32";
-    case TF_INT64: return "int64";
-    case TF_BOOL: return "bool";
-    case TF_HALF: return "half";
-    case TF_BFLOAT16: return "bfloat16";
-    case TF_INT8: return "int8";
-    case TF_INT16: return "int16";
-    case TF_UINT8: return "uint8";
-    case TF_UINT16: return "uint16";
-    case TF_UINT32: return "uint32";
-    case TF_UINT64: return "uint64";
-    case TF_COMPLEX64: return "complex64";
-    case TF_COMPLEX128: return "complex128";
-    default: return "unsupported type";
-  }
-}
+/* ---- registration ----------------------------------------------------------------------- */
 
 /* Registers one builder for `def` with the given type constraints. */
 static void register_one(const XpuKernelDef* def, TF_DataType t1, TF_DataType t2,
@@ -518,6 +464,9 @@ bool xpu_host_ints(XpuCompute* c, int i, int64_t* vals, int max, int* n) {
   return true;
 }
 
+/* g_launch_blocking, or what a test set with XPU_SetLaunchBlocking. */
+static bool launch_blocking(void) { return g_launch_blocking || xpu_launch_blocking_forced(); }
+
 /* xpu_compute_enqueue (a heap `arg`), xpu_compute_enqueue_work (a `work` struct copied) and
  * xpu_compute_enqueue_work_extra (the same, with device ranges besides the kernel's inputs
  * and outputs). */
@@ -591,151 +540,6 @@ bool xpu_compute_enqueue_work_extra(XpuCompute* c, XpuStreamFn fn, const void* w
 
 bool xpu_compute_enqueue_work(XpuCompute* c, XpuStreamFn fn, const void* work, size_t size) {
   return compute_enqueue(c, fn, NULL, NULL, work, size, NULL, 0);
-}
-
-/* ---- shapes, broadcasting, task splitting ----------------------------------------------- */
-
-const char* xpu_shape_str(const XpuShape* s, char* buf, size_t size) {
-  size_t used = 0;
-  buf[0] = '\0';
-  used += (size_t)snprintf(buf, size, "[");
-  for (int d = 0; d < s->rank && used < size; d++) {
-    used += (size_t)snprintf(buf + used, size - used, "%s%" PRId64, d ? "," : "", s->dims[d]);
-  }
-  if (used < size) snprintf(buf + used, size - used, "]");
-  if (used >= size && size > 4) memcpy(buf + size - 4, "...", 4);
-  return buf;
-}
-
-bool xpu_broadcast(int n, const XpuShape* const* shapes, XpuShape* out_shape, XpuBroadcast* bc) {
-  int rank = 0;
-  for (int k = 0; k < n; k++) {
-    if (shapes[k]->rank > rank) rank = shapes[k]->rank;
-  }
-  /* dims[k][d]: operand k's dim under output dim d (1 where it has fewer dims). */
-  int64_t dims[3][XPU_MAX_RANK];
-  out_shape->rank = rank;
-  out_shape->count = 1;
-  for (int d = 0; d < rank; d++) {
-    int64_t out = 1;
-    for (int k = 0; k < n; k++) {
-      int pad = rank - shapes[k]->rank;
-      dims[k][d] = d < pad ? 1 : shapes[k]->dims[d - pad];
-      if (dims[k][d] == 1) continue;
-      if (out == 1) out = dims[k][d];
-      else if (dims[k][d] != out) return false;
-    }
-    out_shape->dims[d] = out;
-    out_shape->count *= out;
-  }
-  memset(bc, 0, sizeof *bc);
-  bc->operands = n;
-  bc->count = out_shape->count;
-  /* Collapse: skip size-1 output dims, merge neighbours with the same broadcast pattern. */
-  unsigned prev_mask = 0;
-  for (int d = 0; d < rank; d++) {
-    int64_t out = out_shape->dims[d];
-    if (out == 1) continue;
-    unsigned mask = 0;
-    for (int k = 0; k < n; k++) mask |= (dims[k][d] == 1 ? 1u : 0u) << k;
-    if (bc->rank > 0 && mask == prev_mask) {
-      bc->dims[bc->rank - 1] *= out;
-    } else {
-      bc->dims[bc->rank] = out;
-      for (int k = 0; k < n; k++) bc->strides[k][bc->rank] = (mask >> k) & 1u; /* temp flag */
-      bc->rank++;
-    }
-    prev_mask = mask;
-  }
-  for (int k = 0; k < n; k++) {
-    int64_t running = 1;
-    for (int d = bc->rank - 1; d >= 0; d--) {
-      bool broadcast = bc->strides[k][d] != 0;
-      bc->strides[k][d] = broadcast ? 0 : running;
-      if (!broadcast) running *= bc->dims[d];
-    }
-  }
-  return true;
-}
-
-bool xpu_broadcast_walk(const XpuBroadcast* bc, int64_t begin, int64_t end, XpuBroadcastRun run,
-                        void* ctx) {
-  int64_t offs[3] = {0, 0, 0}, inner[3] = {0, 0, 0};
-  if (begin >= end) return true;
-  int r = bc->rank;
-  if (r == 0) return run(ctx, offs, inner, 0, 1);
-  int64_t idx[XPU_MAX_RANK];
-  int64_t rem = begin;
-  for (int d = r - 1; d >= 0; d--) {
-    idx[d] = rem % bc->dims[d];
-    rem /= bc->dims[d];
-  }
-  for (int k = 0; k < bc->operands; k++) {
-    for (int d = 0; d < r; d++) offs[k] += idx[d] * bc->strides[k][d];
-    inner[k] = bc->strides[k][r - 1];
-  }
-  bool ok = true;
-  int64_t pos = begin;
-  while (pos < end) {
-    int64_t count = bc->dims[r - 1] - idx[r - 1];
-    if (count > end - pos) count = end - pos;
-    if (!run(ctx, offs, inner, pos, count)) ok = false;
-    pos += count;
-    idx[r - 1] += count;
-    for (int k = 0; k < bc->operands; k++) offs[k] += count * inner[k];
-    for (int d = r - 1; d > 0 && idx[d] == bc->dims[d]; d--) {
-      idx[d] = 0;
-      idx[d - 1]++;
-      for (int k = 0; k < bc->operands; k++) {
-        offs[k] += bc->strides[k][d - 1] - bc->dims[d] * bc->strides[k][d];
-      }
-    }
-  }
-  return ok;
-}
-
-int64_t xpu_task_count(int64_t count, int64_t grain) {
-  if (grain < 1) grain = 1;
-  if (count < 2 * grain) return 1;
-  int64_t tasks = count / grain;
-  return tasks > 4096 ? 4096 : tasks;
-}
-
-/* The task count of xpu_parallel_elements over `count` elements. */
-static int64_t elementwise_tasks(int64_t count) {
-  if (count < xpu_pool_elementwise_split() || count < 2 * XPU_PARALLEL_GRAIN) return 1;
-  /* An even number of tasks (two threads share them evenly) of at least XPU_PARALLEL_GRAIN
-   * elements each. */
-  int64_t pairs = count / (2 * XPU_PARALLEL_GRAIN);
-  return pairs > 2048 ? 4096 : 2 * pairs;
-}
-
-/* An xpu_parallel_elements call as its pool tasks see it. */
-typedef struct ElementsJob {
-  void (*range)(void* ctx, int64_t begin, int64_t end);
-  void* ctx;
-  int64_t count, tasks;
-} ElementsJob;
-
-static void elements_task(void* arg, int64_t t) {
-  const ElementsJob* job = arg;
-  int64_t begin, end;
-  xpu_task_range(job->count, job->tasks, t, &begin, &end);
-  job->range(job->ctx, begin, end);
-}
-
-void xpu_parallel_elements(int64_t count, void (*range)(void* ctx, int64_t begin, int64_t end),
-                           void* ctx) {
-  ElementsJob job = {.range = range, .ctx = ctx, .count = count,
-                     .tasks = elementwise_tasks(count)};
-  xpu_parallel_for(job.tasks, elements_task, &job);
-}
-
-void xpu_task_range(int64_t count, int64_t tasks, int64_t t, int64_t* begin, int64_t* end) {
-  /* Even split; the arithmetic avoids overflow for any count below 2^62. */
-  int64_t q = count / tasks, r = count % tasks;
-  *begin = t * q + (t < r ? t : r);
-  *end = *begin + q + (t < r ? 1 : 0);
 }
 
 /* ---- resource variables (tensorflow/c/kernels_experimental.h) --------------------------- */
