@@ -29,7 +29,7 @@ from pluggable import ops
 
 ops_per_batch, batches, what = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
 sys.path.insert(0, sys.argv[4])  # this benchmarks directory
-from bench_ops import per_op as batch_median
+from _ratios import per_op as batch_median
 
 device = pluggable.get_device("XPU:0")
 

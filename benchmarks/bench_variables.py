@@ -24,7 +24,7 @@ from pluggable import ops, raw_ops
 from pluggable.kernels import registered_kernels
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_ops import per_op as per_call  # noqa: E402  (the same batch timing)
+from _ratios import per_op as per_call  # noqa: E402
 
 
 
