@@ -83,14 +83,6 @@ def spread(values: Sequence[float]) -> Tuple[float, float, float]:
     return min(values), statistics.median(values), max(values)
 
 
-def print_table(title: str, samples: Dict[str, List[float]], reference: str, unit: str,
-                scale: float, goal: float = None, goal_rows: Sequence[str] = ()) -> None:
-    """One table printed: each row's median time and its min/median/max ratio to
-    `reference`; with `goal`, whether the median ratio of `goal_rows` (default: every other
-    row) meets it. `Report.table` prints the same and keeps it for BENCHMARKS.md."""
-    Report("", "").table(title, samples, reference, unit, scale, goal, goal_rows)
-
-
 def number(value: float) -> str:
     """A measured figure with three significant digits or two decimals, whichever is longer."""
     if value >= 100:
