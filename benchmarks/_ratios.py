@@ -20,6 +20,7 @@ import re
 import shlex
 import statistics
 import sys
+import textwrap
 import time
 from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
@@ -232,12 +233,13 @@ class Report:
         """A goal line under the last table: met or not met."""
         verdict = "met" if met else "not met"
         print(f"  goal: {text}: {verdict}" + (f" ({detail})" if detail else ""))
-        self.blocks.append(f"Goal: {text}: **{verdict}**" + (f" ({detail})." if detail else "."))
+        self.blocks.append(paragraph(f"Goal: {text}: **{verdict}**"
+                                     + (f" ({detail})." if detail else ".")))
 
-    def text(self, paragraph: str) -> None:
+    def text(self, text: str) -> None:
         """A paragraph of the section after the last table (a finding of this run)."""
-        print(f"  {paragraph}")
-        self.blocks.append(paragraph)
+        print(f"  {text}")
+        self.blocks.append(paragraph(text))
 
     def _block(self, title: str, table: str) -> None:
         self.blocks.append(f"### {title}\n\n{table}")
@@ -265,6 +267,12 @@ class Report:
         print(f"\nwrote the {self.script} section of {path}")
 
 
+def paragraph(text: str, width: int = 92) -> str:
+    """`text` as one markdown paragraph, its lines at most `width` characters."""
+    return textwrap.fill(" ".join(text.split()), width, break_long_words=False,
+                         break_on_hyphens=False)
+
+
 def markers(script: str) -> Tuple[str, str]:
     return f"<!-- {script} begin -->", f"<!-- {script} end -->"
 
@@ -287,7 +295,7 @@ def render_section(script: str, title: str, command: str, machine_line: str,
              f"{_loads(load_after)} after\n"
              f"- Date: {date}"]
     if note:
-        parts.append(" ".join(note.split()))
+        parts.append(paragraph(note))
     parts += list(blocks)
     parts.append(end)
     return "\n\n".join(parts) + "\n"

@@ -73,7 +73,7 @@ def main() -> None:
     # The reference first, then the other rows in their order.
     ordered = {reference: samples[reference]}
     ordered.update((name, values) for name, values in samples.items() if name != reference)
-    report.table(f"export + import of 1024 float32, {args.repeats} rounds of {args.number} "
+    report.table(f"Export + import of 1024 float32, {args.repeats} rounds of {args.number} "
                  f"calls, per call", ordered, reference, "µs", 1e6,
                  goal=1.0 if references else None, goal_rows=[GOAL_ROW])
     report.finish(args.write)

@@ -174,13 +174,12 @@ def mib(n: int) -> str:
     return f"{n / (1 << 20):.2f} MiB"
 
 
-NOTE = """The trace is a 784-512-256-10 float32 MLP trained with SGD and momentum at batch
-64, allocated and freed in eager order, with one evaluation pass at batch 512 halfway
-(`mlp_trace`), replayed through a `BFCAllocator` on XPU:0. "Smallest limit" is the
-smallest `memory_limit` (4 KiB steps) with which the whole trace succeeds; ratios are
-against peak bytes in use. With growth, regions double, so the reserve exceeds the peak by
-the last region's slack rather than by fragmentation. The figures do not depend on the
-machine's load."""
+NOTE = """The trace (`mlp_trace`) is a 784-512-256-10 float32 MLP trained with SGD and
+momentum at batch 64 in eager order, with one evaluation pass at batch 512 halfway;
+"smallest limit" is the smallest `memory_limit` (4 KiB steps) with which all of it
+succeeds, and the ratios are against peak bytes in use. With growth, regions double, so the
+reserve exceeds the peak by the last region's slack, not by fragmentation; none of these
+figures depends on the load."""
 
 
 def main() -> None:

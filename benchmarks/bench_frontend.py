@@ -140,9 +140,10 @@ def main() -> None:
                  {name: samples[name] for name in (XPU_ADD, "t[1:, 3] of 32x32, XPU:0",
                                                    "Sum, constant axis (planned), XPU:0")},
                  XPU_ADD, "µs", 1e6)
+    placed = (f"was soft-placed on the CPU {facts['soft_placements']} times"
+              if facts["soft_placements"] else "ran there (no soft placement on the CPU)")
     report.text(f"The XPU {'has a' if facts['xpu_strided_slice'] else 'has no'} "
-                f"StridedSlice kernel; indexing on XPU:0 was soft-placed on the CPU "
-                f"{facts['soft_placements']} times in the last round.")
+                f"StridedSlice kernel; indexing on XPU:0 {placed}.")
     report.table(f"CPU, {unit}",
                  {name: samples[name] for name in (CPU_ADD, "t[1:, 3] of 32x32, CPU")},
                  CPU_ADD, "µs", 1e6)

@@ -40,12 +40,12 @@ import pluggable  # noqa: E402
 from pluggable import ops  # noqa: E402
 
 
-NOTE = """A sample is a stream of ops and, on XPU:0, one wait for the device; NumPy and
-PyTorch run synchronously on the host with their own threads (OpenBLAS for MatMul). Every
-sample starts once no thread of the process uses the CPU (OpenBLAS's idle threads spin for
-about 50 ms after a call, which would otherwise take a core from the next sample).
-Element-wise kernels split across the XPU's kernel threads from `XPU_ELEMENTWISE_SPLIT`
-elements (`--grain` measures where splitting pays)."""
+NOTE = """A sample is a stream of ops and, on XPU:0, one wait for the device; NumPy
+(OpenBLAS for MatMul) and PyTorch run synchronously on the host with their own threads.
+Every sample starts once no thread of the process uses the CPU, since OpenBLAS's idle
+threads spin for about 50 ms after a call and would take a core from the next sample.
+`--grain` (printed only) measures where splitting element-wise kernels across threads
+pays."""
 
 
 def settle(limit: float = 0.5) -> None:
@@ -153,7 +153,7 @@ def main() -> None:
             ta, tb, tc = torch.from_numpy(a), torch.from_numpy(b), torch.from_numpy(c)
             samplers["torch.add(out=)"] = timed(lambda: torch.add(ta, tb, out=tc), repeat)
         np.testing.assert_allclose(ops.add(xa, xb).numpy(), a + b, rtol=1e-6)
-        report.table(f"add, {n:.0e} float32, {args.rounds} rounds, per op",
+        report.table(f"AddV2 of 10^{len(str(n)) - 1} float32, {args.rounds} rounds, per op",
                      rounds(samplers, args.rounds), "np.add(a, b, out=c)", "µs", 1e6,
                      goal=1.2, goal_rows=["AddV2 on XPU:0"])
 

@@ -30,11 +30,10 @@ import pluggable  # noqa: E402
 from pluggable import ops, raw_ops  # noqa: E402
 
 
-NOTE = """A sample issues the op a few thousand times back to back, then waits for the device
-(launch and execution), the fastest of a few batches; the rows take turns in each round, and
-each ratio is to the first row of its table (PyTorch on the CPU, one thread, which runs
-synchronously on the host). Small XPU operations on an idle stream run on the calling thread
-(`XPU_INLINE_BYTES`), so a repeated op is one call into `pluggable._fast` that runs a
+NOTE = """A sample issues the op thousands of times back to back and then waits for the
+device (launch and execution included); the reference, PyTorch on the CPU with one thread,
+runs synchronously on the host. Small XPU operations on an idle stream run on the calling
+thread (`XPU_INLINE_BYTES`), so a repeated op is one call into `pluggable._fast` running a
 remembered plan."""
 
 

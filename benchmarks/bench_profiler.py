@@ -33,12 +33,11 @@ from pluggable import ops, profiler
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _ratios import Report, add_write_flag, ratio_stats  # noqa: E402
 
-NOTE = """Per op: batches of 1-element AddV2 on XPU:0 with and without a default session
-(host tracer level 2, the XPU's own profiler) alternate; a session records every op, copy,
-allocation and free on the host plane and each kernel on the device plane, with timestamps
-read from the time-stamp counter. stop() + save: a session of about 10 000 events, against
-protobuf's own parse + serialize of the file it wrote; the reference moves with the load,
-so the absolute time is the one held against the goal."""
+NOTE = """A session (host tracer level 2 and the XPU's own profiler) records every op,
+copy, allocation and free on the host plane and each kernel on the device plane, with
+timestamps read from the time-stamp counter. The reference of stop() + save, protobuf's own
+parse + serialize of the file written, moves with the load, so the goal is held against
+the absolute time."""
 
 
 def main() -> None:

@@ -75,7 +75,7 @@ def main() -> None:
         samples = rounds(samplers, args.runs)
     finally:
         shutil.rmtree(cache, ignore_errors=True)
-    report.table(f"whole-process start-up, {args.runs} rounds", samples, "python -c pass",
+    report.table(f"Whole-process start-up, {args.runs} rounds", samples, "python -c pass",
                  "ms", 1e3, goal=4, goal_rows=["import + list_physical_devices()"])
     report.finish(args.write)
 

@@ -47,7 +47,7 @@ def main() -> None:
 
     samples = rounds({"deadline 0 (direct call)": with_deadline(0),
                       "default deadline": with_deadline(None)}, args.rounds)
-    report.table(f"idle device.synchronize() on XPU:0, {args.rounds} rounds, best of "
+    report.table(f"Idle device.synchronize() on XPU:0, {args.rounds} rounds, best of "
                  f"{args.batches} x {args.calls} calls, per call", samples,
                  "deadline 0 (direct call)", "µs", 1e6)
     report.finish(args.write)

@@ -114,7 +114,7 @@ def main() -> None:
             dispatch.execute("ResourceApplyAdam", [cvar, cm, cv, *scalars, cg])
 
     rows.append(("ResourceApplyAdam, 2^20 float32", *paired(adam_xpu, adam_cpu, args.repeats)))
-    report.pairs(f"one op, float32, {args.repeats} rounds", rows, "XPU:0", "CPU (NumPy)",
+    report.pairs(f"One op, float32, {args.repeats} rounds", rows, "XPU:0", "CPU (NumPy)",
                  "ms", 1e3)
     report.finish(args.write)
 

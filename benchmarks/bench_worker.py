@@ -53,11 +53,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _ratios import Report, add_write_flag, load, spread  # noqa: E402
 
 NOTE = """A small op runs on the calling thread with the GIL held, so two Python threads
-issuing ops take turns, and every switch interval the waiting thread must be woken to take
-the GIL. The interpreter's own figure (two threads of `np.add` on 1-element arrays, same
-batches, nothing of pluggable's) is what CPython allows any call that holds the GIL; the
-two-thread figure is held against it, so "2 threads / the interpreter" is what pluggable
-adds. The stream's CPU / wall cannot exceed 1 when the process gets less than a core."""
+issuing ops take turns, and at each switch interval the waiting one must be woken to take
+the GIL. The interpreter's own figure (the same batches issuing `np.add` on 1-element
+arrays, nothing of pluggable's) is what CPython allows any call that holds the GIL, so
+"2 threads / the interpreter" is what pluggable adds."""
 
 
 def measure(rounds: int, n_ops: int, plugin: str = None, batches: int = 3) -> dict:
@@ -190,7 +189,7 @@ def main() -> None:
                         uses=("numpy",))
         r = measure(args.rounds, args.ops, batches=args.batches)
         per_round = f"{args.rounds} rounds of {args.ops} ops"
-        report.spread(f"a stream of 1-element AddV2 on XPU:0, and op + synchronize, "
+        report.spread(f"A stream of 1-element AddV2 on XPU:0, and op + synchronize, "
                       f"{per_round}", [
             ("stream: process CPU time / wall time", r["cpu_per_wall"]),
             ("stream: process CPU time / issuing thread's CPU time", r["cpu_per_main"]),
@@ -206,9 +205,9 @@ def main() -> None:
                                                      r["numpy_two_threads_vs_one"])]
         kept_vs_released = [a / b for a, b in zip(r["two_threads_vs_one"],
                                                   r["released_two_threads_vs_one"])]
-        report.spread(f"two threads on XPU:0 and XPU:1 against one thread, best of "
-                      f"{args.batches} batches per round, {per_round} per thread, switch "
-                      f"interval {sys.getswitchinterval() * 1e3:g} ms", [
+        report.spread(f"Two threads (XPU:0, XPU:1) against one, {per_round} per thread, "
+                      f"best of {args.batches}, switch interval "
+                      f"{sys.getswitchinterval() * 1e3:g} ms", [
             ("2 threads on 2 devices / 1 thread (throughput)", r["two_threads_vs_one"]),
             ("the interpreter: 2 threads of np.add / 1 thread", r["numpy_two_threads_vs_one"]),
             ("2 threads / the interpreter, same round", ours_vs_interpreter),
