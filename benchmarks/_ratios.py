@@ -233,8 +233,10 @@ class Report:
         """A goal line under the last table: met or not met."""
         verdict = "met" if met else "not met"
         print(f"  goal: {text}: {verdict}" + (f" ({detail})" if detail else ""))
-        self.blocks.append(paragraph(f"Goal: {text}: **{verdict}**"
-                                     + (f" ({detail})." if detail else ".")))
+        # The verdict stays on one line: a no-break placeholder while wrapping.
+        line = paragraph(f"Goal: {text}: **{verdict.replace(' ', '_')}**"
+                         + (f" ({detail})." if detail else "."))
+        self.blocks.append(line.replace(f"**{verdict.replace(' ', '_')}**", f"**{verdict}**"))
 
     def text(self, text: str) -> None:
         """A paragraph of the section after the last table (a finding of this run)."""
