@@ -1,6 +1,6 @@
 """Fragmentation of the BFC allocator on the allocation trace of a small MLP's training.
 
-    python benchmarks/bench_fragmentation.py [--steps N]
+    python benchmarks/bench_fragmentation.py [--steps N] [--write]
 
 The trace is built programmatically (`mlp_trace`): a 784-512-256-10 float32 MLP (ReLU,
 softmax cross-entropy, SGD with momentum), allocating and freeing tensors in the order an
@@ -26,11 +26,16 @@ to 256), peak bytes_reserved at a generous limit, and the smallest memory limit 
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 from typing import List, Tuple
 
-import pluggable
-from pluggable.devices.allocator import BFCAllocator
-from pluggable.errors import ResourceExhaustedError
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _ratios import Report, add_write_flag  # noqa: E402
+
+import pluggable  # noqa: E402
+from pluggable.devices.allocator import BFCAllocator  # noqa: E402
+from pluggable.errors import ResourceExhaustedError  # noqa: E402
 
 F32 = 4
 LAYERS = [784, 512, 256, 10]
@@ -169,22 +174,35 @@ def mib(n: int) -> str:
     return f"{n / (1 << 20):.2f} MiB"
 
 
+NOTE = """The trace (`mlp_trace`) is a 784-512-256-10 float32 MLP trained with SGD and
+momentum at batch 64 in eager order, with one evaluation pass at batch 512 halfway;
+"smallest limit" is the smallest `memory_limit` (4 KiB steps) with which all of it
+succeeds, and the ratios are against peak bytes in use. With growth, regions double, so the
+reserve exceeds the peak by the last region's slack, not by fragmentation; none of these
+figures depends on the load."""
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=10)
+    add_write_flag(parser)
     args = parser.parse_args()
+    report = Report(__file__, "BFC allocator fragmentation on an MLP's training trace", NOTE)
     executor = pluggable.get_platform("REF_XPU").executor(0)
     ops = mlp_trace(args.steps)
     allocs = sum(1 for op in ops if op[0] == "alloc")
-    print(f"trace: {allocs} allocations over {args.steps} training steps + 1 evaluation pass")
-    print(f"{'growth':>6} {'peak live':>11} {'peak in use':>12} {'peak reserved':>14} "
-          f"{'regions':>7} {'reserved/in use':>15} {'smallest limit':>15} {'limit/in use':>12}")
+    rows = []
     for growth in (True, False):
         peak_live, in_use, reserved, regions = replay(executor, ops, GENEROUS_LIMIT, growth)
         limit = smallest_limit(executor, ops, growth, in_use - 1, GENEROUS_LIMIT)
-        print(f"{'on' if growth else 'off':>6} {mib(peak_live):>11} {mib(in_use):>12} "
-              f"{mib(reserved):>14} {regions:>7} {reserved / in_use:>15.2f} {mib(limit):>15} "
-              f"{limit / in_use:>12.3f}")
+        rows.append(("on" if growth else "off", mib(peak_live), mib(in_use), mib(reserved),
+                     regions, f"{reserved / in_use:.2f}", mib(limit),
+                     f"{limit / in_use:.3f}"))
+    report.rows(f"{allocs} allocations over {args.steps} training steps + 1 evaluation pass",
+                ["growth", "peak live requests", "peak in use",
+                 f"peak reserved ({mib(GENEROUS_LIMIT)} limit)", "regions",
+                 "reserved / in use", "smallest limit", "smallest limit / in use"], rows)
+    report.finish(args.write)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
 """XPU kernels against NumPy (and PyTorch's CPU kernels when installed), in the same run:
 AddV2 on 10^5..10^7 float32 elements and MatMul on 256..2048 square float32 matrices.
 
-    python benchmarks/bench_kernels.py [--rounds 7] [--quick]
+    python benchmarks/bench_kernels.py [--rounds 7] [--quick] [--write]
+    python benchmarks/bench_kernels.py --grain [--rounds 5]
 
 A sample issues the op `repeat` times in a row (about 2*10^7 elements' or 2*10^9
 multiply-adds' worth) and, on XPU:0, then waits for the device: the figure is the sample's
@@ -19,7 +20,7 @@ pay: child processes with XPU_KERNEL_THREADS=1 and with all CPUs and XPU_ELEMENT
 (every output of 2 x 32768 elements or more split into tasks of 32768) alternate, each timing
 a stream of AddV2 at sizes 2^16..2^24, and the ratio split / one-thread per size is printed
 (below 1: splitting helps). The plugin's default XPU_ELEMENTWISE_SPLIT (xpu_internal.h) is
-set from these figures.
+set from these figures. `--write` records the main run only, not `--grain`.
 """
 from __future__ import annotations
 
@@ -33,10 +34,18 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _ratios import load, print_table, ratio_stats, rounds  # noqa: E402
+from _ratios import Report, add_write_flag, load, ratio_stats, rounds  # noqa: E402
 
 import pluggable  # noqa: E402
 from pluggable import ops  # noqa: E402
+
+
+NOTE = """A sample is a stream of ops and, on XPU:0, one wait for the device; NumPy
+(OpenBLAS for MatMul) and PyTorch run synchronously on the host with their own threads.
+Every sample starts once no thread of the process uses the CPU, since OpenBLAS's idle
+threads spin for about 50 ms after a call and would take a core from the next sample.
+`--grain` (printed only) measures where splitting element-wise kernels across threads
+pays."""
 
 
 def settle(limit: float = 0.5) -> None:
@@ -112,7 +121,10 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="fewer sizes (1e5, 1e6; 256, 1024)")
     parser.add_argument("--grain", action="store_true", help="threads against one thread")
     parser.add_argument("--grain-child", action="store_true", help=argparse.SUPPRESS)
+    add_write_flag(parser)
     args = parser.parse_args()
+    if args.write and (args.grain or args.grain_child):
+        parser.error("--write records the main run; --grain is printed only")
     if args.grain_child:
         grain_child()
         return
@@ -123,6 +135,8 @@ def main() -> None:
         import torch
     except ImportError:
         torch = None
+    report = Report(__file__, "XPU kernels against NumPy: AddV2 and MatMul", NOTE,
+                    uses=("numpy", "torch"))
     device = pluggable.get_device("XPU:0")
     rng = np.random.default_rng(0)
 
@@ -139,9 +153,9 @@ def main() -> None:
             ta, tb, tc = torch.from_numpy(a), torch.from_numpy(b), torch.from_numpy(c)
             samplers["torch.add(out=)"] = timed(lambda: torch.add(ta, tb, out=tc), repeat)
         np.testing.assert_allclose(ops.add(xa, xb).numpy(), a + b, rtol=1e-6)
-        print_table(f"add, {n:.0e} float32, {args.rounds} rounds",
-                    rounds(samplers, args.rounds), "np.add(a, b, out=c)", "µs", 1e6, goal=1.2,
-                    goal_rows=["AddV2 on XPU:0"])
+        report.table(f"AddV2 of 10^{len(str(n)) - 1} float32, {args.rounds} rounds, per op",
+                     rounds(samplers, args.rounds), "np.add(a, b, out=c)", "µs", 1e6,
+                     goal=1.2, goal_rows=["AddV2 on XPU:0"])
 
     for n in ((256, 1024) if args.quick else (256, 512, 1024, 2048)):
         a = rng.standard_normal((n, n)).astype(np.float32)
@@ -156,9 +170,10 @@ def main() -> None:
             ta, tb = torch.from_numpy(a), torch.from_numpy(b)
             samplers["torch.matmul"] = timed(lambda: torch.matmul(ta, tb), repeat)
         np.testing.assert_allclose(ops.matmul(xa, xb).numpy(), a @ b, rtol=2e-3, atol=2e-3)
-        print_table(f"MatMul {n}x{n} float32, {args.rounds} rounds",
-                    rounds(samplers, args.rounds), "np.matmul", "ms", 1e3, goal=1.2,
-                    goal_rows=["MatMul on XPU:0"])
+        report.table(f"MatMul {n}x{n} float32, {args.rounds} rounds, per op",
+                     rounds(samplers, args.rounds), "np.matmul", "ms", 1e3, goal=1.2,
+                     goal_rows=["MatMul on XPU:0"])
+    report.finish(args.write)
 
 
 if __name__ == "__main__":

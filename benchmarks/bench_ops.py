@@ -4,15 +4,16 @@ thread) and `np.add` in the same run; then a 4 x 4 MatMul as `ops.matmul`, `a @ 
 `raw_ops.MatMul`, against `torch.matmul` and `np.matmul`; then ops given attributes or host
 values (a reduction's axis, a reshape's shape), against `torch.sum` and `np.sum`.
 
-    python benchmarks/bench_ops.py [--rounds 9] [--ops 5000] [--batches 3]
+    python benchmarks/bench_ops.py [--rounds 9] [--ops 5000] [--batches 3] [--write]
 
 An XPU op is enqueued on the device's compute stream and runs asynchronously, so a sample
 issues `--ops` ops back to back and then waits for the device: launch and execution are
 both in the figure. The references run synchronously on the host. A sample is the fastest
 of `--batches` batches; the rows take turns in each of `--rounds` rounds, and each row is
-reported as its per-round ratio to `torch.add` (min / median / max). Goal (issue 14): every
-XPU row of AddV2 at most 1.0x `torch.add` (MatMul has no goal of its own). PyTorch is optional (`pip install torch==2.13.0`, the CPU
-build); without it the reference is `np.add`.
+reported as its per-round ratio to `torch.add` (min / median / max). Goal: every XPU row of
+AddV2 at most 1.0x `torch.add` (MatMul and the ops with attributes have no goal of their
+own). PyTorch is optional (`pip install torch==2.13.0`, the CPU build); without it the
+reference is `np.add`. `--write` puts the tables in BENCHMARKS.md.
 """
 from __future__ import annotations
 
@@ -23,10 +24,17 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _ratios import print_table, rounds  # noqa: E402
+from _ratios import Report, add_write_flag, rounds  # noqa: E402
 
 import pluggable  # noqa: E402
 from pluggable import ops, raw_ops  # noqa: E402
+
+
+NOTE = """A sample issues the op thousands of times back to back and then waits for the
+device (launch and execution included); the reference, PyTorch on the CPU with one thread,
+runs synchronously on the host. Small XPU operations on an idle stream run on the calling
+thread (`XPU_INLINE_BYTES`), so a repeated op is one call into `pluggable._fast` running a
+remembered plan."""
 
 
 def sampler(expression: str, names: dict, ops_per_batch: int, batches: int, wait=None):
@@ -57,7 +65,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=9)
     parser.add_argument("--ops", type=int, default=5000)
     parser.add_argument("--batches", type=int, default=3)
+    add_write_flag(parser)
     args = parser.parse_args()
+    report = Report(__file__, "Per-op cost on the XPU", NOTE, uses=("numpy", "torch"))
     try:
         import torch
 
@@ -82,8 +92,8 @@ def main() -> None:
             candidates[f"{expression} on XPU:0"] = sampler(expression, names, args.ops,
                                                            args.batches, device.synchronize)
         samples = rounds(candidates, args.rounds)
-        print_table(title, samples, next(iter(candidates)), "µs", 1e6, goal=goal,
-                    goal_rows=[k for k in candidates if "XPU" in k])
+        report.table(title, samples, next(iter(candidates)), "µs", 1e6, goal=goal,
+                     goal_rows=[k for k in candidates if "XPU" in k], goal_label="every XPU row")
 
     for size in (1, 1024):
         table(f"AddV2 of {size} float32 element(s), per op", np.ones(size, np.float32),
@@ -97,6 +107,7 @@ def main() -> None:
           "torch.sum(t, 0)", "np.sum(host, 0)",
           ["ops.reduce_sum(a, axis=0)", "ops.transpose(a)", "ops.reshape(a, [16])",
            "ops.cast(a, pluggable.int32)"])
+    report.finish(args.write)
 
 
 if __name__ == "__main__":

@@ -2,32 +2,39 @@
 of the same ops, in the same run: convolution gradients, max pooling and its gradient, the
 sparse cross entropy, ConcatV2, GatherV2 and an Adam step on a variable.
 
-    python benchmarks/bench_training.py [--repeats 5]
+    python benchmarks/bench_training.py [--repeats 5] [--write]
 
-Each XPU figure is the median time of one op, enqueued and waited for (device.synchronize());
-each CPU figure the median time of the same op through pluggable on the CPU device. The ratio
-is XPU time / CPU time (below 1: the XPU kernel is faster than NumPy).
+Each XPU sample is the time of one op, enqueued and waited for (device.synchronize()); each
+CPU sample the time of the same op through pluggable on the CPU device, right after it (the
+two alternate, `--repeats` rounds). The table gives the median times and the per-round
+ratio XPU time / CPU time, min / median / max (below 1: the XPU kernel is faster than
+NumPy).
 """
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
+import os
+import sys
 
 import numpy as np
 
-import pluggable
-from pluggable.eager import dispatch
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _ratios import Report, add_write_flag, rounds, time_per_call  # noqa: E402
+
+import pluggable  # noqa: E402
+from pluggable.eager import dispatch  # noqa: E402
+
+NOTE = """The convolution gradients run as GEMMs over the im2col matrix on the XPU's blocked
+GEMM; the element-wise and copy kernels (pooling, the cross entropy, gather, concat) are
+plain loops, and at these sizes much of their time is the op's launch and the wait for the
+stream."""
 
 
-def median_time(run, repeats: int) -> float:
-    run()  # warm-up: kernels instantiated, memory pooled
-    samples = []
-    for _ in range(repeats):
-        started = time.perf_counter()
-        run()
-        samples.append(time.perf_counter() - started)
-    return statistics.median(samples)
+def paired(xpu_run, cpu_run, repeats: int):
+    """(XPU samples, CPU samples), one of each per round, after a warm-up of each."""
+    samples = rounds({"xpu": lambda: time_per_call(xpu_run, 1),
+                      "cpu": lambda: time_per_call(cpu_run, 1)}, repeats)
+    return samples["xpu"], samples["cpu"]
 
 
 def cases(rng):
@@ -68,7 +75,10 @@ def on(device: str, value):
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
+    add_write_flag(parser)
     args = parser.parse_args()
+    report = Report(__file__, "Training-step kernels: XPU against the CPU device's NumPy "
+                    "kernels", NOTE, uses=("numpy",))
     device = pluggable.get_device("XPU:0")
     rows = []
     for title, op, inputs, attrs in cases(np.random.default_rng(0)):
@@ -84,8 +94,7 @@ def main() -> None:
             with pluggable.device("CPU"):
                 dispatch.execute(op, cpu_inputs, attrs)
 
-        rows.append((title, median_time(xpu_run, args.repeats),
-                     median_time(cpu_run, args.repeats)))
+        rows.append((title, *paired(xpu_run, cpu_run, args.repeats)))
     size = 1 << 20
     with pluggable.device("xpu:0"):
         var, m, v = (pluggable.Variable(np.zeros(size, np.float32)) for _ in range(3))
@@ -104,11 +113,10 @@ def main() -> None:
         with pluggable.device("CPU"):
             dispatch.execute("ResourceApplyAdam", [cvar, cm, cv, *scalars, cg])
 
-    rows.append(("ResourceApplyAdam, 2^20 float32", median_time(adam_xpu, args.repeats),
-                 median_time(adam_cpu, args.repeats)))
-    print(f"{'op':48s} {'XPU':>10s} {'CPU (NumPy)':>12s} {'XPU/CPU':>8s}")
-    for title, xpu_s, cpu_s in rows:
-        print(f"{title:48s} {xpu_s * 1e3:8.2f}ms {cpu_s * 1e3:10.2f}ms {xpu_s / cpu_s:8.2f}")
+    rows.append(("ResourceApplyAdam, 2^20 float32", *paired(adam_xpu, adam_cpu, args.repeats)))
+    report.pairs(f"One op, float32, {args.repeats} rounds", rows, "XPU:0", "CPU (NumPy)",
+                 "ms", 1e3)
+    report.finish(args.write)
 
 
 if __name__ == "__main__":

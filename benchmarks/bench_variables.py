@@ -4,12 +4,12 @@ kernels_experimental.h), against ``ops.add`` of the same tensors on XPU:0 (an op
 path) measured in the same run, and ``assign_add`` through the host's own kernel (the XPU's
 disabled: read after the stream, NumPy, write back); 1 and 2^16 float32 elements.
 
-    python benchmarks/bench_variables.py [--batches 20] [--ops 500]
+    python benchmarks/bench_variables.py [--batches 20] [--ops 500] [--write]
 
-A batch issues `--ops` calls back to back, then waits for the device; the figure is the
-batch time divided by the calls (launch and execution). Variable ops take the slow path of
-dispatch every time (their resource input is read on the host to find the variable, and the
-shape check needs the variable's current shape), which is what the ratio shows.
+A batch issues `--ops` calls back to back, then waits for the device; a sample is the batch
+time divided by the calls (launch and execution). The rows take turns in each of
+`--batches` rounds, and each is reported as its per-round ratio to `ops.add`, min / median /
+max.
 """
 from __future__ import annotations
 
@@ -19,23 +19,28 @@ import sys
 
 import numpy as np
 
-import pluggable
-from pluggable import ops, raw_ops
-from pluggable.kernels.registry import registered_kernels
-
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_ops import per_op as per_call  # noqa: E402  (the same batch timing)
+from _ratios import Report, add_write_flag, rounds, time_per_call  # noqa: E402
 
+import pluggable  # noqa: E402
+from pluggable import ops, raw_ops  # noqa: E402
+from pluggable.kernels.registry import registered_kernels  # noqa: E402
+
+NOTE = """Variable ops take dispatch's slow path every time (the resource handle is read on
+the host to find the variable, and the shape check needs its current shape) and their
+kernels lock the variable; the host's own kernel, used where a device registers none, waits
+for the device at every call (read after the compute stream, NumPy, write back)."""
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--batches", type=int, default=20)
     parser.add_argument("--ops", type=int, default=500)
+    add_write_flag(parser)
     args = parser.parse_args()
+    report = Report(__file__, "Variable updates on the XPU", NOTE, uses=("numpy",))
     device = pluggable.get_device("XPU:0")
     alpha = pluggable.tensor(np.float32(0.01), device=device)  # no upload per call
-    print(f"{'case':58s} {'per call':>10s} {'/ AddV2':>8s}")
     for size in (1, 1 << 16):
         with pluggable.device(device):
             x = pluggable.tensor(np.ones(size, np.float32), device=device)
@@ -66,14 +71,16 @@ def main() -> None:
                     for r in xpu:
                         r.set_enabled(True)
 
-            reference = per_call(add_batch, args.ops, args.batches)
-            for name, batch in (("ops.add (fast path)", add_batch),
-                                ("Variable.assign_add", assign_add_batch),
-                                ("ResourceApplyGradientDescent", sgd_batch),
-                                ("Variable.assign_add, host kernel", host_kernel_batch)):
-                t = reference if batch is add_batch else per_call(batch, args.ops, args.batches)
-                print(f"{name + f', {size} element(s), XPU:0':58s} {t * 1e6:8.1f} us "
-                      f"{t / reference:8.2f}")
+            samples = rounds(
+                {name: (lambda batch=batch: time_per_call(batch, 1) / args.ops)
+                 for name, batch in (("ops.add (fast path)", add_batch),
+                                     ("Variable.assign_add (XPU kernel)", assign_add_batch),
+                                     ("ResourceApplyGradientDescent (XPU kernel)", sgd_batch),
+                                     ("Variable.assign_add, host kernel", host_kernel_batch))},
+                args.batches)
+        report.table(f"{size} float32 element(s) on XPU:0, {args.batches} rounds of "
+                     f"{args.ops} calls, per call", samples, "ops.add (fast path)", "µs", 1e6)
+    report.finish(args.write)
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 latency, and two Python threads on two devices against one thread.
 
     python benchmarks/bench_worker.py [--rounds 7] [--ops 5000] [--batches 3]
+                                      [--switch-interval S] [--write]
     python benchmarks/bench_worker.py --against /path/to/other/libxpu_plugin.so
 
 Figures, each a ratio measured in the same run (min / median / max over the rounds):
@@ -34,7 +35,8 @@ Figures, each a ratio measured in the same run (min / median / max over the roun
 costs a thread wake-up every interval. Use `--ops 20000` or more with it: a batch of 5000
 ops takes about 5 ms, one default interval.
 With `--against OTHER.so`, the script runs itself on this build's plugin and on OTHER.so in
-alternating child processes and prints this build's figures / OTHER's (A/B of two builds).
+alternating child processes and prints this build's figures / OTHER's (A/B of two builds);
+`--write` records the plain run only.
 """
 from __future__ import annotations
 
@@ -48,7 +50,13 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _ratios import load  # noqa: E402
+from _ratios import Report, add_write_flag, load, spread  # noqa: E402
+
+NOTE = """A small op runs on the calling thread with the GIL held, so two Python threads
+issuing ops take turns, and at each switch interval the waiting one must be woken to take
+the GIL. The interpreter's own figure (the same batches issuing `np.add` on 1-element
+arrays, nothing of pluggable's) is what CPython allows any call that holds the GIL, so
+"2 threads / the interpreter" is what pluggable adds."""
 
 
 def measure(rounds: int, n_ops: int, plugin: str = None, batches: int = 3) -> dict:
@@ -151,7 +159,7 @@ def two_threads(stream, targets, n_ops: int):
 
 
 def describe(values) -> str:
-    return f"{min(values):7.2f} {statistics.median(values):7.2f} {max(values):7.2f}"
+    return "{:7.2f} {:7.2f} {:7.2f}".format(*spread(values))
 
 
 def main() -> None:
@@ -165,7 +173,10 @@ def main() -> None:
                         help="sys.setswitchinterval for the run (default: CPython's)")
     parser.add_argument("--plugin", help=argparse.SUPPRESS)  # child of --against
     parser.add_argument("--json", action="store_true", help=argparse.SUPPRESS)
+    add_write_flag(parser)
     args = parser.parse_args()
+    if args.write and (args.against or args.json):
+        parser.error("--write records the plain run; --against is printed only")
     if args.switch_interval is not None:
         sys.setswitchinterval(args.switch_interval)
     if args.json:
@@ -174,37 +185,43 @@ def main() -> None:
     print(f"XPU stream worker, {args.rounds} rounds of {args.ops} ops, switch interval "
           f"{sys.getswitchinterval() * 1e3:g} ms  ({load()})")
     if not args.against:
+        report = Report(__file__, "XPU stream worker: streams, waits and two threads", NOTE,
+                        uses=("numpy",))
         r = measure(args.rounds, args.ops, batches=args.batches)
-        print(f"  {'figure':<52} {'min':>7} {'median':>7} {'max':>7}")
-        print(f"  {'stream: process CPU time / wall time (goal <= 1.3)':<52} "
-              f"{describe(r['cpu_per_wall'])}")
-        print(f"  {'stream: process CPU time / main thread CPU time':<52} "
-              f"{describe(r['cpu_per_main'])}")
-        print(f"  {'stream: µs per op':<52} {describe(r['stream_us'])}")
-        print(f"  {'latency (op + synchronize): µs per op':<52} {describe(r['latency_us'])}")
-        print(f"  {'latency / stream per op, same round':<52} "
-              f"{describe([a / b for a, b in zip(r['latency_us'], r['stream_us'])])}")
-        print(f"  {'latency: process CPU time / wall time':<52} "
-              f"{describe(r['latency_cpu_per_wall'])}")
-        print(f"  {'2 threads on 2 devices / 1 thread (goal >= 1.0)':<52} "
-              f"{describe(r['two_threads_vs_one'])}")
-        print(f"  {'the interpreter: 2 threads of np.add / 1 thread':<52} "
-              f"{describe(r['numpy_two_threads_vs_one'])}")
+        per_round = f"{args.rounds} rounds of {args.ops} ops"
+        report.spread(f"A stream of 1-element AddV2 on XPU:0, and op + synchronize, "
+                      f"{per_round}", [
+            ("stream: process CPU time / wall time", r["cpu_per_wall"]),
+            ("stream: process CPU time / issuing thread's CPU time", r["cpu_per_main"]),
+            ("stream: µs per op", r["stream_us"]),
+            ("latency (op + synchronize): µs per op", r["latency_us"]),
+            ("latency / stream per op, same round",
+             [a / b for a, b in zip(r["latency_us"], r["stream_us"])]),
+            ("latency: process CPU time / wall time", r["latency_cpu_per_wall"])])
+        cpu_per_wall = statistics.median(r["cpu_per_wall"])
+        report.goal("stream: process CPU time / wall time, median <= 1.3", cpu_per_wall <= 1.3,
+                    f"{cpu_per_wall:.2f}")
         ours_vs_interpreter = [a / b for a, b in zip(r["two_threads_vs_one"],
                                                      r["numpy_two_threads_vs_one"])]
-        print(f"  {'2 threads / the interpreter, same round':<52} "
-              f"{describe(ours_vs_interpreter)}")
-        print(f"  {'2 threads: CPU time per op / 1 thread':<52} "
-              f"{describe(r['two_threads_cpu_per_op_vs_one'])}")
-        print(f"  {'every run releasing the GIL: 2 threads / 1 thread':<52} "
-              f"{describe(r['released_two_threads_vs_one'])}")
-        print(f"  {'every run releasing the GIL: CPU per op / 1 thread':<52} "
-              f"{describe(r['released_two_threads_cpu_per_op_vs_one'])}")
         kept_vs_released = [a / b for a, b in zip(r["two_threads_vs_one"],
                                                   r["released_two_threads_vs_one"])]
-        print(f"  {'2 threads: keeping / releasing, same round':<52} "
-              f"{describe(kept_vs_released)}")
-        print(f"  ({load()})")
+        report.spread(f"Two threads (XPU:0, XPU:1) against one, {per_round} per thread, "
+                      f"best of {args.batches}, switch interval "
+                      f"{sys.getswitchinterval() * 1e3:g} ms", [
+            ("2 threads on 2 devices / 1 thread (throughput)", r["two_threads_vs_one"]),
+            ("the interpreter: 2 threads of np.add / 1 thread", r["numpy_two_threads_vs_one"]),
+            ("2 threads / the interpreter, same round", ours_vs_interpreter),
+            ("2 threads: CPU time per op / 1 thread", r["two_threads_cpu_per_op_vs_one"]),
+            ("every run releasing the GIL: 2 threads / 1 thread",
+             r["released_two_threads_vs_one"]),
+            ("every run releasing the GIL: CPU time per op / 1 thread",
+             r["released_two_threads_cpu_per_op_vs_one"]),
+            ("2 threads: keeping / releasing the GIL, same round", kept_vs_released)])
+        two = statistics.median(r["two_threads_vs_one"])
+        interpreter = statistics.median(r["numpy_two_threads_vs_one"])
+        report.goal("2 threads / 1 thread, median >= 1.0", two >= 1.0,
+                    f"{two:.2f}; the interpreter's own figure {interpreter:.2f}")
+        report.finish(args.write)
         return
     # A/B: children alternate between the two builds, one round each, so load hits both alike.
     env = dict(os.environ, PLUGGABLE_DISABLE_AUTOLOAD="1")

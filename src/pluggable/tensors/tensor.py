@@ -468,8 +468,7 @@ def _convert_exactly(array: np.ndarray, dtype: DType) -> np.ndarray:
 #: Uploads that find the compute stream busy (so that `_copier`'s C path does not take them)
 #: of at most this many bytes go through the staging ring (`pluggable.devices.staging`), larger ones
 #: straight and waited for; downloads of tensors made on another stream of at most this many
-#: bytes run on the compute stream. Measured with `benchmarks/bench_transfer.py --sweep`
-#: (BENCHMARKS.md, "Host <-> device transfers").
+#: bytes run on the compute stream. Measured with `benchmarks/bench_transfer.py --sweep`.
 STAGE_LIMIT = 1 << 20
 _EVENT_ERROR = int(SE_EventStatus.SE_EVENT_ERROR)
 _SMALL_COPY = 4096  # below this, bytes() and one memmove copy into staging fastest
