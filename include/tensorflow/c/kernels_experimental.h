@@ -14,7 +14,7 @@
  *
  * In pluggable, functions that need TensorFlow's graph runtime (reference variables,
  * temporary variables, variant tensors, named inputs) set TF_UNIMPLEMENTED naming
- * themselves; include/ABI.md and the README list which. */
+ * themselves; include/ABI.md and docs/tensorflow-compatibility.md list which. */
 #ifndef TENSORFLOW_C_KERNELS_EXPERIMENTAL_H_
 #define TENSORFLOW_C_KERNELS_EXPERIMENTAL_H_
 
