@@ -164,11 +164,6 @@ def test_the_readme_keeps_the_two_commands():
         assert commands[1] in f.read()
 
 
-# docs/architecture.md is written apart from these documents; until it lands, a link to it is
-# the one link allowed to wait.
-PENDING = {"docs/architecture.md"}
-
-
 @pytest.mark.parametrize("document", DOCUMENTS, ids=relative)
 def test_relative_links_resolve(document):
     broken = []
@@ -178,8 +173,7 @@ def test_relative_links_resolve(document):
             else document
         where = f"{relative(document)}:{number}: {target}"
         if not os.path.exists(resolved):
-            if relative(resolved) not in PENDING:
-                broken.append(f"{where}: no file {relative(resolved)}")
+            broken.append(f"{where}: no file {relative(resolved)}")
             continue
         if anchor:
             if not resolved.endswith(".md"):
