@@ -61,13 +61,15 @@ def test_struct_mirrors_match_the_compiler(reported, struct, mirror):
 
 
 def test_run_layout_matches_the_compiler(reported):
-    assert kernels._RUN_HEADER_WORDS == reported["PG_RUN_HEADER_WORDS"]
-    assert kernels._RUN_OUTPUT_HOST_MEMORY == reported["PG_RUN_OUTPUT_HOST_MEMORY"]
-    assert kernels._OUT_HEADER_WORDS == reported["PG_OUT_HEADER_WORDS"]
-    assert (kernels._OUT_OWNED, kernels._OUT_HOST_MEMORY) == (reported["PG_OUT_OWNED"],
-                                                              reported["PG_OUT_HOST_MEMORY"])
-    assert kernels._MAX_OUTPUT_DIMS == reported["PG_MAX_OUTPUT_DIMS"]
-    # Kernel.run builds the header in this order.
+    # The extension publishes the layout Python builds requests and reads outputs with.
+    published = ["PG_RUN_KERNEL", "PG_RUN_STEP_ID", "PG_RUN_OUT", "PG_RUN_OUT_CAPACITY",
+                 "PG_RUN_STATUS", "PG_RUN_HEADER_WORDS", "PG_RUN_OUTPUT_HOST_MEMORY",
+                 "PG_OUT_HEADER_WORDS", "PG_OUT_OWNED", "PG_OUT_HOST_MEMORY",
+                 "PG_MAX_OUTPUT_DIMS"]
+    assert {n: getattr(kernels._fast, n) for n in published} == \
+        {n: reported[n] for n in published}
+    assert kernels._OUT_HEADER_WORDS == reported["PG_OUT_HEADER_WORDS"] == 6
+    # kernels._request_header builds the header in this order.
     order = ["PG_RUN_KERNEL", "PG_RUN_DEVICE", "PG_RUN_STREAM_EXECUTOR", "PG_RUN_STREAM",
              "PG_RUN_ALLOCATOR", "PG_RUN_DEVICE_ID", "PG_RUN_STEP_ID", "PG_RUN_NUM_INPUTS",
              "PG_RUN_NUM_OUTPUTS", "PG_RUN_OUT", "PG_RUN_OUT_CAPACITY", "PG_RUN_STATUS"]

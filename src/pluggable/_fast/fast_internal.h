@@ -95,6 +95,9 @@ void pg_buffer_stamp(PyObject* buffer, PgLedger* ledger);
 /* The host tracer's plane encoder (hostplane.c). */
 extern PyMethodDef pg_hostplane_methods[];
 int pg_hostplane_init(PyObject* module);
+/* pluggable.errors.InternalError (bind_errors): what a host bug or a plugin breaking the
+ * kernel API's promises raises; NULL until pluggable.base.native binds it. */
+extern PyObject* pg_internal_error;
 
 /* Blocking plugin calls given up on at a deadline, on a pool of helper threads (blocking.c). */
 extern PyMethodDef pg_blocking_methods[];

@@ -81,7 +81,7 @@ typedef struct {
 } State;
 
 /* pluggable.errors.InternalError, handed over by pluggable.base.native at import. */
-static PyObject* internal_error;
+PyObject* pg_internal_error;
 
 /* bind_errors(InternalError): the class a malformed record raises. */
 static PyObject* fast_bind_errors(PyObject* self, PyObject* cls) {
@@ -91,7 +91,7 @@ static PyObject* fast_bind_errors(PyObject* self, PyObject* cls) {
     return NULL;
   }
   Py_INCREF(cls);
-  Py_XSETREF(internal_error, cls);
+  Py_XSETREF(pg_internal_error, cls);
   Py_RETURN_NONE;
 }
 
@@ -109,7 +109,7 @@ static int malformed(State* s, const char* format, ...) {
       s->index, detail);
   Py_DECREF(detail);
   if (message == NULL) return -1;
-  PyObject* cls = internal_error;
+  PyObject* cls = pg_internal_error;
   if (cls == NULL) { /* not bound yet: pluggable.base.native binds it at import */
     PyErr_SetObject(PyExc_RuntimeError, message);
     Py_DECREF(message);

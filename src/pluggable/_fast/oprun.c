@@ -83,7 +83,7 @@ static int set_ref(PyObject** target, PyObject* value);
 
 static PyObject *s_allocator, *s_closed, *s_handle, *s_deallocate_failed, *s_compute_stream,
     *s_generation, *s_event, *s_make_wait, *s_error, *s_log, *s_kernel, *s_executor,
-    *s_template, *s_slots, *s_n_out;
+    *s_template, *s_slots, *s_n_out, *s_tf_code, *s_name;
 
 #define SLOT(obj, off) (*(PyObject**)((char*)(obj) + (off)))
 
@@ -439,6 +439,7 @@ typedef struct {
   PyObject* shape;
   PyObject* dtype;
   long long nbytes;
+  long long code; /* the dtype's TF_DataType */
 } OutputSpec;
 
 typedef struct {
@@ -634,6 +635,16 @@ static int plan_init(PlanObject* p, PyObject* args, PyObject* kwargs) {
     Py_INCREF(dtype);
     p->specs[i].dtype = dtype;
     p->specs[i].nbytes = nbytes;
+    PyObject* code = PyObject_GetAttr(dtype, s_tf_code);
+    p->specs[i].code = code ? PyLong_AsLongLong(code) : -1;
+    Py_XDECREF(code);
+    if (PyErr_Occurred()) goto done;
+    for (Py_ssize_t d = 0; d < PyTuple_GET_SIZE(shape); d++) {
+      if (!PyLong_Check(PyTuple_GET_ITEM(shape, d))) {
+        PyErr_SetString(PyExc_TypeError, "Plan: an output shape holds a non-int");
+        goto done;
+      }
+    }
   }
   long long bytes = run_bytes(p);
   p->run_bytes = bytes >= 0 ? bytes : LLONG_MAX;
@@ -709,8 +720,50 @@ static void drop_owned(PlanObject* p, const int64_t* out, Py_ssize_t i, Py_ssize
   }
 }
 
+/* Whether each output record has the shape and type the op's definition gave the plan;
+ * else raises InternalError naming the kernel, and gives back every owned output. */
+static int outputs_as_defined(PlanObject* p, const int64_t* out) {
+  Py_ssize_t at = 0;
+  for (Py_ssize_t i = 0; i < p->n_out; i++) {
+    const OutputSpec* spec = &p->specs[i];
+    int64_t ndims = out[at + PG_OUT_NUM_DIMS];
+    int same = out[at + PG_OUT_DTYPE] == spec->code && ndims == PyTuple_GET_SIZE(spec->shape);
+    for (int64_t d = 0; same && d < ndims; d++) {
+      same = PyLong_AsLongLong(PyTuple_GET_ITEM(spec->shape, d)) == out[at + PG_OUT_HEADER_WORDS + d];
+    }
+    if (!same) {
+      PyObject* got = PyTuple_New(ndims > 0 && ndims <= PG_MAX_OUTPUT_DIMS ? ndims : 0);
+      for (Py_ssize_t d = 0; got != NULL && d < PyTuple_GET_SIZE(got); d++) {
+        PyObject* dim = PyLong_FromLongLong(out[at + PG_OUT_HEADER_WORDS + d]);
+        if (dim == NULL) Py_CLEAR(got); else PyTuple_SET_ITEM(got, d, dim);
+      }
+      PyObject* name = got ? PyObject_GetAttr(spec->dtype, s_name) : NULL;
+      if (name != NULL) {
+        PyObject* message = PyUnicode_FromFormat(
+            "%R produced output %zd of shape %R and type code %lld; the op's definition says "
+            "shape %R and %U", p->kernel, i, got, (long long)out[at + PG_OUT_DTYPE],
+            spec->shape, name);
+        if (message != NULL) {
+          PyErr_SetObject(pg_internal_error ? pg_internal_error : PyExc_RuntimeError, message);
+          Py_DECREF(message);
+        }
+      }
+      Py_XDECREF(got);
+      Py_XDECREF(name);
+      PyObject *type, *value, *traceback;
+      PyErr_Fetch(&type, &value, &traceback);
+      drop_owned(p, out, 0, 0);
+      PyErr_Restore(type, value, traceback);
+      return 0;
+    }
+    at += PG_OUT_HEADER_WORDS + (ndims > 0 ? ndims : 0);
+  }
+  return 1;
+}
+
 /* The output tensors from the run's output records. */
 static PyObject* plan_outputs(PlanObject* p, PyObject* const* tensors, const int64_t* out) {
+  if (!outputs_as_defined(p, out)) return NULL;
   PyObject* result = PyList_New(p->n_out);
   if (result == NULL) {
     drop_owned(p, out, 0, 0);
@@ -1596,8 +1649,9 @@ int pg_oprun_init(PyObject* module) {
       !(s_compute_stream = intern("compute_stream")) || !(s_generation = intern("generation")) ||
       !(s_event = intern("event")) || !(s_make_wait = intern("make_wait")) ||
       !(s_error = intern("_error")) || !(s_log = intern("log")) || !(s_kernel = intern("kernel")) ||
-      !(s_executor = intern("executor")) || !(s_template = intern("_template")) ||
-      !(s_slots = intern("_slots")) || !(s_n_out = intern("_n_out"))) {
+      !(s_executor = intern("executor")) || !(s_template = intern("template")) ||
+      !(s_slots = intern("slots")) || !(s_n_out = intern("n_out")) ||
+      !(s_tf_code = intern("tf_code")) || !(s_name = intern("name"))) {
     return -1;
   }
   if (PyType_Ready(&BufferType) < 0 || PyType_Ready(&PlanType) < 0 ||
@@ -1605,6 +1659,23 @@ int pg_oprun_init(PyObject* module) {
     return -1;
   }
   if (PyModule_AddIntConstant(module, "HOLD_GIL_BYTES", HOLD_GIL_BYTES) < 0) return -1;
+  /* The layout of pluggable_KernelRun's request and output records (runtime_internal.h),
+   * for the Python side that builds requests and reads outputs: one definition. */
+  static const struct { const char* name; long long value; } layout[] = {
+      {"PG_RUN_KERNEL", PG_RUN_KERNEL},           {"PG_RUN_STEP_ID", PG_RUN_STEP_ID},
+      {"PG_RUN_OUT", PG_RUN_OUT},                 {"PG_RUN_OUT_CAPACITY", PG_RUN_OUT_CAPACITY},
+      {"PG_RUN_STATUS", PG_RUN_STATUS},           {"PG_RUN_HEADER_WORDS", PG_RUN_HEADER_WORDS},
+      {"PG_RUN_OUTPUT_HOST_MEMORY", PG_RUN_OUTPUT_HOST_MEMORY},
+      {"PG_OUT_HEADER_WORDS", PG_OUT_HEADER_WORDS}, {"PG_OUT_OWNED", PG_OUT_OWNED},
+      {"PG_OUT_HOST_MEMORY", PG_OUT_HOST_MEMORY},   {"PG_MAX_OUTPUT_DIMS", PG_MAX_OUTPUT_DIMS},
+  };
+  for (size_t i = 0; i < sizeof layout / sizeof layout[0]; i++) {
+    PyObject* value = PyLong_FromLongLong(layout[i].value);
+    if (value == NULL || PyModule_AddObject(module, layout[i].name, value) < 0) {
+      Py_XDECREF(value);
+      return -1;
+    }
+  }
   Py_INCREF(&RawOpType);
   if (PyModule_AddObject(module, "RawOp", (PyObject*)&RawOpType) < 0) {
     Py_DECREF(&RawOpType);

@@ -128,12 +128,13 @@ _Run = _fns["pluggable_KernelRun"]
 _FreeHostMemory = _fns["pluggable_FreeHostMemory"]
 
 # The request and output layouts of pluggable_KernelRun (runtime_internal.h: PG_RUN_*,
-# PG_OUT_*).
-_RUN_HEADER_WORDS = 12
-_RUN_OUTPUT_HOST_MEMORY = 1 << 32
-_OUT_HEADER_WORDS = 6
-_OUT_OWNED, _OUT_HOST_MEMORY = 1, 2
-_MAX_OUTPUT_DIMS = 254
+# PG_OUT_*), as the compiled extension publishes them.
+_fast = _native.fast
+_RUN_OUTPUT_HOST_MEMORY = _fast.PG_RUN_OUTPUT_HOST_MEMORY
+_OUT_HEADER_WORDS = _fast.PG_OUT_HEADER_WORDS
+_OUT_OWNED, _OUT_HOST_MEMORY = _fast.PG_OUT_OWNED, _fast.PG_OUT_HOST_MEMORY
+_MAX_OUTPUT_DIMS = _fast.PG_MAX_OUTPUT_DIMS
+_OUT_HEAD_BYTES = 8 * _OUT_HEADER_WORDS
 _MASK64 = (1 << 64) - 1
 _addressof = ctypes.addressof
 _byref = ctypes.byref
@@ -645,7 +646,7 @@ class _Scratch(threading.local):
 _OUT_RECORD_WORDS = _OUT_HEADER_WORDS + _MAX_OUTPUT_DIMS
 _scratch = _Scratch()
 _new_output = tuple.__new__
-_unpack_head = _struct.Struct("6q").unpack_from  # PG_OUT_ADDRESS .. PG_OUT_NUM_DIMS
+_unpack_head = _struct.Struct(f"{_OUT_HEADER_WORDS}q").unpack_from  # PG_OUT_ADDRESS ... NUM_DIMS
 _DIMS = [_struct.Struct(f"{n}q") for n in range(9)]
 
 
@@ -719,9 +720,8 @@ class Kernel:
         out, out_address, out_words, status = _scratch.state
         if out_words < n_out * _OUT_RECORD_WORDS:
             out, out_address, out_words, status = _scratch.grow(n_out)
-        words = [handle, _addressof(executor._device), _addressof(executor._se),
-                 stream._handle or 0, allocator._handle, executor.ordinal, step_id & _MASK64,
-                 len(inputs), n_out, out_address, out_words, status]
+        words = _request_header(handle, executor, stream, allocator, step_id & _MASK64,
+                                len(inputs), n_out, out_address, out_words, status)
         if output_host_memory:
             words += [int(d) | (_RUN_OUTPUT_HOST_MEMORY if h else 0)
                       for d, h in zip(output_dtypes, output_host_memory)]
@@ -745,7 +745,7 @@ class Kernel:
             if address < 0:
                 address &= _MASK64
             shape = (_DIMS[ndims] if ndims < 9 else _struct.Struct(f"{ndims}q")).unpack_from(
-                out, 48)
+                out, _OUT_HEAD_BYTES)
             return [_new_output(KernelOutput, (address, nbytes, dtype, shape, flags & 1 == 1,
                                                alias, flags & 2 == 2))]
         results = []
@@ -754,7 +754,7 @@ class Kernel:
             address, nbytes, dtype, flags, alias, ndims = _unpack_head(out, at)
             if address < 0:
                 address &= _MASK64
-            at += 48
+            at += _OUT_HEAD_BYTES
             shape = (_DIMS[ndims] if ndims < 9 else _struct.Struct(f"{ndims}q")).unpack_from(
                 out, at)
             at += 8 * ndims
@@ -775,9 +775,10 @@ class Kernel:
             raise FailedPreconditionError(
                 f"kernel {self.registration.kernel_name} for node {self.node_name!r} is "
                 f"closed", call="Kernel.prepare")
-        words = [self._handle, _addressof(executor._device), _addressof(executor._se),
-                 stream._handle or 0, executor.allocator._handle, executor.ordinal, 0,
-                 len(inputs), len(output_dtypes), 0, 0, 0, *map(int, output_dtypes)]
+        # The output records and the status are the runner's own (pluggable._fast.Plan's).
+        words = _request_header(self._handle, executor, stream, executor.allocator, 0,
+                                len(inputs), len(output_dtypes), 0, 0, 0)
+        words += map(int, output_dtypes)
         slots = []
         for address, nbytes, dtype, shape, host in inputs:
             if host and fixed_host_inputs:
@@ -816,48 +817,34 @@ class Kernel:
             plugin=label, call=f"kernel {r.kernel_name}", plugin_message=message)
 
 
-class PreparedRun:
-    """`Kernel.prepare`'s result: ``run(addresses)`` runs the kernel on inputs at those
-    addresses and returns ``(address, owned, aliased_input)`` per output. Thread-safe: each
-    call copies the request and uses its thread's output records. Dispatch's plans
-    (`pluggable._fast.Plan`) run the same request from C."""
+def _request_header(handle: int, executor: "StreamExecutor", stream: "Stream", allocator,
+                    step_id: int, n_in: int, n_out: int, out_address: int, out_words: int,
+                    status: int) -> list:
+    """The PG_RUN_* header of a pluggable_KernelRun request, in the order the runtime reads
+    it: the one place a request's header is built (`Kernel.run`, `Kernel.prepare`)."""
+    return [handle, _addressof(executor._device), _addressof(executor._se),
+            stream._handle or 0, allocator._handle, executor.ordinal, step_id, n_in, n_out,
+            out_address, out_words, status]
 
-    __slots__ = ("kernel", "executor", "_template", "_slots", "_n_out")
+
+# The header above is in the runtime's PG_RUN_* order; a runtime built with another order is a
+# broken installation, said at import rather than as kernels reading the wrong words.
+if (_fast.PG_RUN_KERNEL, _fast.PG_RUN_STEP_ID, _fast.PG_RUN_OUT, _fast.PG_RUN_OUT_CAPACITY,
+        _fast.PG_RUN_STATUS, _fast.PG_RUN_HEADER_WORDS) != (0, 6, 9, 10, 11, 12):
+    raise ImportError("pluggable's runtime library and its kernels.registry disagree on the "
+                      "kernel request's layout (PG_RUN_*): reinstall pluggable")
+
+
+class PreparedRun:
+    """`Kernel.prepare`'s result: a kernel request with everything but the device inputs'
+    addresses filled in, which dispatch's plans (`pluggable._fast.Plan`) copy and run from C.
+    The kernel and executor stay referenced for as long as the plan lives."""
+
+    __slots__ = ("kernel", "executor", "template", "slots", "n_out")
 
     def __init__(self, kernel: Kernel, executor: "StreamExecutor", template, slots, n_out):
         self.kernel = kernel
         self.executor = executor
-        self._template = template  # the request (pluggable._fast.Plan copies it)
-        self._slots = slots        # the words that take the input addresses
-        self._n_out = n_out
-
-    def _outputs(self, out) -> List[Tuple[int, bool, int]]:
-        results = []
-        at = 0
-        for _ in range(self._n_out):
-            address, _nbytes, _dtype, flags, alias, ndims = _unpack_head(out, at)
-            results.append((address & _MASK64, flags & 1 == 1, alias))
-            at += 48 + 8 * ndims
-        return results
-
-    def run(self, addresses: Sequence[int]) -> List[Tuple[int, bool, int]]:
-        if self.kernel._handle is None:
-            raise FailedPreconditionError(
-                f"kernel {self.kernel.registration.kernel_name} is closed", call="Kernel.run")
-        if _pending_deletes:
-            flush_releases()
-        request = _array("Q", self._template)
-        out, out_address, out_words, status = _scratch.state
-        if out_words < self._n_out * _OUT_RECORD_WORDS:
-            out, out_address, out_words, status = _scratch.grow(self._n_out)
-        request[9] = out_address
-        request[10] = out_words
-        request[11] = status
-        for slot, address in zip(self._slots, addresses):
-            request[slot] = address
-        code = _Run(request.buffer_info()[0])
-        if code:
-            message = _native.TF_Message(status)
-            raise self.kernel._error(self.executor, code, message.decode("utf-8", "replace")
-                                     if message else "")
-        return self._outputs(out)
+        self.template = template  # the request (pluggable._fast.Plan copies it)
+        self.slots = slots        # the words that take the input addresses
+        self.n_out = n_out
