@@ -174,10 +174,10 @@ def test_matmul_without_options_and_the_operator_take_the_plan(monkeypatch):
     assert ops.matmul(x, z).numpy().tolist() == (a @ batch).tolist()
     general = dispatch._execute
 
-    def refused(op_name, inputs, attrs, key, record=None):
+    def refused(op_name, inputs, attrs, key, record=None, **kwargs):
         if not attrs:
             raise AssertionError(f"{op_name} took the general path")
-        return general(op_name, inputs, attrs, key, record)
+        return general(op_name, inputs, attrs, key, record, **kwargs)
 
     monkeypatch.setattr(dispatch, "_execute", refused)
     assert ops.matmul(x, y).numpy().tolist() == want
@@ -226,8 +226,8 @@ def test_calls_with_attributes_or_host_values_take_a_remembered_plan(monkeypatch
 def test_a_call_that_cannot_keep_a_plan_is_not_tried_again(monkeypatch):
     host = pluggable.tensor(np.arange(6, dtype=np.float32).reshape(2, 3), device="cpu")
     tries = []
-    remember = dispatch._remember_constant_plan
-    monkeypatch.setattr(dispatch, "_remember_constant_plan",
+    remember = dispatch._serves_constant_calls
+    monkeypatch.setattr(dispatch, "_serves_constant_calls",
                         lambda *args: tries.append(args[0]) or remember(*args))
     dispatch._unplannable.clear()
     for _ in range(3):  # on the CPU: NumPy's kernel, no plan to keep

@@ -459,6 +459,10 @@ typedef struct {
   Py_ssize_t n_words;
   Py_ssize_t* slots;
   Py_ssize_t n_slots;
+  /* Per input of the request, its index among the device inputs (`slots`), or -1 for a
+   * host-memory constant: how a forwarded input's buffer is found. */
+  Py_ssize_t* input_slot;
+  Py_ssize_t n_inputs;
   Py_ssize_t out_words;
   /* The plan's own request, output records and status, used by one run at a time. */
   int64_t* request;
@@ -480,6 +484,8 @@ static void plan_free_buffers(PlanObject* p) {
   PyMem_Free(p->specs);
   PyMem_Free(p->template_words);
   PyMem_Free(p->slots);
+  PyMem_Free(p->input_slot);
+  p->input_slot = NULL;
   PyMem_Free(p->request);
   PyMem_Free(p->out);
   p->specs = NULL;
@@ -529,16 +535,23 @@ static void plan_dealloc(PlanObject* p) {
   Py_TYPE(p)->tp_free((PyObject*)p);
 }
 
-/* The bytes of the plan's inputs and outputs (-1 for a template that does not say). */
+/* The bytes of the plan's inputs and outputs (-1 for a template that does not say, and for a
+ * run that must not keep the GIL). */
 static long long run_bytes(const PlanObject* p) {
   const int64_t* w = p->template_words;
   int64_t n_in = w[PG_RUN_NUM_INPUTS], n_out = w[PG_RUN_NUM_OUTPUTS];
   if (n_in < 0 || n_out < 0 || n_out > p->n_words) return -1;
   long long total = 0;
-  for (Py_ssize_t i = 0; i < p->n_out; i++) total += p->specs[i].nbytes;
+  for (Py_ssize_t i = 0; i < p->n_out; i++) {
+    if (p->specs[i].nbytes < 0) return -1; /* decided by the run */
+    total += p->specs[i].nbytes;
+  }
   Py_ssize_t at = PG_RUN_HEADER_WORDS + (Py_ssize_t)n_out;
   for (int64_t i = 0; i < n_in; i++) {
     if (at + 5 > p->n_words || w[at + 1] < 0 || w[at + 4] < 0) return -1;
+    /* A variable's kernel takes the variable's lock (kernels_experimental.h), which a thread
+     * waiting for the GIL may hold: its run always lets go of the GIL. */
+    if (w[at + 2] == TF_RESOURCE) return -1;
     total += w[at + 1];
     at += 5 + (Py_ssize_t)w[at + 4];
   }
@@ -625,11 +638,37 @@ static int plan_init(PlanObject* p, PyObject* args, PyObject* kwargs) {
     }
     p->slots[i] = slot;
   }
+  {
+    int64_t n_in = p->template_words[PG_RUN_NUM_INPUTS];
+    Py_ssize_t at = PG_RUN_HEADER_WORDS + p->n_out;
+    if (n_in < 0 || n_in > p->n_words ||
+        (p->input_slot = PyMem_Calloc((size_t)(n_in ? n_in : 1), sizeof(Py_ssize_t))) == NULL) {
+      if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "Plan: a bad input count");
+      goto done;
+    }
+    p->n_inputs = (Py_ssize_t)n_in;
+    for (Py_ssize_t k = 0; k < p->n_inputs; k++) {
+      if (at + 5 > p->n_words || p->template_words[at + 4] < 0) {
+        PyErr_SetString(PyExc_ValueError, "Plan: the request's inputs overrun it");
+        goto done;
+      }
+      p->input_slot[k] = -1;
+      for (Py_ssize_t j = 0; j < p->n_slots; j++) {
+        if (p->slots[j] == at) p->input_slot[k] = j;
+      }
+      at += 5 + (Py_ssize_t)p->template_words[at + 4];
+    }
+  }
   for (Py_ssize_t i = 0; i < p->n_out; i++) {
     PyObject* spec = PyTuple_GET_ITEM(specs, i);
     PyObject *shape, *dtype;
     long long nbytes;
-    if (!PyArg_ParseTuple(spec, "O!OL:Plan output", &PyTuple_Type, &shape, &dtype, &nbytes)) goto done;
+    if (!PyArg_ParseTuple(spec, "OOL:Plan output", &shape, &dtype, &nbytes)) goto done;
+    if (shape != Py_None && !PyTuple_Check(shape)) {
+      PyErr_SetString(PyExc_TypeError, "Plan: an output shape is a tuple, or None when the "
+                      "kernel's run decides it");
+      goto done;
+    }
     Py_INCREF(shape);
     p->specs[i].shape = shape;
     Py_INCREF(dtype);
@@ -639,7 +678,7 @@ static int plan_init(PlanObject* p, PyObject* args, PyObject* kwargs) {
     p->specs[i].code = code ? PyLong_AsLongLong(code) : -1;
     Py_XDECREF(code);
     if (PyErr_Occurred()) goto done;
-    for (Py_ssize_t d = 0; d < PyTuple_GET_SIZE(shape); d++) {
+    for (Py_ssize_t d = 0; shape != Py_None && d < PyTuple_GET_SIZE(shape); d++) {
       if (!PyLong_Check(PyTuple_GET_ITEM(shape, d))) {
         PyErr_SetString(PyExc_TypeError, "Plan: an output shape holds a non-int");
         goto done;
@@ -712,7 +751,7 @@ static void raise_run_error(PlanObject* p, int code, TF_Status* status) {
 static void drop_owned(PlanObject* p, const int64_t* out, Py_ssize_t i, Py_ssize_t at) {
   for (; i < p->n_out; i++) {
     if (out[at + PG_OUT_FLAGS] & PG_OUT_OWNED) {
-      PyObject* orphan = make_buffer(p->executor, p->specs[i].nbytes, (uint64_t)out[at], plan_bfc(p));
+      PyObject* orphan = make_buffer(p->executor, out[at + PG_OUT_NBYTES], (uint64_t)out[at], plan_bfc(p));
       Py_XDECREF(orphan);
     }
     int64_t ndims = out[at + PG_OUT_NUM_DIMS];
@@ -727,8 +766,11 @@ static int outputs_as_defined(PlanObject* p, const int64_t* out) {
   for (Py_ssize_t i = 0; i < p->n_out; i++) {
     const OutputSpec* spec = &p->specs[i];
     int64_t ndims = out[at + PG_OUT_NUM_DIMS];
-    int same = out[at + PG_OUT_DTYPE] == spec->code && ndims == PyTuple_GET_SIZE(spec->shape);
-    for (int64_t d = 0; same && d < ndims; d++) {
+    int any_shape = spec->shape == Py_None; /* the kernel's run decides it */
+    int same = out[at + PG_OUT_DTYPE] == spec->code &&
+               (any_shape ? ndims >= 0 && ndims <= PG_MAX_OUTPUT_DIMS
+                          : ndims == PyTuple_GET_SIZE(spec->shape));
+    for (int64_t d = 0; same && !any_shape && d < ndims; d++) {
       same = PyLong_AsLongLong(PyTuple_GET_ITEM(spec->shape, d)) == out[at + PG_OUT_HEADER_WORDS + d];
     }
     if (!same) {
@@ -777,26 +819,47 @@ static PyObject* plan_outputs(PlanObject* p, PyObject* const* tensors, const int
     int64_t alias = out[at + PG_OUT_ALIASED_INPUT];
     int64_t ndims = out[at + PG_OUT_NUM_DIMS];
     Py_ssize_t next = at + PG_OUT_HEADER_WORDS + (ndims > 0 ? ndims : 0);
-    PyObject* buffer;
-    if (owned || spec->nbytes == 0) {
-      buffer = make_buffer(p->executor, owned ? spec->nbytes : 0, owned ? address : 0, plan_bfc(p));
-      if (buffer == NULL) {
+    PyObject* shape = spec->shape;
+    long long nbytes = spec->nbytes;
+    if (shape == Py_None) { /* decided by the run: the record says */
+      nbytes = out[at + PG_OUT_NBYTES];
+      shape = PyTuple_New(ndims);
+      for (Py_ssize_t d = 0; shape != NULL && d < ndims; d++) {
+        PyObject* dim = PyLong_FromLongLong(out[at + PG_OUT_HEADER_WORDS + d]);
+        if (dim == NULL) Py_CLEAR(shape); else PyTuple_SET_ITEM(shape, d, dim);
+      }
+      if (shape == NULL) {
         drop_owned(p, out, i, at);
         Py_DECREF(result);
         return NULL;
       }
-    } else if (alias >= 0 && alias < p->n_slots) {
-      buffer = SLOT(tensors[alias], off_buffer);
+    } else {
+      Py_INCREF(shape);
+    }
+    PyObject* buffer;
+    if (owned || nbytes == 0) {
+      buffer = make_buffer(p->executor, owned ? nbytes : 0, owned ? address : 0, plan_bfc(p));
+      if (buffer == NULL) {
+        Py_DECREF(shape);
+        drop_owned(p, out, i, at);
+        Py_DECREF(result);
+        return NULL;
+      }
+    } else if (alias >= 0 && alias < p->n_inputs && p->input_slot[alias] >= 0) {
+      buffer = SLOT(tensors[p->input_slot[alias]], off_buffer);
       Py_INCREF(buffer);
     } else {
-      PyErr_Format(PyExc_RuntimeError,
-                   "output %zd of the run is neither fresh memory nor a view of an input", i);
+      Py_DECREF(shape);
+      PyErr_Format(pg_internal_error ? pg_internal_error : PyExc_RuntimeError,
+                   "%R: output %zd of the run is neither fresh memory nor a view of a device "
+                   "input", p->kernel, i);
       drop_owned(p, out, i + 1, next);
       Py_DECREF(result);
       return NULL;
     }
     if (((BufferObject*)buffer)->nbytes != 0) pg_buffer_stamp(buffer, p->ledger);
-    PyObject* t = make_tensor(spec->shape, spec->dtype, p->device, buffer); /* steals buffer */
+    PyObject* t = make_tensor(shape, spec->dtype, p->device, buffer); /* steals buffer */
+    Py_DECREF(shape);
     if (t == NULL) {
       drop_owned(p, out, i + 1, next);
       Py_DECREF(result);
@@ -858,6 +921,9 @@ static void record_op(PyObject* op_name, uint64_t start, uint64_t end, PyObject*
 /* Runs the plan on `tensors` (the op's device inputs, n of them). Returns the output list, or
  * None (a new reference) when the plan is stale or an input is not a device tensor of the
  * plan's kind; NULL with an exception when the kernel or the host failed. */
+/* The step id of the last run (TF_StepId), counted under the GIL. */
+static unsigned long long step_id;
+
 static PyObject* plan_run_tensors(PlanObject* p, PyObject* const* tensors, Py_ssize_t n,
                                   PyObject* op_name) {
   if (n != p->n_slots) Py_RETURN_NONE;
@@ -918,6 +984,7 @@ static PyObject* plan_run_tensors(PlanObject* p, PyObject* const* tensors, Py_ss
   for (Py_ssize_t i = 0; i < n; i++) {
     request[p->slots[i]] = (int64_t)((BufferObject*)SLOT(tensors[i], off_buffer))->address;
   }
+  request[PG_RUN_STEP_ID] = (int64_t)++step_id; /* TF_StepId: each run its own */
   /* The inputs stay alive during the call: the caller holds them. A session that starts or
    * stops while the GIL is released does not record this run. */
   PyObject* tracing = op_name != NULL ? tracer : NULL;

@@ -21,7 +21,6 @@ the compute stream before they write to memory they were just given.
 """
 from __future__ import annotations
 
-import itertools
 import logging
 import threading
 import warnings
@@ -35,7 +34,7 @@ from ..base.errors import InternalError, InvalidArgumentError, NotFoundError, Pl
 from ..oplib.core import OPS, REQUIRED, OpDef, TensorMeta, bad, select_condition_shape
 from ..base.native import fast as _fast
 from ..tensors.placement import CPU_DEVICE, device, device_scope, scoped_device  # noqa: F401
-from ..tensors.tensor import DeviceBuffer, Tensor, _raise_lost, tensor as make_tensor
+from ..tensors.tensor import Tensor, tensor as make_tensor
 
 __all__ = ["device", "execute", "set_soft_device_placement", "get_soft_device_placement",
            "set_log_device_placement", "get_log_device_placement", "PlacementWarning"]
@@ -51,7 +50,6 @@ _scope = device_scope  # tensors.placement owns it: new tensors follow the scope
 _settings = {"soft": True, "log": False}
 _warned: set = set()
 _warned_lock = threading.Lock()
-_step_ids = itertools.count(1)
 # The host tracer of a running profiling session, or None (set by pluggable.profiler): the
 # one check an op pays when no session runs.
 _tracer = None
@@ -295,10 +293,14 @@ _MAX_PLANS = 4096
 
 class _Plan(_fast.Plan):
     """How to run one op on one device for given input types and shapes (`pluggable._fast`
-    runs it): ``run(tensors)`` returns None when the plan went stale (streams replaced,
-    kernels changed or closed)."""
+    runs it): ``run(tensors)`` takes the device inputs, returns the outputs, or None when the
+    plan went stale (streams replaced, kernels changed or closed). Every run of a plugin
+    kernel by dispatch is a plan's run; one that can serve later calls is kept in `_plans`.
 
-    __slots__ = ("key", "kernel_name", "inputs")  # inputs: (shape, dtype name) of each
+    ``constants`` are the host-memory inputs the plan's request points to (a reshape's
+    shape, a variable's handle), kept alive with it."""
+
+    __slots__ = ("key", "kernel_name", "inputs", "constants")
 
 
 _plan_key = _fast.plan_key  # (op, scope, each input's dtype code, shape and device)
@@ -383,7 +385,11 @@ _constant_plan_key = _fast.constant_plan_key
 
 
 def _execute(op_name: str, inputs: Sequence[Any], attrs: Optional[Mapping[str, Any]],
-             key: Optional[Tuple], record: Optional[list] = None) -> List[Tensor]:
+             key: Optional[Tuple], record: Optional[list] = None,
+             constant_key: Optional[Tuple] = None) -> List[Tensor]:
+    """The general path: checks, placement, inference, then the device's kernel (through a
+    plan, kept under ``key`` or ``constant_key`` when it can serve those calls again), the
+    host's own kernel, or the op's NumPy reference on the CPU."""
     op = OPS.get(op_name)
     if op is None:
         raise NotFoundError(f"there is no op named {op_name!r}; pluggable.raw_ops lists them",
@@ -409,11 +415,13 @@ def _execute(op_name: str, inputs: Sequence[Any], attrs: Optional[Mapping[str, A
             _log(op, target)
             if record is not None:
                 record.append(_choice(target, registration.kernel_name, False, tensors))
-            outputs = _run_on_device(op, target, registration, tensors, host, attrs, shapes,
-                                     out_dtypes)
-            if key is not None:
-                _remember_plan(key, op, target, registration, tensors, attrs, shapes,
-                               out_dtypes)
+            outputs, plan = _run_on_device(op, target, registration, tensors, host, attrs,
+                                           shapes, out_dtypes)
+            if key is not None and _serves_plain_calls(op, target, tensors, shapes):
+                _keep_plan(key, plan)
+            elif constant_key is not None and _serves_constant_calls(op, target, registration,
+                                                                     tensors, shapes):
+                _keep_plan(constant_key, plan)
             return outputs
         if op.host_kernel is None:
             _no_kernel(op, target, attrs)
@@ -469,37 +477,37 @@ def _kernel_instance(registration, device: PluggableDevice, attrs: Dict[str, Any
     return kernel
 
 
-def _remember_plan(key, op: OpDef, target: PluggableDevice, registration,
-                   tensors: List[Tensor], attrs: Dict[str, Any], shapes, out_dtypes) -> None:
-    """Stores the plan of a run that can take the fast path next time."""
-    from ..kernels.registry import KernelInput
+def _serves_plain_calls(op: OpDef, target: PluggableDevice, tensors: List[Tensor],
+                       shapes) -> bool:
+    """Whether the plan of this run can serve every call with the same plain key (op, scope,
+    each input's dtype, shape and device): all inputs device tensors on ``target``, none
+    whose value the kernel or the output shapes depend on."""
+    return not (any(arg.host or arg.number_attr for arg in op.inputs) or op.name == "Select"
+                or op.host_kernel is not None
+                or any(shape is None for shape in shapes)
+                or any(t._device is not target for t in tensors))
 
-    if (any(arg.host or arg.number_attr for arg in op.inputs) or op.name == "Select"
-            or op.host_kernel is not None
-            or any(shape is None for shape in shapes)
-            or any(t._device is not target for t in tensors)):
-        return
-    from ..kernels import registry as kernels
 
-    kernel = _kernel_instance(registration, target, attrs)
-    inputs = [KernelInput(0, t.nbytes, int(t.dtype.tf_code), t.shape, False) for t in tensors]
-    prepared = kernel.prepare(target.executor, target.compute_stream, inputs,
-                              [int(d.tf_code) for d in out_dtypes])
-    outputs = [(tuple(shape), dtype, _count(shape) * dtype.itemsize)
-               for shape, dtype in zip(shapes, out_dtypes)]
+def _serves_constant_calls(op: OpDef, target: PluggableDevice, registration,
+                           tensors: List[Tensor], shapes) -> bool:
+    """Whether the plan of this run can serve every call with the same key with constants
+    (`execute_with_constants`): its host inputs are the plan's constants and its other
+    inputs are the caller's tensors on ``target``."""
+    if any(arg.number_attr for arg in op.inputs) or any(s is None for s in shapes):
+        return False
+    for arg, t in zip(op.inputs, tensors):
+        if arg.host != (arg.name in registration.host_memory or t._dtype is resource):
+            return False  # a host value the kernel wants in device memory: uploaded per call
+        if not arg.host and (type(t) is not Tensor or t._device is not target):
+            return False
+    return True
+
+
+def _keep_plan(key, plan: "_Plan") -> None:
     if len(_plans) >= _MAX_PLANS:
         _plans.clear()
-    plan = _Plan(target, prepared, outputs, kernels.generation)
-    plan.key, plan.kernel_name = key, registration.kernel_name
-    plan.inputs = _described(tensors)
+    plan.key = key
     _plans[key] = plan
-
-
-class _ConstantPlan(_Plan):
-    """A plan whose host-memory inputs are constants, held here (indexing's begin, end and
-    strides): `run` takes the device inputs only."""
-
-    __slots__ = ("constants",)
 
 
 def execute_with_constants(key: Tuple, op_name: str, inputs: Sequence[Any],
@@ -518,55 +526,8 @@ def execute_with_constants(key: Tuple, op_name: str, inputs: Sequence[Any],
                 return outputs
     if _tracer is not None:  # recorded; no plan is made while a session runs
         return _tracer.op(op_name, inputs, attrs)
-    outputs = _execute(op_name, inputs, attrs, None)
-    target = outputs[0]._device if outputs else CPU_DEVICE
-    if target is not CPU_DEVICE and not _settings["log"]:
-        _remember_constant_plan(key, OPS[op_name], target, inputs, dict(attrs))
-    return outputs
-
-
-def _remember_constant_plan(key, op: OpDef, target: PluggableDevice, inputs: Sequence[Any],
-                            attrs: Dict[str, Any]) -> None:
-    from ..kernels import registry as kernels
-    from ..kernels.registry import KernelInput
-
-    hosts = [arg.host for arg in op.inputs]
-    if any(arg.number_attr for arg in op.inputs) or hosts != sorted(hosts):
-        return  # the plan's device inputs are the first ones (kernel aliases index them)
-    device_inputs = [x for x, arg in zip(inputs, op.inputs) if not arg.host]
-    if any(type(x) is not Tensor or x._device is not target for x in device_inputs):
-        return
-    attrs = _complete_attrs(op, attrs)
-    tensors = _convert_inputs(op, inputs, attrs)
-    for spec in op.attrs:
-        if spec.name not in attrs:
-            attrs[spec.name] = _check_attr(op, spec.name, spec.default)
-    registration = _find_kernel(op, target, attrs)
-    if registration is None or any(arg.host and arg.name not in registration.host_memory
-                                   for arg in op.inputs):
-        return
-    host = _host_values(op, tensors, attrs)
-    shapes = op.infer([TensorMeta(t.shape, t.dtype) for t in tensors], attrs, host)
-    if any(shape is None for shape in shapes):
-        return
-    constants = [np.ascontiguousarray(v) if v is not None else None for v in host]
-    args = [KernelInput(c.__array_interface__["data"][0] if c.nbytes else 0, c.nbytes,
-                        int(t.dtype.tf_code), t.shape, True) if c is not None else
-            KernelInput(0, t.nbytes, int(t.dtype.tf_code), t.shape, False)
-            for c, t in zip(constants, tensors)]
-    out_dtypes = _output_dtypes(op, attrs)
-    kernel = _kernel_instance(registration, target, attrs)
-    prepared = kernel.prepare(target.executor, target.compute_stream, args,
-                              [int(d.tf_code) for d in out_dtypes], fixed_host_inputs=True)
-    plan = _ConstantPlan(target, prepared, [(tuple(shape), dtype, _count(shape) * dtype.itemsize)
-                                            for shape, dtype in zip(shapes, out_dtypes)],
-                         kernels.generation)
-    plan.constants = constants
-    plan.key, plan.kernel_name = key, registration.kernel_name
-    plan.inputs = _described(tensors)  # host values included
-    if len(_plans) >= _MAX_PLANS:
-        _plans.clear()
-    _plans[key] = plan
+    return _execute(op_name, inputs, attrs, None,
+                    constant_key=None if _settings["log"] else key)
 
 
 def _count(shape) -> int:
@@ -596,61 +557,49 @@ def _intact_variable(op_name: str, handle: np.ndarray):
 
 def _run_on_device(op: OpDef, target: PluggableDevice, registration, tensors: List[Tensor],
                    host: List[Optional[np.ndarray]], attrs: Dict[str, Any],
-                   shapes: List[Tuple[int, ...]], out_dtypes: List[DType]) -> List[Tensor]:
+                   shapes: List[Optional[Tuple[int, ...]]], out_dtypes: List[DType]):
+    """Runs the op's kernel on ``target`` and returns ``(outputs, plan)``: the run is a plan's
+    (`pluggable._fast.Plan`), the same C code that runs every repeated call, which stamps,
+    checks and wraps the outputs. Inputs the kernel reads in host memory (and variables'
+    handles) are the plan's constants; the others are moved to ``target`` first."""
+    from ..kernels import registry as kernels
     from ..kernels.registry import KernelInput
 
-    executor = target.executor
-    compute = target.compute_stream
-    args, keep = [], []  # `keep`: host arrays and device tensors the kernel reads
+    args, constants, device_inputs = [], [], []
     variables = []  # the states of the variables of resource inputs
     for arg, t, values in zip(op.flat_inputs(attrs), tensors, host):
         if arg.name in registration.host_memory or t._dtype is resource:
             array = np.asarray(values if values is not None else t.numpy(), order="C")
             if t._dtype is resource:
                 variables.append(_intact_variable(op.name, array))
-            keep.append(array)
+            constants.append(array)
             args.append(KernelInput(array.__array_interface__["data"][0] if array.nbytes else 0,
                                     array.nbytes, int(t.dtype.tf_code), t.shape, True))
             continue
         if t._device is not target:
             t = t.to(target)
-        elif t._buffer.lost is not None:
-            _raise_lost(t)
-        if t._ready is not None:
-            t._ready.make_wait(compute)
         shape = t.shape
         if op.name == "Select" and arg.name == "condition":
             shape = select_condition_shape(shape, tensors[1].shape)
-        args.append(KernelInput(t._buffer.address, t.nbytes, int(t.dtype.tf_code), shape,
-                                False))
-        keep.append(t)
+        args.append(KernelInput(0, t.nbytes, int(t.dtype.tf_code), shape, False))
+        device_inputs.append(t)
     kernel = _kernel_instance(registration, target, attrs)
-    outputs = kernel.run(executor, compute, args, [int(d.tf_code) for d in out_dtypes],
-                         next(_step_ids))
+    prepared = kernel.prepare(target.executor, target.compute_stream, args,
+                              [int(d.tf_code) for d in out_dtypes], fixed_host_inputs=True)
+    plan = _Plan(target, prepared,
+                 [(tuple(shape), dtype, _count(shape) * dtype.itemsize) if shape is not None
+                  else (None, dtype, -1) for shape, dtype in zip(shapes, out_dtypes)],
+                 kernels.generation)
+    plan.key, plan.kernel_name, plan.constants = None, registration.kernel_name, constants
+    plan.inputs = _described(tensors)
+    outputs = plan.run(device_inputs)
+    if outputs is None:  # made a moment ago: only a closed device or kernel makes it stale
+        target.executor._check_open()
+        raise InternalError(f"{registration.plugin}: kernel {registration.kernel_name} for "
+                            f"{op.name} could not run on {target.name}: its plan was stale "
+                            f"as soon as it was made", call=op.name)
     if op.name not in _READS_VARIABLES:
         for state in variables:
             if state is not None:
-                state.written(compute)
-    result = []
-    for i, (out, shape, dtype) in enumerate(zip(outputs, shapes, out_dtypes)):
-        if shape is None:  # known from the values only: the kernel's word
-            shape = tuple(out.shape)
-        if tuple(out.shape) != tuple(shape) or out.dtype != int(dtype.tf_code):
-            for other in outputs[i:]:
-                if other.owned and other.nbytes:
-                    executor.allocator.deallocate(other.address)
-            raise InternalError(
-                f"{registration.plugin}: kernel {registration.kernel_name} for {op.name} "
-                f"produced output {i} of shape {tuple(out.shape)} and type code {out.dtype}; "
-                f"the op's definition says shape {tuple(shape)} and {dtype.name}",
-                call=op.name)
-        if not out.nbytes:
-            buffer = DeviceBuffer.adopt(executor, 0, 0)
-        elif out.owned:
-            buffer = DeviceBuffer.adopt(executor, out.address, out.nbytes)
-            buffer.stamp(compute._ledger)
-        else:  # the kernel forwarded an input: share its buffer (which it wrote, or may have)
-            buffer = keep[out.aliased_input]._buffer
-            buffer.stamp(compute._ledger)
-        result.append(Tensor(tuple(shape), dtype, target, buffer=buffer))
-    return result
+                state.written(target.compute_stream)
+    return outputs, plan
