@@ -16,6 +16,7 @@ import numpy as np
 from .base import dtypes as _dt
 from .base.native import fast as _fast
 from .eager.dispatch import _missed, execute
+from .eager.operators import plain_matmul
 from .base.dtypes import as_dtype
 from .base.errors import InvalidArgumentError, UnimplementedError
 from .tensors.tensor import Tensor, tensor as _tensor
@@ -514,9 +515,9 @@ def matmul(a, b, transpose_a=False, transpose_b=False, adjoint_a=False, adjoint_
             raise UnimplementedError(f"matmul: output_type {as_dtype(output_type).name} "
                                      f"differs from the inputs' {dtype.name}; cast the result",
                                      call="matmul")
+    if plain:
+        return plain_matmul(a, b)
     if _rank(a) == 2 and _rank(b) == 2:
-        if plain:
-            return _run("MatMul", [a, b])
         if not (adjoint_a and _is_complex(a)) and not (adjoint_b and _is_complex(b)):
             return _one("MatMul", [a, b], {"transpose_a": bool(transpose_a or adjoint_a),
                                            "transpose_b": bool(transpose_b or adjoint_b),
@@ -525,8 +526,6 @@ def matmul(a, b, transpose_a=False, transpose_b=False, adjoint_a=False, adjoint_
         if _is_complex(a) or _is_complex(b):
             raise UnimplementedError("matmul: transpose_* of complex batches; use adjoint_*",
                                      call="matmul")
-    if plain:
-        return _run("BatchMatMulV2", [a, b])
     return _one("BatchMatMulV2", [a, b], {"adj_x": bool(transpose_a or adjoint_a),
                                           "adj_y": bool(transpose_b or adjoint_b),
                                           "grad_x": grad_a, "grad_y": grad_b})

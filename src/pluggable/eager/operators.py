@@ -367,40 +367,32 @@ class TensorOperators:
 
     def __truediv__(self, other):
         if self._dtype.is_integer:  # TensorFlow divides integers in floating point
-
             return true_divide(self, other)
         return self._binary("RealDiv", other)
 
     def __rtruediv__(self, other):
         if self._dtype.is_integer:
-
             return true_divide(other, self)
         return self._binary("RealDiv", other, reverse=True)
 
     def __matmul__(self, other):
         if len(self._shape) == 2 and type(other) is Tensor and len(other._shape) == 2:
             return _run("MatMul", (self, other))  # the commonest case, straight to its plan
-
         return plain_matmul(self, other)
 
     def __rmatmul__(self, other):
-
         return plain_matmul(other, self)
 
     def __neg__(self):
-
         return execute("Neg", [self])[0]
 
     def __abs__(self):
-
         return execute("Abs", [self])[0]
 
     def __eq__(self, other):
-
         return equality("Equal", self, other)
 
     def __ne__(self, other):
-
         return equality("NotEqual", self, other)
 
     def __le__(self, other):
@@ -428,7 +420,6 @@ class TensorOperators:
         return self._binary("Pow", other, reverse=True)
 
     def _logical_or_bitwise(self, name: str, other: Any, reverse: bool = False):
-
         a, b = (other, self) if reverse else (self, other)
         return logical_or_bitwise(f"Logical{name}", f"Bitwise{name}", a, b)
 
@@ -452,29 +443,24 @@ class TensorOperators:
                             reverse=True)
 
     def __invert__(self):
-
         return invert(self)
 
     def __round__(self, ndigits=None):
         if ndigits is not None:
             raise TypeError("round(tensor, ndigits) is not supported; round(tensor) rounds "
                             "half to even")
-
         return execute("Round", [self])[0]
 
     def __getitem__(self, key):
         return getitem(self, key)
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
-
         return array_ufunc(ufunc, method, inputs, kwargs)
 
     def __index__(self) -> int:
-
         return scalar(self, operator.index)
 
     def __complex__(self) -> complex:
-
         return scalar(self, complex)
 
     def __lt__(self, other):
@@ -484,11 +470,9 @@ class TensorOperators:
         return self._binary("Greater", other)
 
     def __float__(self) -> float:
-
         return scalar(self, float)
 
     def __int__(self) -> int:
-
         return scalar(self, int)
 
 
