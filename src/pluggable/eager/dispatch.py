@@ -418,10 +418,10 @@ def _execute(op_name: str, inputs: Sequence[Any], attrs: Optional[Mapping[str, A
             outputs, plan = _run_on_device(op, target, registration, tensors, host, attrs,
                                            shapes, out_dtypes)
             if key is not None and _serves_plain_calls(op, target, tensors, shapes):
-                _keep_plan(key, plan)
+                _keep_plan(key, plan, tensors)
             elif constant_key is not None and _serves_constant_calls(op, target, registration,
                                                                      tensors, shapes):
-                _keep_plan(constant_key, plan)
+                _keep_plan(constant_key, plan, tensors)
             return outputs
         if op.host_kernel is None:
             _no_kernel(op, target, attrs)
@@ -503,10 +503,10 @@ def _serves_constant_calls(op: OpDef, target: PluggableDevice, registration,
     return True
 
 
-def _keep_plan(key, plan: "_Plan") -> None:
+def _keep_plan(key, plan: "_Plan", tensors: List[Tensor]) -> None:
     if len(_plans) >= _MAX_PLANS:
         _plans.clear()
-    plan.key = key
+    plan.key, plan.inputs = key, _described(tensors)  # what the host tracer shows of its runs
     _plans[key] = plan
 
 
@@ -590,8 +590,8 @@ def _run_on_device(op: OpDef, target: PluggableDevice, registration, tensors: Li
                  [(tuple(shape), dtype, _count(shape) * dtype.itemsize) if shape is not None
                   else (None, dtype, -1) for shape, dtype in zip(shapes, out_dtypes)],
                  kernels.generation)
-    plan.key, plan.kernel_name, plan.constants = None, registration.kernel_name, constants
-    plan.inputs = _described(tensors)
+    plan.key, plan.inputs = None, None
+    plan.kernel_name, plan.constants = registration.kernel_name, constants
     outputs = plan.run(device_inputs)
     if outputs is None:  # made a moment ago: only a closed device or kernel makes it stale
         target.executor._check_open()

@@ -778,7 +778,7 @@ class Kernel:
         # The output records and the status are the runner's own (pluggable._fast.Plan's).
         words = _request_header(self._handle, executor, stream, executor.allocator, 0,
                                 len(inputs), len(output_dtypes), 0, 0, 0)
-        words += map(int, output_dtypes)
+        words += output_dtypes
         slots = []
         for address, nbytes, dtype, shape, host in inputs:
             if host and fixed_host_inputs:
@@ -789,8 +789,11 @@ class Kernel:
                                            "runs; use Kernel.run", call="Kernel.prepare")
             slots.append(len(words))
             words += (0, nbytes, dtype, 0, len(shape), *shape)
-        return PreparedRun(self, executor, _array("Q", [w & _MASK64 for w in words]),
-                           tuple(slots), len(output_dtypes))
+        try:
+            request = _array("Q", words)
+        except (TypeError, OverflowError):
+            request = self._slow_request(words)
+        return PreparedRun(self, executor, request, tuple(slots), len(output_dtypes))
 
     @staticmethod
     def _slow_request(words):
