@@ -7,8 +7,9 @@ them. The third is an ordinary Python extension module:
 
 - `pluggable/libpluggable_runtime.so`: the host runtime library (TF_Status and the kernel API
   that plugins call), loaded with RTLD_GLOBAL before any plugin.
-- `pluggable/_fast*.so`: the per-op path and the host profiler's encoder (src/pluggable/_fast),
-  which reaches the runtime through function pointers, so it links against nothing of ours.
+- `pluggable/_compiled*.so`: the per-op path, copies, device buffers and the host profiler's
+  encoder (src/pluggable/_compiled), which reach the runtime through function pointers, so it
+  links against nothing of ours.
 - `tensorflow-plugins/libxpu_plugin.so`: the reference plugin, in the directory TensorFlow's
   PluggableDevice RFC names. A wheel installs it into site-packages; an editable install
   leaves it in `src/tensorflow-plugins`, beside the package, where the loader also looks.
@@ -37,7 +38,7 @@ def _sources(folder):
 
 
 # The one real Python extension module; the other Extensions are plain shared libraries.
-PYTHON_EXTENSIONS = {"pluggable._fast"}
+PYTHON_EXTENSIONS = {"pluggable._compiled"}
 
 
 def _is_python_extension(name):
@@ -108,8 +109,8 @@ setup(
             extra_link_args=["-pthread"],
         ),
         Extension(
-            "pluggable._fast",
-            sources=_sources("src/pluggable/_fast"),
+            "pluggable._compiled",
+            sources=_sources("src/pluggable/_compiled"),
             include_dirs=["include", "src/pluggable/_runtime"],
             extra_compile_args=RUNTIME_FLAGS,
         ),

@@ -38,7 +38,7 @@ PUBLIC = "StreamExecutor.allocate(n).close()"
 NOTE = """A pair makes two calls into C, and one ctypes call that returns at once (the
 last row) is the floor of any such call from Python; the plugin's own pair goes through
 ctypes function pointers with a `byref` struct. The public pair makes one C call
-(`pluggable._fast.Memory` holds the `SP_DeviceMemoryBase` itself), which is why it costs
+(`pluggable._compiled.Memory` holds the `SP_DeviceMemoryBase` itself), which is why it costs
 less than the reference's two."""
 
 

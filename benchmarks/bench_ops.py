@@ -33,7 +33,7 @@ from pluggable import ops, raw_ops  # noqa: E402
 NOTE = """A sample issues the op thousands of times back to back and then waits for the
 device (launch and execution included); the reference, PyTorch on the CPU with one thread,
 runs synchronously on the host. Small XPU operations on an idle stream run on the calling
-thread (`XPU_INLINE_BYTES`), so a repeated op is one call into `pluggable._fast` running a
+thread (`XPU_INLINE_BYTES`), so a repeated op is one call into `pluggable._compiled` running a
 remembered plan."""
 
 

@@ -17,7 +17,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _ratios import Report, add_write_flag, best_per_call, rounds  # noqa: E402
 
-NOTE = """With a deadline the call runs on a pthread of `pluggable._fast`'s helper pool: the
+NOTE = """With a deadline the call runs on a pthread of `pluggable._compiled`'s helper pool: the
 caller releases the GIL, spins up to 50 µs on the call's done flag, then sleeps until the
 deadline. What the default costs over the direct call is that hand-off."""
 

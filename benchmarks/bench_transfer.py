@@ -12,7 +12,7 @@
   0.9x `np.copyto`'s speed, i.e. a time ratio of at most 1.11. `np.array(copy=True)` (a
   fresh array, as `numpy()` must return) is shown for what page faults cost.
 - `--sweep`: upload and download times from 4 bytes to 1 MiB against `np.copyto` of the
-  same size: in C (`pluggable._fast.Copier`, the path on an idle compute stream), and on
+  same size: in C (`pluggable._compiled.Copier`, the path on an idle compute stream), and on
   the Python paths through the staging ring and straight (`pluggable.tensors.tensor.STAGE_LIMIT`
   is the threshold between them, for uploads behind queued work).
 - `--against OTHER_SRC`: A/B of two source trees (each built in place): this tree's `src`
@@ -178,7 +178,7 @@ def against(other_src: str) -> None:
 
 
 NOTE = """On an idle compute stream `tensor()` copies straight from the caller's array and
-`numpy()` into the new array, in C (`pluggable._fast.Copier`), and the XPU runs a host copy
+`numpy()` into the new array, in C (`pluggable._compiled.Copier`), and the XPU runs a host copy
 of any size at once on the calling thread; PyTorch's round trip never leaves the calling
 thread either. Behind queued work an upload of at most 1 MiB goes through the staging ring
 (`pluggable.tensors.STAGE_LIMIT`, set from `--sweep`), a larger one straight."""

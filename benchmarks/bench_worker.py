@@ -23,7 +23,7 @@ Figures, each a ratio measured in the same run (min / median / max over the roun
   issuing threads' CPU time per op (`time.thread_time`, which a preempted or waiting thread
   does not accrue) / one thread's: what sharing the GIL costs the threads themselves, the
   figure least moved by the machine's load. Both figures are also taken, in the same
-  batches, with every kernel run releasing the GIL (`pluggable._fast.hold_gil_bytes(-1)`,
+  batches, with every kernel run releasing the GIL (`pluggable._compiled.hold_gil_bytes(-1)`,
   the per-op path before small runs kept it), and reported against the same one-thread
   batches.
 - the interpreter's own figure, the reference for the one above: the same two-thread and
@@ -63,7 +63,7 @@ def measure(rounds: int, n_ops: int, plugin: str = None, batches: int = 3) -> di
     import numpy as np
 
     import pluggable
-    from pluggable import _fast, ops
+    from pluggable import _compiled, ops
 
     if plugin:
         pluggable.load_plugin(plugin)
@@ -124,10 +124,10 @@ def measure(rounds: int, n_ops: int, plugin: str = None, batches: int = 3) -> di
             stream(x0, dev0, n_ops)
             one = max(one, n_ops / (time.perf_counter() - started))
             one_cpu = min(one_cpu, (time.thread_time() - cpu) / n_ops)
-            for key, threshold in (("", _fast.HOLD_GIL_BYTES), ("released_", -1)):
-                _fast.hold_gil_bytes(threshold)
+            for key, threshold in (("", _compiled.HOLD_GIL_BYTES), ("released_", -1)):
+                _compiled.hold_gil_bytes(threshold)
                 seconds, cpu = two_threads(stream, ((x0, dev0), (x1, dev1)), n_ops)
-                _fast.hold_gil_bytes(_fast.HOLD_GIL_BYTES)
+                _compiled.hold_gil_bytes(_compiled.HOLD_GIL_BYTES)
                 two[key][0] = max(two[key][0], 2 * n_ops / seconds)
                 two[key][1] = min(two[key][1], cpu / (2 * n_ops))
         out["numpy_two_threads_vs_one"].append(numpy_two / numpy_one)

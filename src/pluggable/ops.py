@@ -14,7 +14,7 @@ from typing import List, Sequence
 import numpy as np
 
 from .base import dtypes as _dt
-from .base.native import fast as _fast
+from .base.native import compiled as _compiled
 from .eager.dispatch import _missed, execute
 from .eager.operators import plain_matmul
 from .base.dtypes import as_dtype
@@ -51,8 +51,8 @@ __all__ = [
 
 # The first output of an op without attributes: from its remembered plan in C (host values
 # among its inputs too), else from dispatch.execute (one call either way).
-_run = _fast.run
-_execute_constants = _fast.execute_constants
+_run = _compiled.run
+_execute_constants = _compiled.execute_constants
 
 
 def _one(op: str, inputs, attrs=None) -> Tensor:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import inspect as _inspect
 from typing import Any as _Any, Callable as _Callable, Dict as _Dict, List as _List
 
-from .base.native import fast as _fast
+from .base.native import compiled as _compiled
 from .eager.dispatch import execute as _execute
 from .eager import OPS as _OPS
 from .oplib.core import REQUIRED as _REQUIRED, OpDef as _OpDef, bad as _bad
@@ -84,7 +84,7 @@ def _make(op: _OpDef) -> _Callable[..., _Any]:
 
     # Called with exactly its inputs, the op runs from its remembered plan in C; anything
     # else goes to raw_op above.
-    fn = _fast.RawOp(op.name, tuple(inputs), single, raw_op)
+    fn = _compiled.RawOp(op.name, tuple(inputs), single, raw_op)
     fn.__signature__ = signature
     fn.__name__ = fn.__qualname__ = op.name
     fn.__module__ = __name__

@@ -30,7 +30,7 @@ FLOORS = {
 FACES = 10
 # The compiled extension module belongs to the floor of the module that binds it
 # (pluggable.base.native hands it the runtime library's functions).
-COMPILED = {"pluggable._fast": "base"}
+COMPILED = {"pluggable._compiled": "base"}
 
 
 def module_name(path: pathlib.Path) -> str:
@@ -164,7 +164,7 @@ def test_cycles_stay_inside_one_subpackage():
     assert not crossing, f"import cycles across subpackages: {crossing}"
 
 
-@pytest.mark.parametrize("source", sorted((SOURCE / "_fast").glob("*.c")), ids=lambda p: p.name)
+@pytest.mark.parametrize("source", sorted((SOURCE / "_compiled").glob("*.c")), ids=lambda p: p.name)
 def test_compiled_code_imports_no_module_of_the_package(source):
     # The extension is handed what it needs by Python at import (pluggable.base.native);
     # it never imports the package's modules or reads their names.

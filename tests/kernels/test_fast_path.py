@@ -1,4 +1,4 @@
-"""The per-op path in C (pluggable._fast): a repeated op is one call that runs its remembered
+"""The per-op path in C (pluggable._compiled): a repeated op is one call that runs its remembered
 plan, builds the output tensors and gives dropped outputs back to the allocator; closing
 what a plan uses makes it check again; the host tracer's records come from it too."""
 from __future__ import annotations
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import pluggable
-from pluggable import _fast, ops, profiler, raw_ops
+from pluggable import _compiled, ops, profiler, raw_ops
 from pluggable.eager import dispatch
 from pluggable.kernels import registry as kernels
 from pluggable.errors import InternalError
@@ -30,10 +30,10 @@ def _in_use(device="xpu:0"):
 
 def test_a_repeated_op_runs_its_plan_in_one_call():
     x, y = _xpu([1, 2, 3]), _xpu([10, 20, 30])
-    dispatch._plans.pop(_fast.plan_key("Sub", (x, y)), None)
-    assert _fast.execute("Sub", (x, y)) is None  # no plan yet
+    dispatch._plans.pop(_compiled.plan_key("Sub", (x, y)), None)
+    assert _compiled.execute("Sub", (x, y)) is None  # no plan yet
     first = ops.subtract(x, y)  # the slow path leaves a plan
-    outputs = _fast.execute("Sub", (x, y))
+    outputs = _compiled.execute("Sub", (x, y))
     assert outputs is not None and len(outputs) == 1
     out = outputs[0]
     assert type(out) is pluggable.Tensor and out.shape == (3,) and out.dtype == "float32"
@@ -46,12 +46,12 @@ def test_a_repeated_op_runs_its_plan_in_one_call():
 
 def test_no_plan_means_none_not_an_error():
     x = _xpu([1.0])
-    assert _fast.execute("NoSuchOp", (x, x)) is None
-    assert _fast.execute("AddV2", (x, 1.0)) is None  # not all tensors: the slow path's job
-    assert _fast.execute("AddV2", 5) is None  # not a sequence of tensors
-    assert _fast.plan_key("AddV2", (x, "x")) is None
+    assert _compiled.execute("NoSuchOp", (x, x)) is None
+    assert _compiled.execute("AddV2", (x, 1.0)) is None  # not all tensors: the slow path's job
+    assert _compiled.execute("AddV2", 5) is None  # not a sequence of tensors
+    assert _compiled.plan_key("AddV2", (x, "x")) is None
     with pytest.raises(TypeError, match="execute"):
-        _fast.execute("AddV2")
+        _compiled.execute("AddV2")
 
 
 def test_dropped_outputs_go_back_to_the_allocator():
@@ -68,11 +68,11 @@ def test_dropped_outputs_go_back_to_the_allocator():
 def test_closed_kernels_make_plans_check_again():
     x = _xpu([1, 2])
     ops.maximum(x, x)
-    assert _fast.execute("Maximum", (x, x)) is not None
+    assert _compiled.execute("Maximum", (x, x)) is not None
     kernels.close_all()
-    assert _fast.execute("Maximum", (x, x)) is None  # stale: the slow path runs next
+    assert _compiled.execute("Maximum", (x, x)) is None  # stale: the slow path runs next
     assert ops.maximum(x, _xpu([0, 5])).numpy().tolist() == [1, 5]
-    assert _fast.execute("Maximum", (x, x)) is not None  # a new plan
+    assert _compiled.execute("Maximum", (x, x)) is not None  # a new plan
 
 
 def test_a_failing_kernel_raises_and_frees_nothing_twice(faults):
@@ -126,14 +126,14 @@ def test_the_host_tracer_records_fast_path_ops_and_frees(tmp_path):
     ops.add(x, x)
     profiler.start(tmp_path, ProfilerOptions(device_tracer_level=0))
     try:
-        assert _fast.get_tracer() is not None
+        assert _compiled.get_tracer() is not None
         for _ in range(3):
             out = ops.add(x, x)
         del out
         records = dispatch._tracer.records
     finally:
         result = profiler.stop()
-    assert _fast.get_tracer() is None
+    assert _compiled.get_tracer() is None
     op_records = [r for r in records if r[0] == OP and r[4] == "AddV2"]
     assert len(op_records) == 3
     for kind, ident, start, end, name, plan, fresh in op_records:
@@ -292,15 +292,15 @@ def test_a_call_runs_its_plan_with_constants_in_one_c_call(monkeypatch):
     x, shape = _xpu(h), np.array([2, 6], np.int64)
     dispatch._plans.pop(dispatch._constant_plan_key("Reshape", [x, shape], {}), None)
     dispatch._host_inputs.pop("Reshape")  # as in a fresh process: C asks dispatch about the op
-    assert _fast.execute_constants("Reshape", [x, shape], {}) == \
+    assert _compiled.execute_constants("Reshape", [x, shape], {}) == \
         dispatch._constant_plan_key("Reshape", [x, shape], {})  # no plan yet: its key
     assert dispatch._host_inputs["Reshape"] == (False, True)
-    assert _fast.execute_constants("NoSuchOp", [x], {}) is None  # an op it was not told of
+    assert _compiled.execute_constants("NoSuchOp", [x], {}) is None  # an op it was not told of
     assert dispatch.execute("Reshape", [x, shape])[0].shape == (2, 6)  # leaves the plan
-    (out,) = _fast.execute_constants("Reshape", [x, shape], {})
+    (out,) = _compiled.execute_constants("Reshape", [x, shape], {})
     assert out.shape == (2, 6) and out.numpy().tolist() == h.reshape(2, 6).tolist()
-    assert type(_fast.execute_constants("Reshape", [x, [2, 6]], {})) is tuple  # another key
-    assert _fast.execute_constants("Reshape", [x, x], {}) is None  # keyless: a host tensor
+    assert type(_compiled.execute_constants("Reshape", [x, [2, 6]], {})) is tuple  # another key
+    assert _compiled.execute_constants("Reshape", [x, x], {}) is None  # keyless: a host tensor
     # A host value changed in place is another key: never the old plan.
     shape[:] = [6, 2]
     monkeypatch.setattr(dispatch, "_execute", lambda *a, **k: pytest.fail("general path"))
@@ -317,21 +317,21 @@ def test_a_plan_checked_while_its_kernel_is_being_disabled_is_not_kept(monkeypat
     ops.add(x, x)
     registration = next(r for r in kernels.registered_kernels("AddV2", "XPU")
                         if r.matches({"T": x.dtype}))
-    invalidate = _fast.invalidate
+    invalidate = _compiled.invalidate
 
     def invalidate_then_run():
         invalidate()
         ops.add(x, x)  # as another thread could, between the change and what follows
 
-    monkeypatch.setattr(_fast, "invalidate", invalidate_then_run)
+    monkeypatch.setattr(_compiled, "invalidate", invalidate_then_run)
     try:
         with warnings.catch_warnings():  # soft placement onto the CPU is said once
             warnings.simplefilter("ignore", dispatch.PlacementWarning)
             registration.set_enabled(False)
-            monkeypatch.setattr(_fast, "invalidate", invalidate)
+            monkeypatch.setattr(_compiled, "invalidate", invalidate)
             out = ops.add(x, x)
         assert out.device == "/device:CPU:0" and out.numpy().tolist() == [2.0, 4.0]
     finally:
-        monkeypatch.setattr(_fast, "invalidate", invalidate)
+        monkeypatch.setattr(_compiled, "invalidate", invalidate)
         registration.set_enabled(True)
     assert ops.add(x, x).device == "/device:XPU:0"

@@ -66,7 +66,7 @@ def test_run_layout_matches_the_compiler(reported):
                  "PG_RUN_STATUS", "PG_RUN_HEADER_WORDS", "PG_RUN_OUTPUT_HOST_MEMORY",
                  "PG_OUT_HEADER_WORDS", "PG_OUT_OWNED", "PG_OUT_HOST_MEMORY",
                  "PG_MAX_OUTPUT_DIMS"]
-    assert {n: getattr(kernels._fast, n) for n in published} == \
+    assert {n: getattr(kernels._compiled, n) for n in published} == \
         {n: reported[n] for n in published}
     assert kernels._OUT_HEADER_WORDS == reported["PG_OUT_HEADER_WORDS"] == 6
     # kernels._request_header builds the header in this order.

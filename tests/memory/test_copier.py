@@ -1,4 +1,4 @@
-"""Copies between host arrays and tensors in C (`pluggable._fast.Copier`, tensors._copier):
+"""Copies between host arrays and tensors in C (`pluggable._compiled.Copier`, tensors._copier):
 an upload copies straight from the caller's array when the compute stream is idle, a
 download copies into the new array; both wait for nothing when the plugin ran the copy at
 once, and fall back to the Python paths otherwise. The results, the caller's array being
@@ -232,16 +232,16 @@ def test_uploads_that_keep_finding_the_stream_busy_soon_stop_asking(stream_delay
 
 
 def test_a_copier_is_refused_without_the_plugin_s_functions():
-    from pluggable import _fast
+    from pluggable import _compiled
     from pluggable.tensors import tensor as tensors
 
     device = pluggable.get_device("XPU:0")
     event = device.executor.create_event()
     try:
         with pytest.raises(ValueError, match="Copier: no address for memcpy_htod"):
-            _fast.Copier(device, event, {}, 1, tensors._wait_for_stream)
+            _compiled.Copier(device, event, {}, 1, tensors._wait_for_stream)
         with pytest.raises(ValueError, match="Copier: no address for get_event_status"):
-            _fast.Copier(device, event, {"memcpy_htod": 1, "memcpy_dtoh": 1, "record_event": 1,
+            _compiled.Copier(device, event, {"memcpy_htod": 1, "memcpy_dtoh": 1, "record_event": 1,
                                          "get_event_status": None}, 1, tensors._wait_for_stream)
     finally:
         event.close()

@@ -1,4 +1,4 @@
-"""The host plane's encoder (`pluggable._fast.encode_host_events`, which
+"""The host plane's encoder (`pluggable._compiled.encode_host_events`, which
 `HostTracer.build_plane` calls): from a varied list of records (every kind, several threads,
 several allocators, times out of order) it gives the events, lines, stats and allocators'
 bytes in use that the record layouts mean; a malformed record is a clear `InternalError`,
@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import pluggable
-from pluggable import _fast, ops, profiler
+from pluggable import _compiled, ops, profiler
 from pluggable.errors import InternalError
 from pluggable.profiler import ProfilerOptions
 from pluggable.profiler import session as profiler_session
@@ -210,14 +210,14 @@ def test_callbacks_must_keep_their_contract():
     callbacks = [lambda info: "not bytes", lambda bfc, chunk: b"", lambda bfc: 0,
                  lambda record: ("x", b""), builder.event_metadata_id]
     with pytest.raises(TypeError, match="the op stats callback returned str, not bytes"):
-        _fast.encode_host_events(records, b"\x08\x01\x20", *callbacks)
+        _compiled.encode_host_events(records, b"\x08\x01\x20", *callbacks)
     with pytest.raises(TypeError, match="takes 7 arguments, got 2"):
-        _fast.encode_host_events(records, b"")
+        _compiled.encode_host_events(records, b"")
     with pytest.raises(TypeError, match="records must be a list, got tuple"):
-        _fast.encode_host_events(tuple(records), b"", *callbacks)
+        _compiled.encode_host_events(tuple(records), b"", *callbacks)
     callbacks[0] = lambda info: b""
-    assert _fast.encode_host_events([], b"", *callbacks) == []
-    ((ident, first, last, events),) = _fast.encode_host_events(records, b"", *callbacks)
+    assert _compiled.encode_host_events([], b"", *callbacks) == []
+    ((ident, first, last, events),) = _compiled.encode_host_events(records, b"", *callbacks)
     assert (ident, first, last) == (7, T0, T0 + 5)
     assert events == b"\x22\x07\x08\x01\x10\x00\x18\x88\x27"  # id 1, offset 0, 5000 ps
 

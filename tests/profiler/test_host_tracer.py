@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import pluggable
-from pluggable import _fast, ops, profiler
+from pluggable import _compiled, ops, profiler
 from pluggable.devices import allocator
 from pluggable.eager import dispatch
 from pluggable.devices import executor
@@ -141,14 +141,14 @@ def test_each_python_thread_has_its_own_line(tmp_path):
 
 def test_no_hook_is_left_outside_a_session(tmp_path):
     modules = (dispatch, executor, allocator)
-    assert all(m._tracer is None for m in modules) and _fast.get_tracer() is None
+    assert all(m._tracer is None for m in modules) and _compiled.get_tracer() is None
     profiler.start(tmp_path, HOST_ONLY)
     try:
         assert all(m._tracer is not None for m in modules)
-        assert _fast.get_tracer() is dispatch._tracer  # the C per-op path records too
+        assert _compiled.get_tracer() is dispatch._tracer  # the C per-op path records too
     finally:
         profiler.stop(save=False)
-    assert all(m._tracer is None for m in modules) and _fast.get_tracer() is None
+    assert all(m._tracer is None for m in modules) and _compiled.get_tracer() is None
     with pluggable.device("/xpu:0"):
         ops.relu(np.ones(4, np.float32))  # after the session: not recorded anywhere
 

@@ -1,4 +1,4 @@
-"""Blocking plugin calls given up on at a deadline (`pluggable._fast.bounded_call`, which
+"""Blocking plugin calls given up on at a deadline (`pluggable._compiled.bounded_call`, which
 `StreamExecutor.synchronize_all_activity` uses): the call's result and status, a call that
 never returns, the helper threads, bad arguments, signals and fork."""
 from __future__ import annotations
@@ -20,7 +20,7 @@ from pluggable.errors import DeadlineExceededError, InternalError, PluggableWarn
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 HOSTILE_SOURCE = os.path.join(HERE, "..", "plugins", "hostile_plugin.c")
-fast = _native.fast
+fast = _native.compiled
 
 
 def synchronize_address(executor) -> int:
@@ -194,7 +194,7 @@ def test_a_forked_child_starts_its_own_helpers(run_python, build_test_plugin):
         import ctypes, os
         import pluggable
         from pluggable.base import native as _native
-        fast = _native.fast
+        fast = _native.compiled
         executor = pluggable.load_plugin({build_test_plugin()!r}).executor(0)
         address = ctypes.cast(executor._fns["synchronize_all_activity"], ctypes.c_void_p).value
         status = _native.Status()

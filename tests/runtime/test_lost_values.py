@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import pluggable
-from pluggable import _fast, ops
+from pluggable import _compiled, ops
 from pluggable.tensors import dlpack
 from pluggable.errors import DataLossError, InternalError
 
@@ -113,7 +113,7 @@ def test_work_after_the_last_wait_is_counted_lost_with_the_failure(faults, devic
 
 
 def test_a_stream_ledger_counts_writes_and_keeps_the_first_failure():
-    ledger = _fast.Ledger()
+    ledger = _compiled.Ledger()
     assert (ledger.issued, ledger.good, ledger.failure) == (0, 0, None)
     device = pluggable.get_device("XPU:0")
     buffers = [pluggable.tensor(np.ones(2, np.float32), device=device)._buffer
@@ -129,20 +129,20 @@ def test_a_stream_ledger_counts_writes_and_keeps_the_first_failure():
     ledger.fail("a second one")
     assert ledger.failure == "the first failure" and ledger.failed_after == 2
     assert [b.lost for b in buffers] == [None, None, "the first failure"]
-    buffers[2].stamp(_fast.Ledger())  # written again by a healthy stream's work
+    buffers[2].stamp(_compiled.Ledger())  # written again by a healthy stream's work
     assert buffers[2].lost is None
     assert ledger.issue() == 4  # a write to memory that is not a Buffer's (a variable's)
     assert [ledger.lost(n) for n in (2, 3, 4)] == [None, "the first failure", "the first failure"]
 
 
 def test_a_ledger_refuses_counts_it_never_gave_and_messages_that_are_not_text():
-    ledger = _fast.Ledger()
+    ledger = _compiled.Ledger()
     with pytest.raises(ValueError, match=r"verified\(5\): only 0 writes were issued"):
         ledger.verified(5)
     with pytest.raises(TypeError, match="message is a str"):
         ledger.fail(42)
     buffer = pluggable.tensor(np.ones(2, np.float32), device="/xpu:0")._buffer
-    with pytest.raises(TypeError, match="a pluggable._fast.Ledger"):
+    with pytest.raises(TypeError, match="a pluggable._compiled.Ledger"):
         buffer.stamp(object())
 
 

@@ -9,7 +9,7 @@ import gc
 import numpy as np
 import pytest
 
-from pluggable import _fast
+from pluggable import _compiled
 from pluggable.errors import InvalidArgumentError, ResourceExhaustedError
 from pluggable.devices.memory import DeviceMemory
 
@@ -150,12 +150,12 @@ def test_device_memory_made_directly_is_checked(xpu):
 
 def test_the_plugin_allocator_refuses_what_it_cannot_call(xpu):
     with pytest.raises(TypeError, match="must subclass Memory"):
-        _fast.PluginAllocator(int, lambda *a: a, 1, 2, 3)
+        _compiled.PluginAllocator(int, lambda *a: a, 1, 2, 3)
     with pytest.raises(TypeError, match="check_arguments must be callable"):
-        _fast.PluginAllocator(DeviceMemory, None, 1, 2, 3)
+        _compiled.PluginAllocator(DeviceMemory, None, 1, 2, 3)
     with pytest.raises(ValueError, match="allocate must be a non-zero address"):
-        _fast.PluginAllocator(DeviceMemory, lambda *a: a, 1, 0, 3)
-    odd = _fast.PluginAllocator(DeviceMemory, lambda *a: ("x", 0), 1, 2, 3)
+        _compiled.PluginAllocator(DeviceMemory, lambda *a: a, 1, 0, 3)
+    odd = _compiled.PluginAllocator(DeviceMemory, lambda *a: ("x", 0), 1, 2, 3)
     with pytest.raises(TypeError, match="must return .size, memory_space. as integers"):
         odd.allocate(xpu, -1, 0)  # refused before anything is called through the addresses
 

@@ -161,7 +161,7 @@ def test_each_waiter_wakes_when_its_own_work_is_done(xpu, streams, stream_delay)
 
 def test_synchronize_all_activity_reuses_its_helper_thread(xpu, streams, monkeypatch):
     """With a deadline (the default) the blocking call runs on a helper thread (a pthread of
-    pluggable._fast's pool) that waits for the next call once it returned: repeated
+    pluggable._compiled's pool) that waits for the next call once it returned: repeated
     synchronizes start no thread each, Python's or C's."""
     import threading
 

@@ -1,5 +1,5 @@
 """The GIL during a remembered op's kernel run: kept for small runs, released for large ones
-and while a Python host callback is pending (pluggable/_fast/oprun.c, hostcall.c)."""
+and while a Python host callback is pending (pluggable/_compiled/oprun.c, hostcall.c)."""
 from __future__ import annotations
 
 import ctypes
@@ -10,16 +10,16 @@ import numpy as np
 import pytest
 
 import pluggable
-from pluggable import _fast, ops
+from pluggable import _compiled, ops
 from pluggable.eager import dispatch
 from pluggable.errors import InternalError
 
 # Bytes of an AddV2 of n float32 elements: two inputs and one output.
-FLOATS_HELD = _fast.HOLD_GIL_BYTES // (3 * 4)
+FLOATS_HELD = _compiled.HOLD_GIL_BYTES // (3 * 4)
 
 
 def plan_of(op_name, *inputs):
-    return dispatch._plans[_fast.plan_key(op_name, inputs)]
+    return dispatch._plans[_compiled.plan_key(op_name, inputs)]
 
 
 @pytest.fixture
@@ -34,25 +34,25 @@ def launch_blocking(xpu_control):
 @pytest.fixture
 def hold_gil_bytes():
     """``hold_gil_bytes(n)`` sets the threshold for the test; the default afterwards."""
-    yield _fast.hold_gil_bytes
-    _fast.hold_gil_bytes(_fast.HOLD_GIL_BYTES)
+    yield _compiled.hold_gil_bytes
+    _compiled.hold_gil_bytes(_compiled.HOLD_GIL_BYTES)
 
 
 def test_a_plan_knows_the_bytes_of_its_run():
-    assert _fast.hold_gil_bytes() == _fast.HOLD_GIL_BYTES
+    assert _compiled.hold_gil_bytes() == _compiled.HOLD_GIL_BYTES
     small = pluggable.tensor(np.ones(FLOATS_HELD, np.float32), device="xpu:0")
     large = pluggable.tensor(np.ones(FLOATS_HELD + 1, np.float32), device="xpu:0")
     for x in (small, large):
         ops.add(x, x)
     assert plan_of("AddV2", small, small).run_bytes == 3 * 4 * FLOATS_HELD
     assert plan_of("AddV2", large, large).run_bytes == 3 * 4 * (FLOATS_HELD + 1)
-    assert 3 * 4 * FLOATS_HELD <= _fast.HOLD_GIL_BYTES < 3 * 4 * (FLOATS_HELD + 1)
+    assert 3 * 4 * FLOATS_HELD <= _compiled.HOLD_GIL_BYTES < 3 * 4 * (FLOATS_HELD + 1)
     assert (ops.add(small, small).numpy() == 2).all()
     assert (ops.add(large, large).numpy() == 2).all()
 
 
 def test_the_threshold_takes_bytes_or_minus_one(hold_gil_bytes):
-    assert hold_gil_bytes(-1) == _fast.HOLD_GIL_BYTES
+    assert hold_gil_bytes(-1) == _compiled.HOLD_GIL_BYTES
     assert hold_gil_bytes(0) == -1
     assert hold_gil_bytes() == 0
     with pytest.raises(ValueError, match=r"hold_gil_bytes\(-2\): give a number of bytes"):
@@ -63,25 +63,25 @@ def test_the_threshold_takes_bytes_or_minus_one(hold_gil_bytes):
 
 
 def test_host_callbacks_are_counted_until_they_ran(xpu, stream_delay):
-    before = _fast.host_callbacks_pending()
+    before = _compiled.host_callbacks_pending()
     ran = []
     with xpu.create_stream() as stream:
         stream_delay(50_000)  # the worker reaches the callback 50 ms later
-        stream.host_callback(lambda: ran.append(_fast.host_callbacks_pending()))
-        assert _fast.host_callbacks_pending() == before + 1
+        stream.host_callback(lambda: ran.append(_compiled.host_callbacks_pending()))
+        assert _compiled.host_callbacks_pending() == before + 1
         stream.synchronize()
     # Still counted while it ran (counted out only once it gave the GIL back), not after.
     assert ran == [before + 1]
-    assert _fast.host_callbacks_pending() == before
+    assert _compiled.host_callbacks_pending() == before
 
 
 def test_a_callback_the_plugin_refused_is_not_counted(xpu, faults):
-    before = _fast.host_callbacks_pending()
+    before = _compiled.host_callbacks_pending()
     with xpu.create_stream() as stream:
         faults("host_callback:1")
         with pytest.raises(InternalError, match="could not enqueue the callback"):
             stream.host_callback(lambda: None)
-        assert _fast.host_callbacks_pending() == before
+        assert _compiled.host_callbacks_pending() == before
 
 
 def test_a_small_run_waiting_behind_a_host_callback_does_not_deadlock(run_python):
@@ -92,7 +92,7 @@ def test_a_small_run_waiting_behind_a_host_callback_does_not_deadlock(run_python
 import ctypes, time
 import numpy as np
 import pluggable
-from pluggable import _fast, ops
+from pluggable import _compiled, ops
 device = pluggable.get_device("xpu:0")
 x = pluggable.tensor(np.ones(1, np.float32), device=device)
 ops.add(x, x)  # the plan
@@ -101,7 +101,7 @@ ran = []
 device.compute_stream.host_callback(lambda: (time.sleep(0.2), ran.append("callback")))
 y = ops.add(x, x)
 ran.append("op")
-print(ran, _fast.host_callbacks_pending(), y.numpy().tolist(), flush=True)
+print(ran, _compiled.host_callbacks_pending(), y.numpy().tolist(), flush=True)
 """
     result = run_python(code)
     assert result.stdout.strip() == "['callback', 'op'] 0 [2.0]"
@@ -140,7 +140,7 @@ def test_a_large_run_lets_other_threads_run_and_a_small_one_keeps_the_gil(
     for x in (small, large):
         ops.add(x, x)  # the plans
     # A pending callback (of an earlier test) would make every run release the GIL.
-    assert _fast.host_callbacks_pending() == 0
+    assert _compiled.host_callbacks_pending() == 0
     launch_blocking()
     stream_delay(300_000)  # each kernel's work waits 0.3 s on the stream, and its run with it
     during_large, y_large = other_thread_ran_during(large, 0.3)

@@ -72,26 +72,26 @@ lib = _load_runtime()
 RUNTIME_LIBRARY_PATH = lib._name
 
 
-def _load_fast():
-    """`pluggable._fast`, the extension module of the per-op path, given the runtime's
+def _load_compiled():
+    """`pluggable._compiled`, the extension module of the per-op path, given the runtime's
     functions it calls."""
     try:
-        from .. import _fast
+        from .. import _compiled
     except ImportError as exc:
         raise RuntimeLibraryError(
-            f"pluggable's extension module pluggable._fast cannot be imported ({exc}): the "
+            f"pluggable's extension module pluggable._compiled cannot be imported ({exc}): the "
             "package was not built completely. Install it with `pip install .` (or "
             "`pip install -e .`) from the source tree.") from exc
-    _fast.bind_runtime({name: ctypes.cast(getattr(lib, name), ctypes.c_void_p).value
-                        for name in ("pluggable_KernelRun", "TF_NewStatus", "TF_DeleteStatus",
-                                     "TF_Message", "pluggable_BFCDeallocate",
-                                     "pluggable_BFCAllocate", "TF_GetCode",
-                                     "pluggable_ResetStatus")})
-    _fast.bind_errors(InternalError)
-    return _fast
+    _compiled.bind_runtime({name: ctypes.cast(getattr(lib, name), ctypes.c_void_p).value
+                            for name in ("pluggable_KernelRun", "TF_NewStatus",
+                                         "TF_DeleteStatus", "TF_Message",
+                                         "pluggable_BFCDeallocate", "pluggable_BFCAllocate",
+                                         "TF_GetCode", "pluggable_ResetStatus")})
+    _compiled.bind_errors(InternalError)
+    return _compiled
 
 
-fast = _load_fast()
+compiled = _load_compiled()
 
 TF_NewStatus = lib.TF_NewStatus
 TF_DeleteStatus = lib.TF_DeleteStatus

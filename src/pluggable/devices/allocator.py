@@ -413,7 +413,7 @@ class BFCAllocator:
         if self._handle is None:
             return 0
         self._handle = None
-        _native.fast.invalidate()  # buffers from this allocator no longer free into it
+        _native.compiled.invalidate()  # buffers from this allocator no longer free into it
         self.leaked_allocations = self._finalizer()
         return self.leaked_allocations
 

@@ -132,7 +132,7 @@ class PluggableDevice:
             self._name_streams()
             # The streams are replaced first, plans told next, the old streams closed last:
             # a plan checked in between is stale for good, none runs on a closed stream.
-            _native.fast.invalidate()
+            _native.compiled.invalidate()
             for stream in failed:
                 stream.close()
 
@@ -140,7 +140,7 @@ class PluggableDevice:
         if self._closed:
             return
         self._closed = True
-        _native.fast.invalidate()  # after the flag: a plan checked meanwhile is found stale
+        _native.compiled.invalidate()  # after the flag: a plan checked meanwhile is found stale
         for stream in self.streams:
             stream.close()
 

@@ -24,7 +24,7 @@ class Event(PluginHandle):
     _destroy = "destroy_event"
     _kind = "event"
     # The ledger of the stream it was last recorded on and its count of writes before the
-    # point (_fast/ledger.c): a wait that sees the event complete counts those as done.
+    # point (_compiled/ledger.c): a wait that sees the event complete counts those as done.
     _writes = None
 
     def record(self, stream: "Stream") -> None:

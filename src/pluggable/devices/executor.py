@@ -100,31 +100,31 @@ def host_buffer(obj: Any, writable: bool, what: str) -> Tuple[int, int, Any]:
 class _CallbackRegistry:
     """Python callables a plugin will call back through ``SE_StatusCallbackFn``.
 
-    One C function (pluggable._fast's) serves every callback; ``callback_arg`` is a token
+    One C function (pluggable._compiled's) serves every callback; ``callback_arg`` is a token
     that finds the callable, so nothing is created per call and nothing can be collected while
     the plugin may still call it. Every callable registered and not yet run or discarded is
-    counted in pluggable._fast: while any is, kernel runs release the GIL, which the callback
-    will need (see _fast/hostcall.c).
+    counted in pluggable._compiled: while any is, kernel runs release the GIL, which the callback
+    will need (see _compiled/hostcall.c).
     """
 
     def __init__(self):
         self._lock = threading.Lock()
         self._next = 1
         self._entries: Dict[int, Tuple[Callable[[], Any], "StreamExecutor", str]] = {}
-        self.trampoline = SE_StatusCallbackFn(_native.fast.bind_host_callbacks(self._run))
+        self.trampoline = SE_StatusCallbackFn(_native.compiled.bind_host_callbacks(self._run))
 
     def add(self, fn: Callable[[], Any], executor: "StreamExecutor", what: str) -> int:
         with self._lock:
             token = self._next
             self._next += 1
             self._entries[token] = (fn, executor, what)
-            _native.fast.host_callback_added()
+            _native.compiled.host_callback_added()
         return token
 
     def discard(self, token: int) -> None:
         with self._lock:
             if self._entries.pop(token, None) is not None:
-                _native.fast.host_callback_dropped()
+                _native.compiled.host_callback_dropped()
 
     def _run(self, arg: int, status_address: int) -> bool:
         """Runs the callable of token ``arg``; whether there was one (the C caller counts it
@@ -274,7 +274,7 @@ class StreamExecutor:
         self._se = view
         self._fns = fns
         self._fn_addresses: Dict[str, int] = {}  # of the calls _bounded_call made
-        self._plugin_allocate = _native.fast.PluginAllocator(
+        self._plugin_allocate = _native.compiled.PluginAllocator(
             DeviceMemory, _allocation_arguments, ctypes.addressof(self._device),
             *(ctypes.cast(fns[name], ctypes.c_void_p).value
               for name in ("allocate", "deallocate"))).allocate
@@ -505,8 +505,8 @@ class StreamExecutor:
     # -- pools and the event manager, made on first use --------------------------------------
     @property
     def allocator(self):
-        """The device's BFC allocator (`pluggable.devices.allocator.BFCAllocator`), made on first use
-        with `allocator_options` (memory_limit, allow_growth)."""
+        """The device's BFC allocator (`pluggable.devices.allocator.BFCAllocator`), made on
+        first use with `allocator_options` (memory_limit, allow_growth)."""
         if self._allocator is None:
             from .allocator import BFCAllocator
 
@@ -534,7 +534,8 @@ class StreamExecutor:
 
     @property
     def staging(self):
-        """The `pluggable.devices.staging.StagingRing` small copies go through, made on first use."""
+        """The `pluggable.devices.staging.StagingRing` small copies go through, made on first
+        use."""
         if self._staging is None:
             from .staging import StagingRing
 
@@ -895,7 +896,7 @@ class StreamExecutor:
 
     def _bounded_call(self, name: str, timeout: Optional[float]) -> None:
         """``_call(name)`` for a blocking call that has no status to poll: run on a helper
-        thread (pluggable._fast's pool, _fast/blocking.c) and given up on past the deadline.
+        thread (pluggable._compiled's pool, _compiled/blocking.c) and given up on past the deadline.
         A call given up on goes on with its status, which is then never freed or reused."""
         limit = limits.deadline() if timeout is None else timeout
         if not limit:
@@ -908,7 +909,7 @@ class StreamExecutor:
         status = _native.acquire_status()
         started = time.monotonic()
         try:
-            returned = _native.fast.bounded_call(address, self._device_address,
+            returned = _native.compiled.bounded_call(address, self._device_address,
                                                  status.address, limit)
         except BaseException:  # a signal handler's (Ctrl-C): the call goes on
             _native.abandon_status(status)

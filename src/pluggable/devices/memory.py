@@ -12,7 +12,7 @@ from __future__ import annotations
 import ctypes
 
 from .handle import finalizer
-from ..base.native import fast as _fast
+from ..base.native import compiled as _compiled
 from ..abi.stream_executor import SP_DeviceMemoryBase
 from ..base.errors import FailedPreconditionError, InvalidArgumentError
 
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from .executor import StreamExecutor
 
 
-class DeviceMemory(_fast.Memory):
+class DeviceMemory(_compiled.Memory):
     """A range of device memory: ``address`` (the plugin's opaque pointer) and ``size``.
 
     An owning `DeviceMemory` comes from `StreamExecutor.allocate` and returns its memory on
@@ -32,7 +32,7 @@ class DeviceMemory(_fast.Memory):
     """
 
     # The range is the SP_DeviceMemoryBase that allocate filled and close() gives back, kept
-    # in the C base (pluggable._fast.Memory, which also holds `executor`, `_owner`, `address`,
+    # in the C base (pluggable._compiled.Memory, which also holds `executor`, `_owner`, `address`,
     # `size`, `payload`, `is_closed` and `close()`). The struct that copies and kernels pass
     # to the plugin (`_base`, `_ref`) is a ctypes copy of it, made on first use.
     __slots__ = ()

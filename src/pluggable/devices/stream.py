@@ -4,7 +4,7 @@ from __future__ import annotations
 from collections import namedtuple
 
 from ..base import native as _native
-from ..base.native import fast as _fast
+from ..base.native import compiled as _compiled
 from .handle import PluginHandle
 from ..abi.tf_status import TF_Code
 from ..base.errors import error_for_code
@@ -41,8 +41,8 @@ class Stream(PluginHandle):
     def __init__(self, executor, handle):
         self._callback_tokens: Set[int] = set()
         # The count of writes its work makes to device buffers, and which are known done
-        # (see _fast/ledger.c): after a failure, what the failed work was to write is lost.
-        self._ledger = _fast.Ledger()
+        # (see _compiled/ledger.c): after a failure, what the failed work was to write is lost.
+        self._ledger = _compiled.Ledger()
         super().__init__(executor, handle)
 
     def wait_for(self, other: "Stream") -> None:

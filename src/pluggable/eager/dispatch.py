@@ -32,7 +32,7 @@ from ..devices.device import PluggableDevice
 from ..base.dtypes import DType, as_dtype, resource, type_names
 from ..base.errors import InternalError, InvalidArgumentError, NotFoundError, PluggableWarning
 from ..oplib.core import OPS, REQUIRED, OpDef, TensorMeta, bad, select_condition_shape
-from ..base.native import fast as _fast
+from ..base.native import compiled as _compiled
 from ..tensors.placement import CPU_DEVICE, device, device_scope, scoped_device  # noqa: F401
 from ..tensors.tensor import Tensor, tensor as make_tensor
 
@@ -291,8 +291,8 @@ _plans: Dict[Tuple, "_Plan"] = {}
 _MAX_PLANS = 4096
 
 
-class _Plan(_fast.Plan):
-    """How to run one op on one device for given input types and shapes (`pluggable._fast`
+class _Plan(_compiled.Plan):
+    """How to run one op on one device for given input types and shapes (`pluggable._compiled`
     runs it): ``run(tensors)`` takes the device inputs, returns the outputs, or None when the
     plan went stale (streams replaced, kernels changed or closed). Every run of a plugin
     kernel by dispatch is a plan's run; one that can serve later calls is kept in `_plans`.
@@ -303,9 +303,9 @@ class _Plan(_fast.Plan):
     __slots__ = ("key", "kernel_name", "inputs", "constants")
 
 
-_plan_key = _fast.plan_key  # (op, scope, each input's dtype code, shape and device)
-_fast_execute = _fast.execute
-_fast_execute_constants = _fast.execute_constants
+_plan_key = _compiled.plan_key  # (op, scope, each input's dtype code, shape and device)
+_fast_execute = _compiled.execute
+_fast_execute_constants = _compiled.execute_constants
 
 
 def execute(op_name: str, inputs: Sequence[Any], attrs: Optional[Mapping[str, Any]] = None,
@@ -330,7 +330,7 @@ def execute(op_name: str, inputs: Sequence[Any], attrs: Optional[Mapping[str, An
 
 def _missed(op_name: str, inputs: Sequence[Any], attrs: Optional[Mapping[str, Any]],
             found: Optional[Tuple]) -> List[Tensor]:
-    """`execute` once the lookups in C found no plan (`_fast.run` and `ops` call it after
+    """`execute` once the lookups in C found no plan (`_compiled.run` and `ops` call it after
     their own): ``found`` is the call's key with constants, None when it has none."""
     if _tracer is not None:
         return _tracer.op(op_name, inputs, attrs)
@@ -347,13 +347,13 @@ def _missed(op_name: str, inputs: Sequence[Any], attrs: Optional[Mapping[str, An
     return _execute(op_name, inputs, attrs, key)
 
 
-_fast.bind_dispatch(_plans, _settings, _missed)
+_compiled.bind_dispatch(_plans, _settings, _missed)
 
 # -- plans with attributes and host values --------------------------------------------------
 # A call with attributes, or with host-memory inputs given as values (a reshape's shape, a
 # reduction's axis), is remembered too, under a key that holds the attributes and those
 # values as well: `ops.reduce_sum(x, axis=0)` repeated costs one plan run, not the general
-# path (~50 µs). The key is built, and a repeated call run, in C (_fast/constplans.c). Keys
+# path (~50 µs). The key is built, and a repeated call run, in C (_compiled/constplans.c). Keys
 # whose run could not be remembered (the op's inputs do not suit a plan, or it ran on the
 # CPU) are kept in _unplannable so they are not tried again.
 _unplannable: set = set()
@@ -374,14 +374,14 @@ def _host_flags(op_name: str) -> Optional[Tuple[bool, ...]]:
     return flags
 
 
-_fast.bind_constants(_host_inputs, _host_flags, CPU_DEVICE, np.ndarray)
+_compiled.bind_constants(_host_inputs, _host_flags, CPU_DEVICE, np.ndarray)
 # The key of a remembered run with constants (`execute_with_constants`): the op, the device
 # scope, each device input's dtype, shape and device, each host input's value and the
 # attributes; None when a part cannot be keyed (an input that is not a tensor where the op
 # wants one in device memory, or is a tensor on the CPU, a host input given as a tensor, a
 # list input, a value that is unhashable, NaN, or an array of more than 64 elements), and
 # for a call with neither attributes nor host inputs (its plan is the plain one).
-_constant_plan_key = _fast.constant_plan_key
+_constant_plan_key = _compiled.constant_plan_key
 
 
 def _execute(op_name: str, inputs: Sequence[Any], attrs: Optional[Mapping[str, Any]],
@@ -559,7 +559,7 @@ def _run_on_device(op: OpDef, target: PluggableDevice, registration, tensors: Li
                    host: List[Optional[np.ndarray]], attrs: Dict[str, Any],
                    shapes: List[Optional[Tuple[int, ...]]], out_dtypes: List[DType]):
     """Runs the op's kernel on ``target`` and returns ``(outputs, plan)``: the run is a plan's
-    (`pluggable._fast.Plan`), the same C code that runs every repeated call, which stamps,
+    (`pluggable._compiled.Plan`), the same C code that runs every repeated call, which stamps,
     checks and wraps the outputs. Inputs the kernel reads in host memory (and variables'
     handles) are the plan's constants; the others are moved to ``target`` first."""
     from ..kernels import registry as kernels

@@ -15,7 +15,7 @@ from typing import Any, List, Tuple
 
 import numpy as np
 
-from ..base.native import fast as _fast
+from ..base.native import compiled as _compiled
 from .dispatch import _plans, _settings, execute, execute_with_constants
 from ..base.dtypes import as_dtype
 from ..tensors.tensor import CPU_DEVICE, Tensor, device_scope
@@ -23,7 +23,7 @@ from ..tensors.tensor import CPU_DEVICE, Tensor, device_scope
 __all__ = ["getitem", "boolean_mask", "binary", "true_divide", "equality", "logical_or_bitwise",
            "invert", "scalar", "array_ufunc"]
 
-_run = _fast.run  # an op's first output, from its remembered plan when there is one
+_run = _compiled.run  # an op's first output, from its remembered plan when there is one
 _INDEX_HELP = ("only integers, slices (`:`), ellipsis (`...`), None (new axis), scalar integer "
                "tensors and one boolean mask are valid indices")
 

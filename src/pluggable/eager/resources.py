@@ -62,7 +62,7 @@ class VariableState:
         self.dtype = dtype
         self.name = name
         self.live = True  # False once destroyed: the runtime's object is gone
-        # The last write's stream ledger and stamp (_fast/ledger.c): after that stream
+        # The last write's stream ledger and stamp (_compiled/ledger.c): after that stream
         # failed, a value whose write was not known done is lost.
         self.ledger = None
         self.stamp = 0

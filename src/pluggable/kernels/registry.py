@@ -129,11 +129,11 @@ _FreeHostMemory = _fns["pluggable_FreeHostMemory"]
 
 # The request and output layouts of pluggable_KernelRun (runtime_internal.h: PG_RUN_*,
 # PG_OUT_*), as the compiled extension publishes them.
-_fast = _native.fast
-_RUN_OUTPUT_HOST_MEMORY = _fast.PG_RUN_OUTPUT_HOST_MEMORY
-_OUT_HEADER_WORDS = _fast.PG_OUT_HEADER_WORDS
-_OUT_OWNED, _OUT_HOST_MEMORY = _fast.PG_OUT_OWNED, _fast.PG_OUT_HOST_MEMORY
-_MAX_OUTPUT_DIMS = _fast.PG_MAX_OUTPUT_DIMS
+_compiled = _native.compiled
+_RUN_OUTPUT_HOST_MEMORY = _compiled.PG_RUN_OUTPUT_HOST_MEMORY
+_OUT_HEADER_WORDS = _compiled.PG_OUT_HEADER_WORDS
+_OUT_OWNED, _OUT_HOST_MEMORY = _compiled.PG_OUT_OWNED, _compiled.PG_OUT_HOST_MEMORY
+_MAX_OUTPUT_DIMS = _compiled.PG_MAX_OUTPUT_DIMS
 _OUT_HEAD_BYTES = 8 * _OUT_HEADER_WORDS
 _MASK64 = (1 << 64) - 1
 _addressof = ctypes.addressof
@@ -482,7 +482,7 @@ def _rebuild_index() -> None:
         if r._enabled:
             _index.setdefault((r.op, r.device_type), []).append(r)
             _by_op.setdefault(r.op, []).append(r)
-    _native.fast.invalidate()  # plans made from the older set are stale
+    _native.compiled.invalidate()  # plans made from the older set are stale
 
 
 def registered_kernels(op: Optional[str] = None, device_type: Optional[str] = None,
@@ -608,7 +608,7 @@ def flush_releases() -> None:
 
 # The per-op path in C reads `generation` (plans made before a change are stale) and runs
 # the queued deletes at its safe points, as the Python path does.
-_native.fast.bind_kernels(sys.modules[__name__], _pending_deletes, flush_releases)
+_native.compiled.bind_kernels(sys.modules[__name__], _pending_deletes, flush_releases)
 
 
 _live_kernels: "weakref.WeakSet[Kernel]" = weakref.WeakSet()
@@ -676,7 +676,7 @@ class Kernel:
         if self._handle is None:
             return
         handle, self._handle = self._handle, None
-        _native.fast.invalidate()  # plans of this instance are stale (before it is freed)
+        _native.compiled.invalidate()  # plans of this instance are stale (before it is freed)
         self._finalizer.detach()
         _Delete(handle)
         flush_releases()
@@ -775,7 +775,7 @@ class Kernel:
             raise FailedPreconditionError(
                 f"kernel {self.registration.kernel_name} for node {self.node_name!r} is "
                 f"closed", call="Kernel.prepare")
-        # The output records and the status are the runner's own (pluggable._fast.Plan's).
+        # The output records and the status are the runner's own (pluggable._compiled.Plan's).
         words = _request_header(self._handle, executor, stream, executor.allocator, 0,
                                 len(inputs), len(output_dtypes), 0, 0, 0)
         words += output_dtypes
@@ -832,15 +832,16 @@ def _request_header(handle: int, executor: "StreamExecutor", stream: "Stream", a
 
 # The header above is in the runtime's PG_RUN_* order; a runtime built with another order is a
 # broken installation, said at import rather than as kernels reading the wrong words.
-if (_fast.PG_RUN_KERNEL, _fast.PG_RUN_STEP_ID, _fast.PG_RUN_OUT, _fast.PG_RUN_OUT_CAPACITY,
-        _fast.PG_RUN_STATUS, _fast.PG_RUN_HEADER_WORDS) != (0, 6, 9, 10, 11, 12):
+if (_compiled.PG_RUN_KERNEL, _compiled.PG_RUN_STEP_ID, _compiled.PG_RUN_OUT,
+        _compiled.PG_RUN_OUT_CAPACITY, _compiled.PG_RUN_STATUS,
+        _compiled.PG_RUN_HEADER_WORDS) != (0, 6, 9, 10, 11, 12):
     raise ImportError("pluggable's runtime library and its kernels.registry disagree on the "
                       "kernel request's layout (PG_RUN_*): reinstall pluggable")
 
 
 class PreparedRun:
     """`Kernel.prepare`'s result: a kernel request with everything but the device inputs'
-    addresses filled in, which dispatch's plans (`pluggable._fast.Plan`) copy and run from C.
+    addresses filled in, which dispatch's plans (`pluggable._compiled.Plan`) copy and run from C.
     The kernel and executor stay referenced for as long as the plan lives."""
 
     __slots__ = ("kernel", "executor", "template", "slots", "n_out")
@@ -848,6 +849,6 @@ class PreparedRun:
     def __init__(self, kernel: Kernel, executor: "StreamExecutor", template, slots, n_out):
         self.kernel = kernel
         self.executor = executor
-        self.template = template  # the request (pluggable._fast.Plan copies it)
+        self.template = template  # the request (pluggable._compiled.Plan copies it)
         self.slots = slots        # the words that take the input addresses
         self.n_out = n_out

@@ -1,9 +1,9 @@
 """The host tracer: what the host did during a profiling session, on a ``/host:CPU`` plane.
 
-While a session records, `pluggable._fast` records every op run from a remembered plan and
+While a session records, `pluggable._compiled` records every op run from a remembered plan and
 every tensor buffer freed, and the hooks of `dispatch` (ops on its slow path), `executor`
 (every copy) and `allocator` (allocations and frees by address) call this tracer; `Trace`
-annotations add their spans. All records go to one store in `pluggable._fast`, in the order
+annotations add their spans. All records go to one store in `pluggable._compiled`, in the order
 they were made, and become plain tuples (layouts below) when the session stops, with
 CLOCK_REALTIME nanosecond stamps, the clock of the plugins' planes; names, shapes and stats
 are worked out only then. When no session runs the hooks cost one check of a module global
@@ -19,11 +19,11 @@ from typing import Any, Dict, List, Optional
 from ..devices import allocator as _allocator_module
 from ..eager import dispatch as _dispatch_module
 from ..devices import executor as _executor_module
-from ..base.native import fast as _fast
+from ..base.native import compiled as _compiled
 from .xspace import PlaneBuilder
 
-# Ops run from remembered plans and tensor buffers freed are recorded by pluggable._fast
-# (`_fast.set_tracer`); the rest by these modules' hooks.
+# Ops run from remembered plans and tensor buffers freed are recorded by pluggable._compiled
+# (`_compiled.set_tracer`); the rest by these modules' hooks.
 _HOOKED_MODULES = (_dispatch_module, _executor_module, _allocator_module)
 
 # Kinds of record; the tuple's layout follows the kind (see the methods that append them).
@@ -46,9 +46,9 @@ class HostTracer:
 
     def __init__(self):
         self._records: List[tuple] = []
-        # Records are kept by pluggable._fast while the session runs, with those of the
+        # Records are kept by pluggable._compiled while the session runs, with those of the
         # C per-op path, in the order they were made; `records` has them all as tuples.
-        self._append = _fast.record
+        self._append = _compiled.record
         self._baselines: Dict[int, int] = {}  # id(allocator) -> bytes in use at start
         self._allocators: Dict[int, Any] = {}
         # Thread names, taken while the threads live (a line is named after its thread).
@@ -72,21 +72,21 @@ class HostTracer:
                         self._allocators[id(bfc)] = bfc
         for module in _HOOKED_MODULES:
             module._tracer = self
-        _fast.set_tracer(self)
+        _compiled.set_tracer(self)
 
     def uninstall(self) -> None:
         for module in _HOOKED_MODULES:
             if module._tracer is self:
                 module._tracer = None
-        if _fast.get_tracer() is self:  # the hooks are off: nothing records after this
-            _fast.set_tracer(None)
-            self._records += _fast.take_records()
+        if _compiled.get_tracer() is self:  # the hooks are off: nothing records after this
+            _compiled.set_tracer(None)
+            self._records += _compiled.take_records()
 
     @property
     def records(self) -> List[tuple]:
         """Every record so far, oldest first (see the kinds above for their layouts)."""
-        if _fast.get_tracer() is self:
-            self._records += _fast.take_records()
+        if _compiled.get_tracer() is self:
+            self._records += _compiled.take_records()
         return self._records
 
     @records.setter
@@ -131,7 +131,7 @@ class HostTracer:
         ``XSpace.planes`` field in pieces to be joined in order (`PlaneBuilder.space_field`);
         None when nothing was recorded.
 
-        The records are walked in C (`pluggable._fast.encode_host_events`: lines per thread,
+        The records are walked in C (`pluggable._compiled.encode_host_events`: lines per thread,
         events, allocators' running bytes in use); it calls back here for what is encoded
         once per key: the stats of an op's plan, of an (allocator, chunk size), and the rare
         copies and annotations."""
@@ -168,8 +168,9 @@ class HostTracer:
                 values["step_num"] = int(step_num)
             return name, stats(values)
 
-        lines = _fast.encode_host_events(self.records, in_use_prefix, op_stats, allocation_stats,
-                                   baseline, rare_event, builder.event_metadata_id)
+        lines = _compiled.encode_host_events(self.records, in_use_prefix, op_stats,
+                                             allocation_stats, baseline, rare_event,
+                                             builder.event_metadata_id)
         names = {t.ident: t.name for t in threading.enumerate()}
         names.update(self.thread_names)
         for ident, first, last, events in lines:

@@ -46,7 +46,7 @@ def parse_xspace(data: bytes, what: str):
 def _varint(n: int) -> bytes:
     """``n`` as a protobuf varint (int64 on the wire: two's complement, 10 bytes when
     negative). Used for headers, metadata and stats encoded once per key; the per-event
-    varints are written in C (`pluggable._fast`)."""
+    varints are written in C (`pluggable._compiled`)."""
     n &= 0xFFFFFFFFFFFFFFFF
     out = bytearray()
     while n >= 0x80:
@@ -71,7 +71,7 @@ class PlaneBuilder:
     It writes protobuf's wire format itself rather than building messages: a host plane has
     an event per op, copy and allocation, and message objects would cost more than the
     session they record. The events of a line arrive encoded (the host tracer's records are
-    encoded in C, `pluggable._fast.encode_host_events`); this class hands out the metadata
+    encoded in C, `pluggable._compiled.encode_host_events`); this class hands out the metadata
     ids they use and encodes their stats, once per key (every run of one op plan has the
     same device, kernel, shapes and dtypes). The result parses with the generated xplane_pb2
     and with TensorFlow's own."""

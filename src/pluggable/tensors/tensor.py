@@ -28,7 +28,7 @@ import numpy as np
 
 from ..devices.handle import finalizer
 from ..abi.plugin_ext import PLUGGABLE_PLATFORM_PAGEABLE_ASYNC_COPY
-from ..base.native import fast as _fast
+from ..base.native import compiled as _compiled
 from ..abi.stream_executor import SE_EventStatus
 from ..abi.tf_status import TF_Code
 from ..devices.device import PluggableDevice
@@ -51,7 +51,7 @@ _REPR_MAX_ELEMENTS = 1000
 _MAX_BYTES = 1 << 62
 
 
-class DeviceBuffer(_fast.Buffer):
+class DeviceBuffer(_compiled.Buffer):
     """Device memory holding a tensor's bytes, from the device's allocator.
 
     ``uses`` are markers of asynchronous work on streams other than the compute stream that
@@ -59,7 +59,7 @@ class DeviceBuffer(_fast.Buffer):
     allocator once all of them are passed. (Work on the compute stream needs no marker:
     memory is reused only in compute-stream order.)
 
-    The fields and the release live in `pluggable._fast.Buffer`, in C: a buffer is made for
+    The fields and the release live in `pluggable._compiled.Buffer`, in C: a buffer is made for
     every op's output, and dropping one gives its memory straight back to the BFC allocator
     without a Python call (a ``__del__`` cost 0.1 µs per output, a ``weakref.finalize``
     0.8 µs). A buffer with ``uses`` goes to `_release_buffer`; after the executor closed,
@@ -222,7 +222,7 @@ class Tensor:
         else:
             _wait_for_stream(device, device.compute_stream)
 
-    # -- DLPack (pluggable.tensors.dlpack) -----------------------------------------------------------
+    # -- DLPack (pluggable.tensors.dlpack) ----------------------------------------------------
     def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
         """A DLPack capsule of this tensor, per the Python array API standard."""
         return _dlpack().export(self, stream=stream, max_version=max_version,
@@ -567,7 +567,7 @@ _COPIER_FUNCTIONS = ("memcpy_htod", "memcpy_dtoh", "record_event", "get_event_st
 
 
 def _copier(device: PluggableDevice):
-    """The device's `pluggable._fast.Copier` (copies on the compute stream in C), made anew
+    """The device's `pluggable._compiled.Copier` (copies on the compute stream in C), made anew
     when the last one went stale; False where copies take the Python path: for good with a
     plugin without asynchronous copies of pageable memory or on a closed device, for this
     call only when no event or allocator can be had now."""
@@ -584,7 +584,7 @@ def _copier(device: PluggableDevice):
     except PluggableError:
         device._copier = None  # asked again next time; the Python path reports the error
         return False
-    copier = device._copier = _fast.Copier(
+    copier = device._copier = _compiled.Copier(
         device, event,
         {name: ctypes.cast(fns[name], ctypes.c_void_p).value for name in _COPIER_FUNCTIONS},
         ctypes.cast(executor._device_ptr, ctypes.c_void_p).value, _wait_for_stream)
@@ -709,4 +709,4 @@ def zeros(shape: Any, dtype: Any = "float32", device: Any = None) -> Tensor:
 
 # The C per-op path makes Tensors and DeviceBuffers itself, and gives buffers with pending
 # uses to _release_buffer.
-_fast.bind_tensors(Tensor, DeviceBuffer, _release_buffer, DType, device_scope, _raise_lost)
+_compiled.bind_tensors(Tensor, DeviceBuffer, _release_buffer, DType, device_scope, _raise_lost)

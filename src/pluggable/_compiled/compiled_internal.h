@@ -1,4 +1,4 @@
-/* pluggable._fast: the CPython extension module that keeps the per-op path, device memory and
+/* pluggable._compiled: the CPython extension module that keeps the per-op path, device memory and
  * the host profiler's hot loops in C. Each part (one .c file) contributes an init function and
  * a method table if it has module functions; module.c gathers them. The runtime library's
  * functions, and a plugin's, are reached through pointers that the ctypes side passes in (the

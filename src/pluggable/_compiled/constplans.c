@@ -15,7 +15,7 @@
  * MAX_HOST_VALUES elements. A value that cannot be a key part (unhashable, NaN, which is
  * never equal to itself, an array that is too large, of objects or not contiguous) makes the
  * whole call keyless: it takes the general path. */
-#include "fast_internal.h"
+#include "compiled_internal.h"
 
 #include <math.h>
 #include <string.h>

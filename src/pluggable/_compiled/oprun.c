@@ -34,7 +34,7 @@
  * here is recorded in C; `take_records` hands them over as the same tuples as
  * profiler/host_tracer.py's hooks make: OP (0, thread, start_ns, end_ns, op_name, plan, fresh
  * outputs) and FREE (3, thread, when_ns, allocator, bytes), with CLOCK_REALTIME stamps. */
-#include "fast_internal.h" /* Python.h first */
+#include "compiled_internal.h" /* Python.h first */
 #include "pluggable/profiler_clock.h"
 
 #include <limits.h>
@@ -131,7 +131,7 @@ static PyTypeObject BufferType;
  * grows). `take_records` turns them into host_tracer.py's tuples when the session stops.
  * Records the Python hooks make (copies, allocations, annotations, slow-path ops) are stored
  * here too, as their tuples, so that all keep the order they were made in. */
-enum { RECORD_OBJECT = -1 }; /* besides fast_internal.h's REC_ kinds: a Python tuple */
+enum { RECORD_OBJECT = -1 }; /* besides compiled_internal.h's REC_ kinds: a Python tuple */
 
 typedef struct {
   int kind;            /* REC_OP, REC_FREE or RECORD_OBJECT */
@@ -331,7 +331,7 @@ void pg_buffer_stamp(PyObject* buffer, PgLedger* ledger) {
 
 static PyObject* buffer_stamp(BufferObject* self, PyObject* ledger) {
   if (!PyObject_TypeCheck(ledger, &PgLedgerType)) {
-    PyErr_SetString(PyExc_TypeError, "stamp(ledger): a pluggable._fast.Ledger (a stream's _ledger)");
+    PyErr_SetString(PyExc_TypeError, "stamp(ledger): a pluggable._compiled.Ledger (a stream's _ledger)");
     return NULL;
   }
   pg_buffer_stamp((PyObject*)self, (PgLedger*)ledger);
@@ -368,7 +368,7 @@ static PyMemberDef buffer_members[] = {
     {NULL, 0, 0, 0, NULL}};
 
 static PyTypeObject BufferType = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "pluggable._fast.Buffer",
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "pluggable._compiled.Buffer",
     .tp_basicsize = sizeof(BufferObject),
     .tp_dealloc = (destructor)buffer_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
@@ -569,11 +569,11 @@ static int plan_init(PlanObject* p, PyObject* args, PyObject* kwargs) {
     return -1;
   }
   if (kernel_run == NULL || tensor_type == NULL) {
-    PyErr_SetString(PyExc_RuntimeError, "pluggable._fast is not bound to the runtime library");
+    PyErr_SetString(PyExc_RuntimeError, "pluggable._compiled is not bound to the runtime library");
     return -1;
   }
   if (kernels_module == NULL) {
-    PyErr_SetString(PyExc_RuntimeError, "pluggable._fast is not bound to the kernel registry");
+    PyErr_SetString(PyExc_RuntimeError, "pluggable._compiled is not bound to the kernel registry");
     return -1;
   }
   plan_clear(p);
@@ -1061,7 +1061,7 @@ static PyMemberDef plan_members[] = {
     {NULL, 0, 0, 0, NULL}};
 
 static PyTypeObject PlanType = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "pluggable._fast.Plan",
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "pluggable._compiled.Plan",
     .tp_basicsize = sizeof(PlanObject),
     .tp_dealloc = (destructor)plan_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
@@ -1120,7 +1120,7 @@ static PyObject* make_key(PyObject* op_name, PyObject* const* inputs, Py_ssize_t
 
 static int check_bound(void) {
   if (tensor_type == NULL) {
-    PyErr_SetString(PyExc_RuntimeError, "pluggable._fast is not bound to pluggable.tensors.tensor");
+    PyErr_SetString(PyExc_RuntimeError, "pluggable._compiled is not bound to pluggable.tensors.tensor");
     return -1;
   }
   return 0;
@@ -1218,7 +1218,7 @@ static PyObject* fast_run(PyObject* self, PyObject* const* args, Py_ssize_t narg
     if (slow_execute == NULL) { /* pluggable.eager.dispatch binds it at its import */
       Py_DECREF(found);
       PyErr_SetString(PyExc_RuntimeError,
-                      "pluggable._fast.run: the op dispatcher is not bound; import pluggable.eager "
+                      "pluggable._compiled.run: the op dispatcher is not bound; import pluggable.eager "
                       "(importing pluggable.ops does) before running ops");
       return NULL;
     }
@@ -1349,7 +1349,7 @@ static PyObject* raw_op_get(PyObject* self, PyObject* obj, PyObject* type) {
 }
 
 static PyTypeObject RawOpType = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "pluggable._fast.RawOp",
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "pluggable._compiled.RawOp",
     .tp_basicsize = sizeof(RawOpObject),
     .tp_dealloc = (destructor)raw_op_dealloc,
     .tp_vectorcall_offset = offsetof(RawOpObject, vectorcall),

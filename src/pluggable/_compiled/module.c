@@ -1,17 +1,17 @@
-/* pluggable._fast's module object: gathers the method tables of its parts. */
-#include "fast_internal.h"
+/* pluggable._compiled's module object: gathers the method tables of its parts. */
+#include "compiled_internal.h"
 
 static PyMethodDef* const parts[] = {pg_oprun_methods, pg_constplans_methods,
                                      pg_hostcall_methods, pg_hostplane_methods,
                                      pg_blocking_methods};
 
 static struct PyModuleDef fast_module = {
-    PyModuleDef_HEAD_INIT, "pluggable._fast",
+    PyModuleDef_HEAD_INIT, "pluggable._compiled",
     "The per-op path, copies, device memory, Python host callbacks, blocking plugin calls with "
     "a deadline and the host profiler's hot loops, in C.", -1, NULL,
     NULL, NULL, NULL, NULL};
 
-PyMODINIT_FUNC PyInit__fast(void) {
+PyMODINIT_FUNC PyInit__compiled(void) {
   PyObject* module = PyModule_Create(&fast_module);
   if (module == NULL) return NULL;
   for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {

@@ -14,7 +14,7 @@
  * the struct)`, which carries it out at its next safe point like those of streams and events.
  * Once the executor is closed, destroying the device freed everything: neither path calls the
  * plugin then. */
-#include "fast_internal.h" /* Python.h first */
+#include "compiled_internal.h" /* Python.h first */
 
 #include <stdint.h>
 
@@ -203,7 +203,7 @@ static PyMemberDef memory_members[] = {
     {NULL, 0, 0, 0, NULL}};
 
 static PyTypeObject MemoryType = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "pluggable._fast.Memory",
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "pluggable._compiled.Memory",
     .tp_basicsize = sizeof(MemoryObject),
     .tp_dealloc = (destructor)memory_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
@@ -353,7 +353,7 @@ static PyMethodDef allocator_methods[] = {
     {NULL, NULL, 0, NULL}};
 
 static PyTypeObject PluginAllocatorType = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "pluggable._fast.PluginAllocator",
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "pluggable._compiled.PluginAllocator",
     .tp_basicsize = sizeof(PluginAllocatorObject),
     .tp_dealloc = (destructor)allocator_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,

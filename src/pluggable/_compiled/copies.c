@@ -27,7 +27,7 @@
  * raised as executor._error words it. The GIL is released around the copy itself, unless
  * the copy is small and no Python host callback is pending (pg_keep_gil, oprun.c's policy for
  * kernel runs). */
-#include "fast_internal.h" /* Python.h first */
+#include "compiled_internal.h" /* Python.h first */
 
 #include <string.h>
 
@@ -112,7 +112,7 @@ static int copier_init(CopierObject* c, PyObject* args, PyObject* kwargs) {
     return -1;
   }
   if (pg_runtime.new_status == NULL || pg_tensor_type() == NULL) {
-    PyErr_SetString(PyExc_RuntimeError, "pluggable._fast is not bound to the runtime library");
+    PyErr_SetString(PyExc_RuntimeError, "pluggable._compiled is not bound to the runtime library");
     return -1;
   }
   copier_clear(c);
@@ -407,7 +407,7 @@ static PyMemberDef copier_members[] = {
     {NULL, 0, 0, 0, NULL}};
 
 static PyTypeObject CopierType = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "pluggable._fast.Copier",
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "pluggable._compiled.Copier",
     .tp_basicsize = sizeof(CopierObject),
     .tp_dealloc = (destructor)copier_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,

@@ -42,7 +42,7 @@
  *
  * After fork() only the forking thread exists in the child: a pthread_atfork handler forgets
  * the parent's helpers (their memory is left alone), so the child starts its own. */
-#include "fast_internal.h" /* Python.h first; it defines _GNU_SOURCE (pthread_setname_np) */
+#include "compiled_internal.h" /* Python.h first; it defines _GNU_SOURCE (pthread_setname_np) */
 
 #include <errno.h>
 #include <pthread.h>
@@ -400,7 +400,7 @@ int pg_blocking_init(PyObject* module) {
   static pthread_once_t once = PTHREAD_ONCE_INIT;
   pthread_once(&once, setup);
   if (setup_error != 0) {
-    PyErr_Format(PyExc_ImportError, "pluggable._fast: cannot set up bounded calls: %s",
+    PyErr_Format(PyExc_ImportError, "pluggable._compiled: cannot set up bounded calls: %s",
                  strerror(setup_error));
     return -1;
   }

@@ -19,7 +19,7 @@
  * Counts move under the GIL only. A stamp is taken after its work was enqueued, and a wait's
  * count (`mark()`) before the wait's own event is recorded, so a count a successful wait
  * passes to `verified()` covers only work that was ahead of that event. */
-#include "fast_internal.h" /* Python.h first */
+#include "compiled_internal.h" /* Python.h first */
 
 #include "structmember.h"
 
@@ -109,7 +109,7 @@ static PyGetSetDef ledger_getset[] = {
     {NULL, NULL, NULL, NULL, NULL}};
 
 PyTypeObject PgLedgerType = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "pluggable._fast.Ledger",
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "pluggable._compiled.Ledger",
     .tp_basicsize = sizeof(PgLedger),
     .tp_dealloc = (destructor)ledger_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,

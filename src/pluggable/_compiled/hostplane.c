@@ -8,7 +8,7 @@
  * size, of a copy or an annotation are encoded there, once per key, and reached through the
  * callbacks given; so are the ids of event and stat metadata. The line headers and the plane
  * around them are written there too. */
-#include "fast_internal.h" /* Python.h first, as CPython requires */
+#include "compiled_internal.h" /* Python.h first, as CPython requires */
 
 #include <stdarg.h>
 #include <stdint.h>

@@ -11,7 +11,7 @@
  * released matters: a callback counted out while it still needed to take the GIL again
  * could meet a run that kept it. Only Python threads enqueue callbacks, holding the GIL, so
  * a run that saw zero keeps seeing zero until it gives the GIL up. */
-#include "fast_internal.h" /* Python.h first */
+#include "compiled_internal.h" /* Python.h first */
 
 #include <stdatomic.h>
 #include <stdint.h>
