@@ -49,7 +49,10 @@ _ADVICE = {
     "file check": "see the README's Reliability section; "
                   f"{limits.ALLOW_UNSAFE_VARIABLE}=1 allows files other users can change",
     "dlopen": "check that the file is a shared library built for this machine and that the "
-              "libraries it needs are installed (`ldd` lists them)",
+              "libraries it needs are installed (`python -m pluggable doctor PATH` lists its "
+              "whole dependency tree)",
+    "dependencies": "the plugin was built on TensorFlow's own libraries; the message says "
+                    "which and what to do",
     "symbol lookup": "a StreamExecutor plugin must export SE_InitPlugin (or "
                      "SE_InitializePlugin) with C linkage",
     "init": "the plugin's own message above says why it refused to start",
@@ -134,7 +137,7 @@ class PluginManager:
                 self._discovered = True
 
     def load_plugin(self, path: str, priority: Optional[int] = None,
-                    isolate: bool = False) -> Platform:
+                    isolate: Optional[bool] = None) -> Platform:
         self.ensure_discovered()
         with self._lock:
             return self._load(os.fspath(path), "load_plugin", priority, explicit=True,
@@ -304,14 +307,17 @@ def manager() -> PluginManager:
 
 
 def load_plugin(path, priority: Optional[int] = None,
-                isolate: bool = False) -> Optional[Platform]:
+                isolate: Optional[bool] = None) -> Optional[Platform]:
     """Loads the plugin at ``path`` (or returns its platform if it is loaded already).
 
     ``priority`` decides between plugins of the same device type (higher wins; default: what
-    the plugin declares, else 0). ``isolate=True`` probes the plugin in a child process first
-    (`pluggable.plugin.probe`), so that a plugin that crashes, exits or hangs while loading raises
-    `PluginLoadError` instead of taking this process down. Raises `PluginLoadError` naming
-    the step that failed. A library with a profiler and no device returns None; a profiler
+    the plugin declares, else 0). The plugin is probed in a child process first
+    (`pluggable.plugin.probe`), as discovered plugins are, so that a plugin that crashes,
+    exits or hangs while loading raises `PluginLoadError` instead of taking this process
+    down; the verdict is cached per build of the file and its dependencies, so a second load
+    costs no child. ``isolate=False`` (or ``PLUGGABLE_PROBE=0``) loads it directly, with no
+    probe; ``isolate=True`` probes even when ``PLUGGABLE_PROBE=0``. Raises `PluginLoadError`
+    naming the step that failed. A library with a profiler and no device returns None; a profiler
     that fails its checks is a `PluginLoadWarning` (steps "profiler init", "profiler
     validation"), not an error.
     """

@@ -18,7 +18,7 @@ from ..base import native as _native
 from ..devices.platform import Platform
 from ..kernels import registry as kernel_registry
 from ..kernels.registry import load_kernels
-from ..plugin import elf
+from ..plugin import dependencies
 from ..plugin.library import INIT_SYMBOLS, PluginCallError, PluginLibrary
 from ..plugin.validation import optional_callback
 
@@ -36,14 +36,19 @@ def inspect(path: str, step: Callable[[str], None],
 
     report = {} if report is None else report
     report["path"] = path
-    try:
-        undefined = elf.undefined_symbols(path)
-    except Exception:  # a damaged symbol table: dlopen will say more
-        undefined = []
-    api_prefixes = ("TF_", "TSL_", "SE_", "TP_")
-    report["missing_symbols"] = [
-        name for name in undefined
-        if name.startswith(api_prefixes) and not hasattr(_native.lib, name)]
+    # The whole dependency tree, read before anything of it runs: what a failed dlopen would
+    # name only the first of.
+    tree = dependencies.tree_of(path)
+    report["libraries"] = [[lib.name, lib.path, lib.needed_by and os.path.basename(lib.needed_by)]
+                           for lib in tree.libraries[1:]]
+    report["missing_libraries"] = [[lib.name, os.path.basename(lib.needed_by)]
+                                   for lib in tree.missing]
+    users = {name: used_by for name, used_by in tree.missing_symbols(()).items()
+             if not hasattr(_native.lib, name)}
+    report["missing_symbols"] = sorted(users)
+    report["missing_symbols_users"] = users
+    if tree.tensorflow:
+        report["tensorflow"] = dependencies.tensorflow_build(tree)
     step("dlopen")
     library = PluginLibrary(path)
     report["exports"] = {name: library._symbol(name) is not None

@@ -1,17 +1,18 @@
 """What the loader reads from a plugin file before ``dlopen``: its ELF class and machine, and
-(for ``doctor``) its undefined dynamic symbols.
+its dynamic section and symbols (what it needs, where it looks, what it defines and uses).
 
 ``dlopen`` of a library built for another CPU says "No such file or directory" or "wrong ELF
 class"; reading the header first lets the host name both machines instead.
 """
 from __future__ import annotations
 
+import mmap
 import struct
 from collections import namedtuple
 
 TYPE_CHECKING = False  # typing's constant, without importing typing at start-up
 if TYPE_CHECKING:
-    from typing import List, Optional
+    from typing import List, Optional, Tuple
 
 _MACHINES = {3: "x86", 8: "MIPS", 20: "PowerPC", 21: "PowerPC64", 22: "S/390", 40: "ARM",
              43: "SPARC V9", 50: "IA-64", 62: "x86-64", 183: "AArch64", 243: "RISC-V",
@@ -80,36 +81,96 @@ def check_compatible(path: str) -> Optional[str]:
     return None
 
 
-def undefined_symbols(path: str) -> List[str]:
-    """The names of the undefined symbols in ``path``'s dynamic symbol table (64-bit and
-    32-bit little- or big-endian ELF); empty when there is none."""
-    with open(path, "rb") as f:
-        data = f.read()
+class DynamicInfo(namedtuple("DynamicInfo", "soname needed rpath runpath defined undefined")):
+    """What the dynamic loader reads of a shared library: its DT_SONAME (or None), its
+    DT_NEEDED names in order, its DT_RPATH and DT_RUNPATH search lists (``:``-separated in the
+    file), and the names of its defined and undefined dynamic symbols."""
+
+    __slots__ = ()
+
+
+_SHT_DYNAMIC, _SHT_DYNSYM = 6, 11
+_DT_NEEDED, _DT_SONAME, _DT_RPATH, _DT_RUNPATH = 1, 14, 15, 29
+
+
+def dynamic_info(path: str, symbols: Optional[Tuple[str, ...]] = ()) -> DynamicInfo:
+    """The dynamic section and symbol table of ``path`` (64-bit and 32-bit ELF of either
+    byte order). ``symbols``: the prefixes of the symbol names wanted (``()`` none, None
+    all): a library with its device code inside has hundreds of thousands. Raises
+    `NotElfError` for a file that is not ELF, ValueError for a damaged one, OSError when it
+    cannot be read."""
     header = read_header(path)
+    with open(path, "rb") as f:
+        try:  # mapped, not read: a plugin with its device code inside can be a GiB
+            data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        except ValueError:  # an empty file
+            raise ValueError(f"{path}: a damaged ELF file (empty)") from None
+    with data:
+        return _dynamic_info(path, data, header, symbols)
+
+
+def _dynamic_info(path: str, data, header: ElfHeader, symbols) -> DynamicInfo:
     order = "<" if header.little_endian else ">"
     is64 = header.elf_class == 2
-    if is64:
-        shoff, = struct.unpack_from(order + "Q", data, 0x28)
-        shentsize, shnum = struct.unpack_from(order + "HH", data, 0x3A)
-        section = order + "IIQQQQIIQQ"
-        symbol, symsize = order + "IBBHQQ", 24
-    else:
-        shoff, = struct.unpack_from(order + "I", data, 0x20)
-        shentsize, shnum = struct.unpack_from(order + "HH", data, 0x2E)
-        section = order + "IIIIIIIIII"
-        symbol, symsize = order + "IIIBBH", 16
-    sections = [struct.unpack_from(section, data, shoff + i * shentsize) for i in range(shnum)]
-    names: List[str] = []
-    for sec in sections:
-        if sec[1] != 11:  # SHT_DYNSYM
-            continue
-        offset, size, link = sec[4], sec[5], sec[6]
-        strtab = sections[link][4]
-        for i in range(1, size // symsize):
-            fields = struct.unpack_from(symbol, data, offset + i * symsize)
-            name_off, shndx = fields[0], (fields[3] if is64 else fields[5])
-            if shndx != 0 or not name_off:
-                continue
-            end = data.index(b"\0", strtab + name_off)
-            names.append(data[strtab + name_off:end].decode("ascii", "replace"))
-    return sorted(set(names))
+    try:
+        if is64:
+            shoff, = struct.unpack_from(order + "Q", data, 0x28)
+            shentsize, shnum = struct.unpack_from(order + "HH", data, 0x3A)
+            section = order + "IIQQQQIIQQ"
+            symbol, symsize = order + "IBBHQQ", 24
+            entry, entsize = order + "qQ", 16
+        else:
+            shoff, = struct.unpack_from(order + "I", data, 0x20)
+            shentsize, shnum = struct.unpack_from(order + "HH", data, 0x2E)
+            section = order + "IIIIIIIIII"
+            symbol, symsize = order + "IIIBBH", 16
+            entry, entsize = order + "iI", 8
+        sections = [struct.unpack_from(section, data, shoff + i * shentsize)
+                    for i in range(shnum)]
+
+        def string(table: int, offset: int) -> str:
+            end = data.find(b"\0", table + offset)
+            if end < 0:
+                raise ValueError("a string runs past the end of the file")
+            return data[table + offset:end].decode("utf-8", "replace")
+
+        soname, needed, rpath, runpath = None, [], [], []
+        defined, undefined = set(), set()
+        for sec in sections:
+            kind, offset, size, link = sec[1], sec[4], sec[5], sec[6]
+            strtab = sections[link][4]
+            if kind == _SHT_DYNAMIC:
+                for at in range(offset, offset + size - entsize + 1, entsize):
+                    tag, value = struct.unpack_from(entry, data, at)
+                    if tag == 0:  # DT_NULL ends the table
+                        break
+                    if tag == _DT_NEEDED:
+                        needed.append(string(strtab, value))
+                    elif tag == _DT_SONAME:
+                        soname = string(strtab, value)
+                    elif tag == _DT_RPATH:
+                        rpath.extend(p for p in string(strtab, value).split(":") if p)
+                    elif tag == _DT_RUNPATH:
+                        runpath.extend(p for p in string(strtab, value).split(":") if p)
+            elif kind == _SHT_DYNSYM and symbols != ():
+                wanted = None if symbols is None else tuple(s.encode() for s in symbols)
+                index = 3 if is64 else 5
+                table = data[offset + symsize:offset + (size // symsize) * symsize]
+                for fields in struct.iter_unpack(symbol, table):
+                    name_off = fields[0]
+                    if not name_off:
+                        continue
+                    start = strtab + name_off
+                    if wanted is not None and not data[start:start + 4].startswith(wanted):
+                        continue
+                    (undefined if fields[index] == 0 else defined).add(string(strtab, name_off))
+    except (struct.error, IndexError, ValueError) as exc:
+        raise ValueError(f"{path}: a damaged ELF file ({exc})") from None
+    return DynamicInfo(soname, tuple(needed), tuple(rpath), tuple(runpath),
+                       frozenset(defined), frozenset(undefined))
+
+
+def undefined_symbols(path: str) -> List[str]:
+    """The names of the undefined symbols in ``path``'s dynamic symbol table; empty when
+    there is none."""
+    return sorted(dynamic_info(path, symbols=None).undefined)

@@ -14,6 +14,7 @@ import os
 import stat
 
 from ..base import limits
+from . import dependencies
 
 TYPE_CHECKING = False  # typing's constant, without importing typing at start-up
 if TYPE_CHECKING:
@@ -38,10 +39,18 @@ class PluginLibrary:
 
     def __init__(self, path: str):
         self.path = path
+        tree = dependencies.tree_of(path)
+        if tree.tensorflow:
+            raise PluginCallError("dependencies", refusal_of_tensorflow(tree))
         try:
             self.cdll = ctypes.CDLL(path, mode=os.RTLD_NOW | os.RTLD_LOCAL)
         except OSError as exc:
-            raise PluginCallError("dlopen", str(exc)) from None
+            reason = str(exc)
+            if tree.missing:
+                reason += (f"; {len(tree.missing)} of the libraries it needs are missing: "
+                           f"{tree.describe_missing()}. Install them or add their folders to "
+                           f"LD_LIBRARY_PATH")
+            raise PluginCallError("dlopen", reason) from None
         self.init_symbol = None
         self.init_fn = None
         for symbol in INIT_SYMBOLS:
@@ -120,3 +129,10 @@ def _check_ownership(real: str, info: os.stat_result) -> None:
                           f"bit; anyone could replace the plugin (chmod o-w the directory)")
 
 
+def refusal_of_tensorflow(tree: "dependencies.Tree") -> str:
+    """Why a plugin that links TensorFlow's own libraries is not loaded, and what to do."""
+    return (f"{dependencies.tensorflow_build(tree)}. TensorFlow's libraries carry their own "
+            f"implementation of the C API, so loading this plugin here would put two "
+            f"implementations in one process, each handed the other's objects. Use it inside "
+            f"TensorFlow, or rebuild it against pluggable.get_include() without linking "
+            f"TensorFlow (its headers alone are enough)")

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from typing import Any, Dict, List, Optional
 
 # Bumped when what the child checks changes: older cached verdicts are then ignored.
-PROTOCOL = 1
+PROTOCOL = 2
 _OUTPUT_TAIL = 600
 _STEPS = ("dlopen", "symbol lookup", "init", "validation", "device count", "device creation",
           "kernels", "profiler", "shutdown")
@@ -179,10 +179,19 @@ def _cache_file(real_path: str) -> str:
 def _file_identity(real_path: str) -> Dict[str, Any]:
     from ..base.version import __version__
 
+    from . import dependencies
+
     info = os.stat(real_path)
+    try:
+        tree = dependencies.tree_of(real_path).identity()
+    except (OSError, ValueError):
+        tree = None
+    # Everything that changes what the dynamic loader does with the file: the file, the
+    # files its dependencies resolve to (and the ones missing), and the loader's variables.
     return {"path": real_path, "inode": info.st_ino, "device": info.st_dev,
             "size": info.st_size, "mtime_ns": info.st_mtime_ns, "host": __version__,
-            "protocol": PROTOCOL, "python": sys.executable}
+            "protocol": PROTOCOL, "python": sys.executable,
+            "loader": dependencies.loader_environment(), "dependencies": tree}
 
 
 def verdict(path: str, timeout: Optional[float] = None, report: bool = True) -> ProbeResult:
@@ -308,8 +317,18 @@ def format_report(result: ProbeResult) -> str:
     if exports:
         lines.append("exports  " + ", ".join(f"{k} {'yes' if v else 'no'}"
                                               for k, v in exports.items()))
-    lines.append("missing  " + (", ".join(r.get("missing_symbols", [])) or
-                                "none (every TF_/SE_/TP_ symbol it uses is provided)"))
+    if "libraries" in r:
+        missing = r.get("missing_libraries", [])
+        lines.append(f"needs    {len(r['libraries'])} libraries (its whole tree); missing: "
+                     + (", ".join(f"{name} (needed by {by})" for name, by in missing)
+                        or "none"))
+    if r.get("tensorflow"):
+        lines.append(f"links    TensorFlow: {r['tensorflow']}")
+    users = r.get("missing_symbols_users", {})
+    lines.append("missing  " + (", ".join(
+        f"{name} (used by {', '.join(users[name])})" if name in users else name
+        for name in r.get("missing_symbols", [])) or
+        "none (every TF_/TFE_/SE_/TP_ function its tree uses is provided)"))
     if "platform" in r:
         lines.append(f"platform {r['platform']} (device type {r['device_type']}), StreamExecutor "
                      f"C API {r['api_version']}, plugin {r.get('plugin_version') or '?'}, "
