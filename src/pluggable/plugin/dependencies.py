@@ -255,8 +255,9 @@ def _metadata(info: str) -> Tuple[str, List[str]]:
                 if not line.strip():
                     break
                 key, _, value = line.partition(":")
-                if key == "Name":
-                    name = value.strip()
+                if key == "Name":  # as pip spells it: lower case, runs of -_. as one -
+                    name = "-".join(p for p in value.strip().lower()
+                                    .replace("_", "-").replace(".", "-").split("-") if p)
                 elif key == "Version":
                     version = value.strip()
                 elif key == "Requires-Dist":
@@ -284,7 +285,3 @@ def loader_environment() -> Dict[str, str]:
     """The environment variables that change what the dynamic loader does."""
     return {name: os.environ.get(name, "") for name in ("LD_LIBRARY_PATH", "LD_PRELOAD")}
 
-
-if __name__ == "__main__":  # python -m pluggable.plugin.dependencies LIB: the tree, as ldd
-    for lib in Tree(sys.argv[1]).libraries:
-        print(f"{lib.name} => {lib.path or 'not found'}")
