@@ -107,6 +107,7 @@ setup(
             include_dirs=["include", "src/pluggable/_runtime"],
             extra_compile_args=RUNTIME_FLAGS,
             extra_link_args=["-pthread"],
+            libraries=["dl"],  # dladdr: the library that wrote a log line
         ),
         Extension(
             "pluggable._compiled",

@@ -46,6 +46,7 @@ PROBE_HEADERS = [
     "tensorflow/c/kernels.h",
     "tensorflow/c/kernels_experimental.h",
     "tensorflow/c/ops.h",
+    "tensorflow/c/logging.h",
     "tensorflow/c/experimental/grappler/grappler.h",
     "pluggable/plugin_ext.h",
     "pluggable/profiler_clock.h",

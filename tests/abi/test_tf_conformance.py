@@ -19,7 +19,12 @@ VOID_PARAMETER_LISTS = {"TF_InitKernel", "TF_TensorDefaultAlignment", "TF_NewSha
 
 # Ours alone: the extension chain, the profiler clock, and DLPack (not part of TensorFlow's
 # plugin API).
-TF_HEADERS = [h for h in lib.PROBE_HEADERS if not h.startswith(("pluggable/", "dlpack/"))]
+# TensorFlow's source has tensorflow/c/logging.h, but its 2.21 wheel does not ship it in
+# include/: ours follows the source's declarations (checked by test_logging.py's plugin,
+# which TensorFlow's own logging.h would build too).
+NOT_IN_WHEEL = {"tensorflow/c/logging.h"}
+TF_HEADERS = [h for h in lib.PROBE_HEADERS
+              if not h.startswith(("pluggable/", "dlpack/")) and h not in NOT_IN_WHEEL]
 # TensorFlow's c_api.h declares its whole client API; ours keeps what plugin headers use, so
 # its functions (none today) need only be a subset of TensorFlow's.
 SUBSET_HEADERS = {"tensorflow/c/c_api.h"}

@@ -45,6 +45,9 @@
  *   BUG_OOM           allocate ignores the memory limit
  *   BUG_TIMER         timers always measure 0 ns
  *   BUG_MEMORY_USAGE  device_memory_usage reports more free memory than there is in total
+ *
+ * Logging (tensorflow/c/logging.h): LOGS makes the entry point log at every level, once from
+ * a thread of its own; LOGS_FATAL makes it log a fatal error, which ends the process.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -562,7 +565,36 @@ static char unterminated_name[300];
 #define ENTRY_POINT SE_InitPlugin
 #endif
 
+#if defined(LOGS) || defined(LOGS_FATAL)
+#include <pthread.h>
+
+#include "tensorflow/c/logging.h"
+
+/* A log line from a thread the host never saw. */
+static void* log_from_a_thread(void* arg) {
+  (void)arg;
+  TF_Log(TF_ERROR, "from a thread of its own: %s", "ok");
+  return NULL;
+}
+
+static void log_at_every_level(void) {
+  TF_Log(TF_INFO, "initialising %d platform", 1);
+  TF_Log(TF_WARNING, "a warning with a %s", "value");
+  TF_VLog(1, "verbose at level %d", 1);
+  TF_VLog(5, "too verbose to be shown");
+  TF_DVLog(0, "only in debug builds");
+  pthread_t thread;
+  if (pthread_create(&thread, NULL, log_from_a_thread, NULL) == 0) pthread_join(thread, NULL);
+#ifdef LOGS_FATAL
+  TF_Log(TF_FATAL, "cannot go on: %s", "no hardware");
+#endif
+}
+#endif
+
 void ENTRY_POINT(SE_PlatformRegistrationParams* params, TF_Status* status) {
+#if defined(LOGS) || defined(LOGS_FATAL)
+  log_at_every_level();
+#endif
   params->major_version = MAJOR_VERSION;
   params->minor_version = SE_MINOR;
   params->patch_version = SE_PATCH;

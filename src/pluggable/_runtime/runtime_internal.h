@@ -12,6 +12,14 @@ extern "C" {
 /* Makes `s` OK again, dropping its message and payloads, so one status serves many calls. */
 TF_CAPI_EXPORT void pluggable_ResetStatus(TF_Status* s);
 
+/* ---- plugins' log lines (logging.c) ----
+ * Waits up to `timeout_ms` for the oldest queued line of TF_Log/TF_VLog: 1 with its Python
+ * logging level and text (cut to `capacity`), 0 when none came. */
+TF_CAPI_EXPORT int pluggable_WaitLogRecord(int* level, char* text, size_t capacity,
+                                           int timeout_ms);
+/* Lines dropped because the queue was full. */
+TF_CAPI_EXPORT unsigned long long pluggable_LogRecordsDropped(void);
+
 /* ---- per-thread caches of small objects (pool.c) ----------------------------------------
  * pg_pool_alloc returns uninitialised memory of `size` bytes (a recycled object of `kind`, or
  * malloc's); pg_pool_free takes it back. One size per kind. */

@@ -67,7 +67,7 @@ def _loader_cache() -> Dict[str, str]:
     return _cache
 
 
-def _default_folders() -> List[str]:
+def system_folders() -> List[str]:
     # The interpreter knows its multiarch triplet without loading sysconfig's data module.
     multiarch = getattr(sys.implementation, "_multiarch", None)
     if multiarch is None:
@@ -75,7 +75,7 @@ def _default_folders() -> List[str]:
 
         multiarch = sysconfig.get_config_var("MULTIARCH") or ""
     folders = [f"/lib/{multiarch}", f"/usr/lib/{multiarch}"] if multiarch else []
-    return folders + ["/lib64", "/usr/lib64", "/lib", "/usr/lib"]
+    return [f + "/" for f in folders] + ["/lib64/", "/usr/lib64/", "/lib/", "/usr/lib/"]
 
 
 def _expand(folder: str, origin: str) -> str:
@@ -129,7 +129,7 @@ class Tree:
         # The loader reads its cache before the default folders; the folders come first here
         # so that a start-up never runs ldconfig for a plugin whose libraries are there (what
         # the cache lists lies in those folders or in the ones ld.so.conf adds).
-        for folder in (*rpath, *self.library_path, *runpath, *_default_folders()):
+        for folder in (*rpath, *self.library_path, *runpath, *system_folders()):
             candidate = os.path.join(folder, name)
             if os.path.isfile(candidate) and elf.check_compatible(candidate) is None:
                 return os.path.realpath(candidate)

@@ -154,6 +154,7 @@ def _dynamic_info(path: str, data, header: ElfHeader, symbols) -> DynamicInfo:
                         runpath.extend(p for p in string(strtab, value).split(":") if p)
             elif kind == _SHT_DYNSYM and symbols != ():
                 wanted = None if symbols is None else tuple(s.encode() for s in symbols)
+                width = max(map(len, wanted)) if wanted else 0
                 index = 3 if is64 else 5
                 table = data[offset + symsize:offset + (size // symsize) * symsize]
                 for fields in struct.iter_unpack(symbol, table):
@@ -161,7 +162,7 @@ def _dynamic_info(path: str, data, header: ElfHeader, symbols) -> DynamicInfo:
                     if not name_off:
                         continue
                     start = strtab + name_off
-                    if wanted is not None and not data[start:start + 4].startswith(wanted):
+                    if wanted is not None and not data[start:start + width].startswith(wanted):
                         continue
                     (undefined if fields[index] == 0 else defined).add(string(strtab, name_off))
     except (struct.error, IndexError, ValueError) as exc:

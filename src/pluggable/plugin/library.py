@@ -13,8 +13,8 @@ import ctypes
 import os
 import stat
 
-from ..base import limits
-from . import dependencies
+from ..base import limits, plugin_log
+from . import dependencies, elf
 
 TYPE_CHECKING = False  # typing's constant, without importing typing at start-up
 if TYPE_CHECKING:
@@ -51,6 +51,8 @@ class PluginLibrary:
                            f"{tree.describe_missing()}. Install them or add their folders to "
                            f"LD_LIBRARY_PATH")
             raise PluginCallError("dlopen", reason) from None
+        if _logs(tree):
+            plugin_log.start()
         self.init_symbol = None
         self.init_fn = None
         for symbol in INIT_SYMBOLS:
@@ -136,3 +138,18 @@ def refusal_of_tensorflow(tree: "dependencies.Tree") -> str:
             f"implementations in one process, each handed the other's objects. Use it inside "
             f"TensorFlow, or rebuild it against pluggable.get_include() without linking "
             f"TensorFlow (its headers alone are enough)")
+
+
+def _logs(tree: "dependencies.Tree") -> bool:
+    """Whether the plugin, or a library it brings that is not the system's, calls
+    tensorflow/c/logging.h."""
+    system = tuple(dependencies.system_folders())
+    for lib in tree.libraries:
+        if lib.path is None or (lib is not tree.libraries[0] and lib.path.startswith(system)):
+            continue
+        try:
+            if elf.dynamic_info(lib.path, plugin_log.LOGGING_FUNCTIONS).undefined:
+                return True
+        except (OSError, ValueError):
+            continue
+    return False
