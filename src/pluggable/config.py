@@ -18,7 +18,8 @@ __all__ = ["PhysicalDevice", "list_physical_devices", "get_device_details", "lis
            "set_subdevice_mapping", "set_memory_growth", "get_memory_growth",
            "set_memory_limit", "get_memory_limit", "get_memory_info", "reset_memory_stats",
            "set_soft_device_placement", "get_soft_device_placement",
-           "set_log_device_placement", "get_log_device_placement", "KernelInfo",
+           "set_log_device_placement", "get_log_device_placement", "set_sync_every_op",
+           "get_sync_every_op", "KernelInfo",
            "list_kernels"]
 __all__ += ["LogicalDevice", "list_logical_devices", "set_visible_devices",
             "get_visible_devices", "kernel_coverage", "experimental"]
@@ -206,6 +207,20 @@ def get_log_device_placement() -> bool:
     from .eager import dispatch
 
     return dispatch.get_log_device_placement()
+
+
+def set_sync_every_op(enabled: bool) -> None:
+    """Every op on a plugin device waits for the device and raises the error of failed
+    work naming the op (a debugging mode; ``PLUGGABLE_SYNC_EVERY_OP=1`` at start-up)."""
+    from .eager import dispatch
+
+    dispatch.set_sync_every_op(enabled)
+
+
+def get_sync_every_op() -> bool:
+    from .eager import dispatch
+
+    return dispatch.get_sync_every_op()
 
 
 @record(frozen=True)

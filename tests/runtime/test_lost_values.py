@@ -1,7 +1,13 @@
 """Values that failed stream work never wrote: after a plugin's stream fails, a tensor that
 work was to compute reads as lost (DataLossError, naming the failure), not as the bytes its
-memory held before; tensors known finished before the failure read as they were."""
+memory held before; tensors known finished before the failure read as they were. With the
+synchronise-after-every-op mode, the op whose work failed raises it itself."""
 from __future__ import annotations
+
+import gc
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -205,3 +211,41 @@ def test_an_event_waited_for_counts_the_writes_before_it(device):
         event.synchronize()
     assert ledger.good >= written
     assert zeros.numpy().tolist() == [0.0] * 4
+
+
+def test_synchronising_after_every_op_names_the_op_whose_work_failed(faults, device, x):
+    pluggable.config.set_sync_every_op(True)
+    try:
+        assert ops.add(x, x).numpy().tolist() == [0.0, 2.0, 4.0, 6.0]  # waited for, fine
+        faults("stream:1")
+        with pytest.raises(InternalError) as info:
+            ops.multiply(x, x)  # raised by the op itself, not by a later read
+        faults("")
+        message = str(info.value)
+        assert message.startswith("Mul on /device:XPU:0: the device work it enqueued failed "
+                                  "(found by synchronising after every op): ")
+        assert "injected fault" in message and info.value.call == "Mul"
+        assert isinstance(info.value.__cause__, InternalError)
+        assert ops.add(x, x).numpy().tolist() == [0.0, 2.0, 4.0, 6.0]  # the device goes on
+    finally:
+        pluggable.config.set_sync_every_op(False)
+    assert not pluggable.config.get_sync_every_op()
+    faults("stream:1")  # without the mode the failure shows at the next wait instead
+    y = ops.multiply(x, x)
+    faults("")
+    with pytest.raises(InternalError, match="injected fault") as later:
+        y.numpy()
+    assert not str(later.value).startswith("Mul on")
+    del y, info, later  # their tracebacks hold tensors: freed now, not in a later test
+    gc.collect()
+
+
+def test_the_mode_is_on_from_the_environment():
+    code = ("import pluggable; from pluggable import ops\n"
+            "print(pluggable.config.get_sync_every_op())\n"
+            "with pluggable.device('/xpu:0'):\n"
+            "    print(ops.add(pluggable.tensor([1.0]), 1.0).numpy().tolist())\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120, env={**os.environ, "PLUGGABLE_SYNC_EVERY_OP": "1"})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["True", "[2.0]"]

@@ -82,7 +82,7 @@ static unsigned long long epoch = 1;
 static int set_ref(PyObject** target, PyObject* value);
 
 static PyObject *s_allocator, *s_closed, *s_handle, *s_deallocate_failed, *s_compute_stream,
-    *s_generation, *s_event, *s_make_wait, *s_error, *s_log, *s_kernel, *s_executor,
+    *s_generation, *s_event, *s_make_wait, *s_error, *s_general, *s_kernel, *s_executor,
     *s_template, *s_slots, *s_n_out, *s_tf_code, *s_name;
 
 #define SLOT(obj, off) (*(PyObject**)((char*)(obj) + (off)))
@@ -1143,9 +1143,10 @@ static PyObject* fast_plan_key(PyObject* self, PyObject* const* args, Py_ssize_t
 int pg_plans_usable(void) {
   if (check_bound() < 0) return -1;
   if (plans == NULL || kernels_module == NULL) return 0; /* no plan made yet */
-  PyObject* log = PyDict_GetItemWithError(settings, s_log);
-  if (log == NULL && PyErr_Occurred()) return -1;
-  return log == NULL || log == Py_False;
+  /* dispatch's "general": placement logging or the synchronise-after-every-op mode */
+  PyObject* general = PyDict_GetItemWithError(settings, s_general);
+  if (general == NULL && PyErr_Occurred()) return -1;
+  return general == NULL || general == Py_False;
 }
 
 PyObject* pg_run_plan(PyObject* key, PyObject* const* items, Py_ssize_t n, PyObject* op_name) {
@@ -1715,7 +1716,7 @@ int pg_oprun_init(PyObject* module) {
       !(s_handle = intern("_handle")) || !(s_deallocate_failed = intern("_deallocate_failed")) ||
       !(s_compute_stream = intern("compute_stream")) || !(s_generation = intern("generation")) ||
       !(s_event = intern("event")) || !(s_make_wait = intern("make_wait")) ||
-      !(s_error = intern("_error")) || !(s_log = intern("log")) || !(s_kernel = intern("kernel")) ||
+      !(s_error = intern("_error")) || !(s_general = intern("general")) || !(s_kernel = intern("kernel")) ||
       !(s_executor = intern("executor")) || !(s_template = intern("template")) ||
       !(s_slots = intern("slots")) || !(s_n_out = intern("n_out")) ||
       !(s_tf_code = intern("tf_code")) || !(s_name = intern("name"))) {

@@ -22,6 +22,7 @@ the compute stream before they write to memory they were just given.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import warnings
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
@@ -30,7 +31,8 @@ import numpy as np
 
 from ..devices.device import PluggableDevice
 from ..base.dtypes import DType, as_dtype, resource, type_names
-from ..base.errors import InternalError, InvalidArgumentError, NotFoundError, PluggableWarning
+from ..base.errors import (InternalError, InvalidArgumentError, NotFoundError, PluggableError,
+                           PluggableWarning)
 from ..oplib.core import OPS, REQUIRED, OpDef, TensorMeta, bad, select_condition_shape
 from ..base.native import compiled as _compiled
 from ..tensors.placement import CPU_DEVICE, device, device_scope, scoped_device  # noqa: F401
@@ -47,7 +49,12 @@ class PlacementWarning(PluggableWarning):
 
 
 _scope = device_scope  # tensors.placement owns it: new tensors follow the scope too
-_settings = {"soft": True, "log": False}
+# "general": every call takes the general path, no remembered plan (placement logging and
+# the synchronise-after-every-op mode both need each call to pass through Python).
+_SYNC_VARIABLE = "PLUGGABLE_SYNC_EVERY_OP"
+_settings = {"soft": True, "log": False,
+             "sync": os.environ.get(_SYNC_VARIABLE, "") not in ("", "0")}
+_settings["general"] = _settings["sync"]
 _warned: set = set()
 _warned_lock = threading.Lock()
 # The host tracer of a running profiling session, or None (set by pluggable.profiler): the
@@ -69,6 +76,7 @@ def set_log_device_placement(enabled: bool) -> None:
     """Logs the device each op runs on (logger ``pluggable.placement``, to stderr unless
     logging is configured otherwise)."""
     _settings["log"] = bool(enabled)
+    _settings["general"] = _settings["log"] or _settings["sync"]
     if enabled and not placement_log.handlers and not logging.getLogger().handlers:
         handler = logging.StreamHandler()
         handler.setFormatter(logging.Formatter("%(message)s"))
@@ -79,6 +87,30 @@ def set_log_device_placement(enabled: bool) -> None:
 
 def get_log_device_placement() -> bool:
     return _settings["log"]
+
+
+def set_sync_every_op(enabled: bool) -> None:
+    """With it, every op on a plugin device waits for the device's work before it returns
+    and raises the error of work that failed, naming the op: a debugging mode (as
+    TensorFlow's GPU device has) that finds the op whose stream work fails, at the cost of
+    all overlap between host and device. ``PLUGGABLE_SYNC_EVERY_OP=1`` turns it on at
+    start-up."""
+    _settings["sync"] = bool(enabled)
+    _settings["general"] = _settings["log"] or _settings["sync"]
+
+
+def get_sync_every_op() -> bool:
+    return _settings["sync"]
+
+
+def _synchronize_after(op: OpDef, target: PluggableDevice) -> None:
+    """The synchronise-after-every-op mode's wait: the error of failed work names the op."""
+    try:
+        target.synchronize()
+    except PluggableError as exc:
+        raise type(exc)(f"{op.name} on {target.name}: the device work it enqueued failed "
+                        f"(found by synchronising after every op): {exc}", plugin=exc.plugin,
+                        call=op.name, plugin_message=exc.plugin_message) from exc
 
 
 # -- attributes ---------------------------------------------------------------------------
@@ -315,7 +347,7 @@ def execute(op_name: str, inputs: Sequence[Any], attrs: Optional[Mapping[str, An
     ``_record`` is the host tracer's: a list that receives the slow path's choice of device
     and kernel (the fast path records its runs itself)."""
     if _record is not None:  # the host tracer's own run: no lookup, the choices recorded
-        key = _plan_key(op_name, inputs) if not attrs and not _settings["log"] else None
+        key = _plan_key(op_name, inputs) if not attrs and not _settings["general"] else None
         return _execute(op_name, inputs, attrs, key, _record)
     if not attrs:
         outputs = _fast_execute(op_name, inputs)  # a remembered plan, in C
@@ -334,7 +366,7 @@ def _missed(op_name: str, inputs: Sequence[Any], attrs: Optional[Mapping[str, An
     their own): ``found`` is the call's key with constants, None when it has none."""
     if _tracer is not None:
         return _tracer.op(op_name, inputs, attrs)
-    if _settings["log"]:
+    if _settings["general"]:
         return _execute(op_name, inputs, attrs, None)
     key = _plan_key(op_name, inputs) if not attrs else None
     if key is None and found is not None and found not in _unplannable:
@@ -422,12 +454,17 @@ def _execute(op_name: str, inputs: Sequence[Any], attrs: Optional[Mapping[str, A
             elif constant_key is not None and _serves_constant_calls(op, target, registration,
                                                                      tensors, shapes):
                 _keep_plan(constant_key, plan, tensors)
+            if _settings["sync"]:
+                _synchronize_after(op, target)
             return outputs
         if op.host_kernel is None:
             _no_kernel(op, target, attrs)
     if op.host_kernel is not None:  # the host's own kernel, for any device
         _log(op, target)
-        return op.host_kernel(target, tensors, attrs)
+        outputs = op.host_kernel(target, tensors, attrs)
+        if _settings["sync"] and target is not CPU_DEVICE:
+            _synchronize_after(op, target)
+        return outputs
     _log(op, CPU_DEVICE)
     if record is not None:
         record.append(_choice(None, None, target is not CPU_DEVICE, tensors))
@@ -516,7 +553,7 @@ def execute_with_constants(key: Tuple, op_name: str, inputs: Sequence[Any],
     ``key`` (which must say everything else too: the scope, each tensor input's dtype, shape
     and device, the attributes). On a plugin device, the run is remembered as a plan with
     those arrays in it, so a repeated call costs what a repeated AddV2 does."""
-    if not _settings["log"]:
+    if not _settings["general"]:
         plan = _plans.get(key)
         if plan is not None:
             op = OPS[op_name]
@@ -527,7 +564,7 @@ def execute_with_constants(key: Tuple, op_name: str, inputs: Sequence[Any],
     if _tracer is not None:  # recorded; no plan is made while a session runs
         return _tracer.op(op_name, inputs, attrs)
     return _execute(op_name, inputs, attrs, None,
-                    constant_key=None if _settings["log"] else key)
+                    constant_key=None if _settings["general"] else key)
 
 
 def _count(shape) -> int:

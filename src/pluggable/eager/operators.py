@@ -147,7 +147,7 @@ def getitem(t: Tensor, key: Any) -> Tensor:
                                         np.array(strides, index)], masks)[0]
     scope = device_scope.get()
     device = t._device
-    if device is not CPU_DEVICE and not _settings["log"]:
+    if device is not CPU_DEVICE and not _settings["general"]:
         # A repeated index on a plugin device: straight to its remembered kernel run.
         plan = _plans.get(("StridedSlice", scope, t._dtype.code, t._shape, device, hashable))
         if plan is not None:
