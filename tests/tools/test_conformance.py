@@ -128,3 +128,26 @@ def test_a_missing_file_is_a_clear_error(tmp_path):
                              str(tmp_path / "nope.so")], capture_output=True, text=True)
     assert result.returncode != 0
     assert "no such file" in result.stderr and "nope.so" in result.stderr
+
+
+@pytest.mark.parametrize("kind", ["a library", "not ELF"])
+def test_a_file_that_is_not_a_plugin_gets_one_line_and_status_2(kind, tmp_path):
+    if kind == "a library":  # the C library's maths: a shared library with no entry point
+        path = os.path.realpath(next(p for p in ("/lib/x86_64-linux-gnu/libm.so.6",
+                                                 "/usr/lib/x86_64-linux-gnu/libm.so.6",
+                                                 "/lib64/libm.so.6", "/usr/lib64/libm.so.6")
+                                     if os.path.exists(p)))
+    else:
+        path = str(tmp_path / "notes.so")
+        with open(path, "w") as f:
+            f.write("these are notes, not a library\n")
+    result = subprocess.run([sys.executable, "-m", "pluggable", "conformance", path],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"pluggable conformance: {path} is not a "
+                                                   f"plugin; verdict FAILED at step ")
+    if kind == "a library":
+        assert "step 'symbol lookup': the library exports neither SE_InitPlugin" in lines[0]
+    else:
+        assert "step 'file check'" in lines[0] and "not an ELF shared library" in lines[0]

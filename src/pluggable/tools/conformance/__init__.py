@@ -23,6 +23,31 @@ import os
 from typing import Dict, List, Optional
 
 CHECKS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "checks.py")
+#: The exit status for a file that is not a plugin (pytest's own statuses are 0 to 5).
+NOT_A_PLUGIN = 2
+#: The entry points of which a plugin exports at least one.
+ENTRY_POINTS = ("SE_InitPlugin", "SE_InitializePlugin", "TF_InitKernel", "TF_InitProfiler",
+                "TF_InitGraph")
+
+
+def not_a_plugin(path: str) -> Optional[str]:
+    """None for a file that could be a plugin; else `doctor`'s verdict line on it: a file
+    the loader refuses before opening it, or a library that exports no entry point."""
+    from ...plugin import elf, probe
+    from ...plugin.library import PluginCallError, check_file
+
+    try:
+        real, _ = check_file(path)
+        exported = elf.dynamic_info(real, ENTRY_POINTS).defined
+    except PluginCallError:
+        exported = ()
+    except (OSError, ValueError):
+        exported = ()
+    if exported:
+        return None
+    result = probe.doctor(path)
+    return "verdict " + ("OK" if result.ok else f"FAILED at step {result.step!r}: "
+                                                f"{result.reason}")
 
 
 class _Collector:
@@ -53,6 +78,10 @@ def run(path: str, keyword: Optional[str] = None, json_path: Optional[str] = Non
     if not os.path.isfile(path):
         raise SystemExit(f"pluggable conformance: no such file: {path!r}; name the plugin's "
                          f"shared library (a .so file)")
+    verdict = not_a_plugin(path)
+    if verdict is not None:  # nothing to check: doctor's verdict, and no test session
+        print(f"pluggable conformance: {path} is not a plugin; {verdict}")
+        return NOT_A_PLUGIN
     try:
         import pytest
     except ImportError:
