@@ -249,6 +249,20 @@ def list_kernels(op: Optional[str] = None, device_type: Optional[str] = None) ->
     return out
 
 
+def list_refused(plugin: Optional[str] = None) -> List[Any]:
+    """Every kernel and op that plugins registered and the host does not use, each with its
+    reason (``Refusal(plugin, what, name, op, device_type, reason)``, ``what`` "kernel" or
+    "op"); those of the plugin at path ``plugin`` when given. A plugin's load warning counts
+    them and names the first few; this is the full list."""
+    from .kernels.registry import refusals
+
+    _manager()
+    return refusals(plugin)
+
+
+__all__ += ["list_refused"]
+
+
 # -- reliability limits (README, "Reliability") ----------------------------------------------
 def set_probe_timeout(seconds: Optional[float]) -> None:
     """Seconds the child-process probe of a plugin may take (None: back to
