@@ -196,7 +196,8 @@ with pluggable.device("/device:REGCALLS:0"):
             ("T_qint8", lambda: execute("RegScale", [x], {"T": "qint8"})),
             ("fixed_qint8", lambda: raw_ops.RegQuantized(x=x)),
             ("type_list", lambda: raw_ops.RegTypeList(xs=[x])),
-            ("shape_attr", lambda: execute("RegKinds", [x], {"li": [1]}))):
+            ("tensor_attr", lambda: execute("RegKinds", [x], {"li": [1], "te": "1.0"})),
+            ("shapes_attr", lambda: execute("RegKinds", [x], {"lsh": [[1]]}))):
         try:
             call()
             errors_seen[name] = None
@@ -218,8 +219,10 @@ print(json.dumps({"scaled": scaled, "scaled3": scaled3, "errors": errors_seen}))
                                 "tensors yet (dtype qint8 is not supported for tensors)")
     assert e["type_list"] == ("RegTypeList: xs is a list of tensors typed by the list(type) "
                               "attribute Tin, which pluggable does not support yet")
-    assert e["shape_attr"].startswith("RegKinds: attribute sh is a shape, and pluggable cannot "
-                                      "give shape attributes to kernels yet")
+    assert e["tensor_attr"].startswith("RegKinds: attribute te is a tensor, and pluggable "
+                                       "cannot give tensor attributes to kernels yet")
+    assert e["shapes_attr"].startswith("RegKinds: attribute lsh is a list(shape), and "
+                                       "pluggable cannot give list(shape) attributes")
     assert "attribute T must be a type, got 'qint64'" in e["unknown"]
 
 

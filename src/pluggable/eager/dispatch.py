@@ -88,11 +88,11 @@ def _check_attr(op: OpDef, name: str, value: Any) -> Any:
     spec = op.attr(name)
     kind = spec.kind
     element = kind[5:-1] if kind.startswith("list(") else kind
-    if element in _NOT_FOR_KERNELS:
+    if element in _NOT_FOR_KERNELS or kind == "list(shape)":
         raise UnimplementedError(
-            f"{op.name}: attribute {name} is a {kind}, and pluggable cannot give {element} "
-            f"attributes to kernels yet (only int, float, bool, type, string and lists of "
-            f"them)", call=op.name)
+            f"{op.name}: attribute {name} is a {kind}, and pluggable cannot give {kind} "
+            f"attributes to kernels yet (only int, float, bool, type, string, shape and "
+            f"lists of the first five)", call=op.name)
     try:
         if kind == element:
             value = _attr_value(element, value)
@@ -114,7 +114,8 @@ def _check_attr(op: OpDef, name: str, value: Any) -> Any:
     if spec.minimum is not None:
         size = value if kind == "int" else len(values)
         if size < spec.minimum:
-            what = f"{name}={value}" if kind == "int" else f"the length of {name} ({size})"
+            what = f"attribute {name}={value}" if kind == "int" else \
+                f"the length of attribute {name} ({size})"
             raise bad(op.name, f"{what} must be at least {spec.minimum}")
     if spec.allowed is not None:
         for v in values:
@@ -125,8 +126,9 @@ def _check_attr(op: OpDef, name: str, value: Any) -> Any:
     return value
 
 
-# Attribute kinds a kernel cannot be given through PG_Attr (kernels.c) yet.
-_NOT_FOR_KERNELS = frozenset(("shape", "tensor", "func"))
+# Attribute kinds a kernel cannot be given through PG_Attr (kernels.c) yet. (A shape is
+# given as its list of dimensions, -1 for an unknown one; None is an unknown rank.)
+_NOT_FOR_KERNELS = frozenset(("tensor", "func"))
 
 
 def _attr_value(kind: str, value: Any) -> Any:
@@ -153,6 +155,12 @@ def _attr_value(kind: str, value: Any) -> Any:
         if not isinstance(value, str):
             raise TypeError
         return value
+    if kind == "shape":
+        if value is None:
+            return None
+        if isinstance(value, (str, bytes)):
+            raise TypeError
+        return tuple(-1 if d is None else int(d) for d in value)
     raise TypeError
 
 
