@@ -7,8 +7,9 @@
    defaults from the op definition), checking both;
 2. picks the device: the innermost ``with pluggable.device(...)`` scope (per thread and per
    asyncio task), else the plugin device of the first input that lives on one, else the CPU;
-3. picks the kernel registered for (op, device type, type attributes) with the highest
-   priority. Without one, soft placement (on by default) runs the op on the CPU and warns
+3. picks, among the kernels the device's own plugin registered for (op, device type, type
+   attributes), the one with the highest priority; two at that priority make the call fail
+   with InvalidArgumentError, as TensorFlow's lookup does. Without one, soft placement (on by default) runs the op on the CPU and warns
    once per op and device type; strict placement raises `NotFoundError` listing the kernels
    registered for the op;
 4. runs it: on the CPU with the op's NumPy reference kernel; on a plugin device on its compute
