@@ -192,6 +192,8 @@ with pluggable.device("/device:REGCALLS:0"):
     scaled = raw_ops.RegScale(x=x).numpy().tolist()
     scaled3 = raw_ops.RegScale(x=x, factors=[3.0, 1.0], names=["p", "q"], flags=[False],
                                Tlist=["float32", "qint8"]).numpy().tolist()
+    # Empty lists reach the kernel: it reads no factor (0).
+    empty = raw_ops.RegScale(x=x, factors=[], names=[], Tlist=[]).numpy().tolist()
     for name, call in (
             ("T_qint8", lambda: execute("RegScale", [x], {"T": "qint8"})),
             ("fixed_qint8", lambda: raw_ops.RegQuantized(x=x)),
@@ -207,10 +209,11 @@ with pluggable.device("/device:REGCALLS:0"):
         execute("RegScale", [x], {"T": "qint64"})
     except errors.InvalidArgumentError as exc:
         errors_seen["unknown"] = str(exc)
-print(json.dumps({"scaled": scaled, "scaled3": scaled3, "errors": errors_seen}))
+print(json.dumps({"scaled": scaled, "scaled3": scaled3, "empty": empty, "errors": errors_seen}))
 """, (path, 0))
     # Tlist types no tensor: a qint8 in it is only a code the kernel is given.
     assert out["scaled"] == [2.5, -5.0] and out["scaled3"] == [3.0, -6.0]
+    assert out["empty"] == [0.0, 0.0]
     e = out["errors"]
     assert e["T_qint8"] == ("RegScale: attribute T=qint8: pluggable has no qint8 tensors yet "
                             "(dtype qint8 is not supported for tensors), so RegScale cannot "
