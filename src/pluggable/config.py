@@ -357,7 +357,7 @@ def kernel_coverage(device_type: Optional[str] = None):
     """The coverage matrix: for every op, the element types each device type's kernels take
     (``{op: {device_type: (dtype names)}}``), the CPU's NumPy kernels included; only
     ``device_type`` (and nothing for ops it lacks) when given."""
-    from .base.dtypes import as_dtype, type_names
+    from .base.dtypes import op_dtype, type_names
     from .eager import OPS
 
     def principal(op: str):
@@ -385,7 +385,7 @@ def kernel_coverage(device_type: Optional[str] = None):
         else:
             for values in k.type_constraints.values():
                 types.update(values)
-        matrix[k.op][k.device_type] = type_names(as_dtype(t).code for t in types)
+        matrix[k.op][k.device_type] = type_names(op_dtype(t).code for t in types)
     return matrix
 
 

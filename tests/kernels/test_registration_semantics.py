@@ -155,8 +155,10 @@ defaults = {a.name: repr(a.default) for a in OPS["RegKinds"].attrs}
 kernels = {r.kernel_name: {k: list(v) for k, v in r.constraints.items()}
            for r in registry.registered_kernels(device_type="REGKINDS")}
 listed = {k.kernel_name: k.type_constraints for k in pluggable.config.list_kernels(device_type="REGKINDS")}
+coverage = {op: row for op, row in pluggable.config.kernel_coverage("REGKINDS").items()
+            if op.startswith("Reg")}  # what `python -m pluggable kernels` prints
 print(json.dumps({"kinds": kinds, "allowed": allowed, "defaults": defaults,
-                  "kernels": kernels, "listed": listed,
+                  "kernels": kernels, "listed": listed, "coverage": coverage,
                   "ops": sorted(n for n in OPS if n.startswith("Reg"))}))
 """, (path, 0))
     assert out["ops"] == ["RegKinds", "RegQuantized", "RegScale", "RegTypeList"]
@@ -180,6 +182,10 @@ print(json.dumps({"kinds": kinds, "allowed": allowed, "defaults": defaults,
     assert out["listed"]["RegScaleQuantized"] == {  # in tf_datatype.h's order
         "T": ["qint8", "quint8", "qint32", "qint16", "quint16"]}
     assert out["kernels"]["RegScaleFloat"] == {"T": [1]}
+    assert out["coverage"] == {
+        "RegKinds": {"REGKINDS": ["float32"]}, "RegQuantized": {"REGKINDS": ["qint8"]},
+        "RegScale": {"REGKINDS": ["float32", "qint8", "quint8", "qint32", "qint16", "quint16"]},
+        "RegTypeList": {"REGKINDS": []}}  # its kernel constrains no type
 
 
 def test_calls_run_or_say_what_is_missing(run_python, plugin):
