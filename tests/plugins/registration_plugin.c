@@ -18,6 +18,7 @@
  *                      RegQuantized x: qint8 -> y: float; a kernel (TypeConstraint none);
  *                      RegTypeList  xs: Tin (list(type)) -> y: float; a kernel.
  *   REFUSED=n        n kernels for device type "NOWHERE" and an op with a reference input.
+ *   QUANTIZED_NEG    Neg for T = qint8 ("NegQuantized"), a type tensors here cannot hold.
  */
 #include "test_plugin.c"
 
@@ -174,6 +175,12 @@ void TF_InitKernel(void) {
     static const char* const xs[] = {"xs: Tin", NULL};
     register_op("RegTypeList", tin, xs, "y: float");
     register_kernel("RegTypeList", "RegTypeListKernel", d, compute_same, 0, "T", kFloat, 0);
+  }
+#endif
+#ifdef QUANTIZED_NEG
+  {
+    static const TF_DataType qint8[] = {TF_QINT8};
+    register_kernel("Neg", "NegQuantized", d, compute_same, 0, "T", qint8, 1);
   }
 #endif
 #ifdef REFUSED

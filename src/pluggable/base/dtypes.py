@@ -14,7 +14,7 @@ from .errors import InvalidArgumentError
 
 __all__ = ["DType", "as_dtype", "bool_", "int8", "int16", "int32", "int64", "uint8", "uint16",
            "uint32", "uint64", "float16", "bfloat16", "float32", "float64", "complex64",
-           "complex128", "ALL_DTYPES"]
+           "complex128", "ALL_DTYPES", "WITHOUT_TENSORS", "op_dtype", "has_tensors"]
 
 
 class DType:
