@@ -264,6 +264,20 @@ def list_kernels(op: Optional[str] = None, device_type: Optional[str] = None) ->
     return out
 
 
+def list_refused(plugin: Optional[str] = None) -> List[Any]:
+    """Every kernel and op that plugins registered and the host does not use, each with its
+    reason (``Refusal(plugin, what, name, op, device_type, reason)``, ``what`` "kernel" or
+    "op"); those of the plugin at path ``plugin`` when given. A plugin's load warning counts
+    them and names the first few; this is the full list."""
+    from .kernels.registry import refusals
+
+    _manager()
+    return refusals(plugin)
+
+
+__all__ += ["list_refused"]
+
+
 # -- reliability limits (README, "Reliability") ----------------------------------------------
 def set_probe_timeout(seconds: Optional[float]) -> None:
     """Seconds the child-process probe of a plugin may take (None: back to
@@ -358,7 +372,7 @@ def kernel_coverage(device_type: Optional[str] = None):
     """The coverage matrix: for every op, the element types each device type's kernels take
     (``{op: {device_type: (dtype names)}}``), the CPU's NumPy kernels included; only
     ``device_type`` (and nothing for ops it lacks) when given."""
-    from .base.dtypes import as_dtype, type_names
+    from .base.dtypes import op_dtype, type_names
     from .eager import OPS
 
     def principal(op: str):
@@ -386,7 +400,7 @@ def kernel_coverage(device_type: Optional[str] = None):
         else:
             for values in k.type_constraints.values():
                 types.update(values)
-        matrix[k.op][k.device_type] = type_names(as_dtype(t).code for t in types)
+        matrix[k.op][k.device_type] = type_names(op_dtype(t).code for t in types)
     return matrix
 
 

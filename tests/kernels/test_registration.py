@@ -1,10 +1,11 @@
 """Kernel registration: what the registry records, how the host chooses among kernels, and
-which registrations it rejects (with a PluginLoadWarning naming plugin, op, kernel and
-device type)."""
+which registrations it rejects (with one PluginLoadWarning per plugin counting them and naming
+the first, and `config.list_refused` listing every one)."""
 from __future__ import annotations
 
 import ctypes
 import os
+import warnings
 
 import pytest
 
@@ -150,19 +151,23 @@ def test_a_plugin_that_registers_nothing_is_fine(private_manager, build_kernel_p
     assert record.provides_kernels  # it exports TF_InitKernel, which did nothing
 
 
-def test_unknown_device_types_and_cpu_are_rejected_with_warnings(private_manager,
-                                                                 build_kernel_plugin):
+def test_unknown_device_types_and_cpu_are_rejected_with_one_warning(private_manager,
+                                                                    build_kernel_plugin):
     path = build_kernel_plugin(KERNEL_C_PLUGIN, PLATFORM_NAME="KC_REJ", DEVICE_TYPE="KCREJ",
                                REJECTED=True)
     with pytest.warns(PluginLoadWarning) as caught:
         private_manager.load_plugin(path)
-    messages = [str(w.message) for w in caught]
-    nope = next(m for m in messages if "'NOPE'" in m)
-    assert path in nope and "'ForNopeKernel'" in nope and "op 'ForNope'" in nope
-    assert "no loaded plugin provides device type 'NOPE'" in nope and "is ignored" in nope
-    cpu = next(m for m in messages if "'CPU'" in m)
-    assert "'ForCpuKernel'" in cpu and "the host's own device" in cpu and "ignored" in cpu
-    assert len(messages) == 2
+    (message,) = [str(w.message) for w in caught]  # one warning for the plugin's kernels
+    assert message.startswith(f"pluggable: plugin {path}: TF_InitKernel: 2 of its ")
+    assert "kernels are ignored (kernel 'ForNopeKernel' for op 'ForNope' on device type " \
+           "'NOPE': no loaded plugin provides device type 'NOPE'" in message
+    assert "kernel 'ForCpuKernel' for op 'ForCpu' on device type 'CPU': CPU is the host's " \
+           "own device" in message
+    assert f"pluggable.config.list_refused({path!r})" in message
+    refused = pluggable.config.list_refused(path)
+    assert [(r.what, r.name, r.op, r.device_type) for r in refused] == [
+        ("kernel", "ForNopeKernel", "ForNope", "NOPE"), ("kernel", "ForCpuKernel", "ForCpu", "CPU")]
+    assert refused[0].reason.startswith("no loaded plugin provides device type 'NOPE'")
     regs = mine(path)
     assert not regs["ForNopeKernel"].enabled and not regs["ForCpuKernel"].enabled
     assert regs["TypedKernel"].enabled
@@ -184,21 +189,25 @@ def test_a_device_type_of_another_loaded_plugin_is_accepted(private_manager, bui
     assert mine(path)["ForNopeKernel"].enabled
 
 
-def test_a_duplicate_registration_is_already_exists(private_manager, build_kernel_plugin):
+def test_a_duplicate_registration_is_accepted_as_tensorflow_does(private_manager,
+                                                                   build_kernel_plugin):
+    # TensorFlow's kernel registry keeps both (a multimap); only a lookup that both match
+    # fails (test_dispatch_choice.py runs that).
     path = build_kernel_plugin(KERNEL_C_PLUGIN, PLATFORM_NAME="KC_DUP", DEVICE_TYPE="KCDUP",
                                DUPLICATE=True)
-    with pytest.warns(PluginLoadWarning) as caught:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", PluginLoadWarning)
         private_manager.load_plugin(path)
     lib = ctypes.CDLL(path)
     # codes: AsyncKernel, DupFirst, DupSecond
-    assert [lib.kc_registration_code(i) for i in range(3)] == [0, 0, TF_Code.TF_ALREADY_EXISTS]
-    (message,) = [str(w.message) for w in caught]
-    assert path in message and "'DupSecond'" in message and "op 'Dup'" in message
-    assert "TF_ALREADY_EXISTS" in message and "duplicates kernel 'DupFirst'" in message
+    assert [lib.kc_registration_code(i) for i in range(3)] == [0, 0, 0]
     regs = mine(path)
-    assert regs["DupFirst"].enabled and not regs["DupSecond"].enabled
-    with pytest.raises(FailedPreconditionError, match="cannot be enabled"):
-        regs["DupSecond"].set_enabled(True)
+    assert regs["DupFirst"].enabled and regs["DupSecond"].enabled
+    assert [r.kernel_name for r in kernels.registered_kernels("Dup", "KCDUP", plugin=path)] == \
+        ["DupFirst", "DupSecond"]
+    assert {(k.kernel_name, k.priority) for k in pluggable.config.list_kernels("Dup", "KCDUP")} == \
+        {("DupFirst", 0), ("DupSecond", 0)}
+    assert pluggable.config.list_refused(path) == []
 
 
 def test_malformed_registrations_fail_with_a_status_and_a_warning(private_manager,
@@ -212,12 +221,15 @@ def test_malformed_registrations_fail_with_a_status_and_a_warning(private_manage
     assert codes == [0, TF_Code.TF_INVALID_ARGUMENT, TF_Code.TF_INVALID_ARGUMENT,
                      TF_Code.TF_UNIMPLEMENTED, TF_Code.TF_INVALID_ARGUMENT,
                      TF_Code.TF_UNIMPLEMENTED]
-    text = "\n".join(str(w.message) for w in caught)
+    (text,) = [str(w.message) for w in caught]  # one warning, naming the first three
+    assert "TF_InitKernel: 4 of its " in text and "; and 1 more)" in text
     assert "compute_func is NULL for op 'NoCompute'" in text
     assert "was set twice ('one', then 'two')" in text
     assert "serialized KernelDef is not implemented by pluggable" in text
-    assert "the builder is NULL" in text
-    assert len(caught) == 4  # the bad type constraint is only the plugin's status
+    # the bad type constraint is only the plugin's status; the fourth is in the full list
+    reasons = [r.reason for r in pluggable.config.list_refused(path)]
+    assert len(reasons) == 4 and "the builder is NULL" in reasons[3]
+    assert all(r.startswith("TF_RegisterKernelBuilder failed with TF_") for r in reasons)
     regs = mine(path)
     assert not any(regs[n].enabled for n in ("NoComputeKernel", "TwoLabelsKernel",
                                               "WithDefKernel", "NullBuilder"))

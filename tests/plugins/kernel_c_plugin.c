@@ -37,7 +37,7 @@
  *
  * Variants for registration errors (each adds to the above):
  *   REJECTED         also registers "ForNope" for device type "NOPE" and "ForCpu" for "CPU".
- *   DUPLICATE        registers "Dup" twice, identically (the second: TF_ALREADY_EXISTS).
+ *   DUPLICATE        registers "Dup" twice, identically (both accepted, as TensorFlow does).
  *   MALFORMED        a builder without compute_func, a label set twice, a serialized
  *                    KernelDef, a NULL builder, an invalid type constraint.
  *   NO_KERNELS       TF_InitKernel registers nothing at all.

@@ -98,6 +98,21 @@ def test_a_wrong_kernel_fails_its_kernel_check_only(build_test_plugin, tmp_path)
     assert "Neg (float32)" in report["results"][failed(report)[0]]["message"]
 
 
+def test_kernels_of_types_without_tensors_are_skipped(build_test_plugin, tmp_path):
+    source = os.path.join(os.path.dirname(KERNEL_C_PLUGIN), "registration_plugin.c")
+    path = build_test_plugin(source, CONFORMANT=True, NEG_PRIORITY=True, QUANTIZED_NEG=True,
+                             PLATFORM_NAME="REG_CONF", DEVICE_TYPE="REGCONF")
+    result, report = conformance(path, tmp_path=tmp_path)
+    assert result.returncode == 0, result.stdout[-3000:]
+    results = report["results"]
+    # One case per float32 kernel; the call runs NegHigh, the higher priority, both times.
+    assert [results[f"TestKernels::test_kernel_matches_reference[Neg-float32_{i}]"]["outcome"]
+            for i in (0, 1)] == ["passed", "passed"]
+    quantized = results["TestKernels::test_kernel_matches_reference[Neg-qint8]"]
+    assert quantized["outcome"] == "skipped"
+    assert "pluggable has no qint8 tensors yet to compare with" in quantized["message"]
+
+
 def test_a_plugin_that_does_not_load_fails_the_loading_check(build_test_plugin, tmp_path):
     result, report = conformance(build_test_plugin(INIT_ERROR=True), tmp_path=tmp_path)
     assert result.returncode != 0

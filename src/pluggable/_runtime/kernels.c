@@ -311,9 +311,6 @@ typedef struct PG_Registration {
   int enabled;
   TF_Code error_code;
   char* error_message;
-  /* Of source, op and device type: registrations whose keys differ are not duplicates, so
-   * the duplicate check compares strings only for equal keys. */
-  uint64_t key;
   /* PG_KernelInfo's arrays, made once. */
   const char** constraint_attrs;
   int32_t* constraint_num_types;
@@ -333,45 +330,6 @@ static PG_Registration* registration_get(int64_t id) {
   PG_Registration* r = id >= 0 && id < registry_count ? registry[id] : NULL;
   pthread_mutex_unlock(&registry_mu);
   return r;
-}
-
-static bool same_type_set(const PG_Constraint* a, const PG_Constraint* b) {
-  if (a->num_types != b->num_types) return false;
-  for (int32_t i = 0; i < a->num_types; i++) {
-    bool found = false;
-    for (int32_t j = 0; j < b->num_types && !found; j++) found = a->types[i] == b->types[j];
-    if (!found) return false;
-  }
-  return true;
-}
-
-/* Whether two builders describe the same kernel: op, device type, label, priority and type
- * constraints (as sets). TensorFlow could not choose between two such kernels. */
-static bool same_kernel(const TF_KernelBuilder* a, const TF_KernelBuilder* b) {
-  if (strcmp(a->op, b->op) != 0 || strcmp(a->device_type, b->device_type) != 0) return false;
-  if (strcmp(a->label ? a->label : "", b->label ? b->label : "") != 0) return false;
-  if (a->priority != b->priority || a->num_constraints != b->num_constraints) return false;
-  for (int32_t i = 0; i < a->num_constraints; i++) {
-    const PG_Constraint* match = NULL;
-    for (int32_t j = 0; j < b->num_constraints && match == NULL; j++) {
-      if (strcmp(a->constraints[i].attr, b->constraints[j].attr) == 0) match = &b->constraints[j];
-    }
-    if (match == NULL || !same_type_set(&a->constraints[i], match)) return false;
-  }
-  return true;
-}
-
-/* FNV-1a over the strings a duplicate must share (each with its terminating NUL). */
-static uint64_t registration_key(const char* source, const TF_KernelBuilder* b) {
-  const char* parts[3] = {source, b->op, b->device_type};
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (int i = 0; i < 3; i++) {
-    const unsigned char* p = (const unsigned char*)(parts[i] != NULL ? parts[i] : "");
-    do {
-      h = (h ^ *p) * 0x100000001b3ull;
-    } while (*p++ != '\0');
-  }
-  return h;
 }
 
 static void registration_free(PG_Registration* r) {
@@ -429,22 +387,9 @@ static void register_builder(const char* kernel_name, TF_KernelBuilder* b, TF_Co
 
   pthread_mutex_lock(&registry_mu);
   r->source = pg_strdup(session_source != NULL ? session_source : "");
-  r->key = registration_key(r->source, r->b);
-  if (code == TF_OK) {
-    for (int64_t i = 0; i < registry_count; i++) {
-      PG_Registration* other = registry[i];
-      if (other->key == r->key && other->error_code == TF_OK &&
-          strcmp(other->source, r->source ? r->source : "") == 0 &&
-          same_kernel(other->b, r->b)) {
-        code = TF_ALREADY_EXISTS;
-        snprintf(err, sizeof err,
-                 "TF_RegisterKernelBuilder: kernel '%s' for op '%s' on device type '%s' "
-                 "duplicates kernel '%s' (same label, priority and type constraints)",
-                 r->kernel_name, r->b->op, r->b->device_type, other->kernel_name);
-        break;
-      }
-    }
-  }
+  /* A registration equal to an earlier one is kept, as TensorFlow keeps it: its registry
+   * holds any number of kernels per (op, device type, label), and only a lookup that two of
+   * them match at one priority fails (eager/dispatch.py decides that). */
   r->error_code = code;
   r->error_message = pg_strdup(err);
   r->enabled = code == TF_OK;

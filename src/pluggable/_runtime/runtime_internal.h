@@ -93,9 +93,10 @@ TF_CAPI_EXPORT size_t pluggable_BFCSnapshot(PG_BFC* bfc, PG_BFCChunkInfo* out,
  *
  * Registry. Registrations are numbered 0, 1, 2, ... in the order they were made and are never
  * removed (plugins are never unloaded), so an id and every pointer a PG_KernelInfo holds stay
- * valid for the life of the process. A registration that failed (a malformed builder, a
- * duplicate, TF_RegisterKernelBuilderWithKernelDef with a KernelDef) is kept too, with its
- * error and never enabled, so that the host can tell the user. Thread-safe. */
+ * valid for the life of the process. A registration equal to an earlier one is an ordinary
+ * registration, as in TensorFlow. One that failed (a malformed builder,
+ * TF_RegisterKernelBuilderWithKernelDef with a KernelDef) is kept too, with its error and
+ * never enabled, so that the host can tell the user. Thread-safe. */
 #include "tensorflow/c/tf_datatype.h"
 
 /* Attributes registrations made until pluggable_EndKernelRegistration to `source` (copied;

@@ -14,7 +14,7 @@ from .errors import InvalidArgumentError
 
 __all__ = ["DType", "as_dtype", "bool_", "int8", "int16", "int32", "int64", "uint8", "uint16",
            "uint32", "uint64", "float16", "bfloat16", "float32", "float64", "complex64",
-           "complex128", "ALL_DTYPES"]
+           "complex128", "ALL_DTYPES", "WITHOUT_TENSORS", "op_dtype", "has_tensors"]
 
 
 class DType:
@@ -128,8 +128,8 @@ def from_code(code: int) -> DType:
 def type_names(codes) -> Tuple[str, ...]:
     """The names of ``TF_DataType`` codes in the order of `ALL_DTYPES`, unknown codes last
     as "type code N": how messages and `list_kernels` spell a set of types."""
-    order = {d.code: i for i, d in enumerate(ALL_DTYPES)}
-    return tuple(_BY_CODE[c].name if c in _BY_CODE else f"type code {c}"
+    order = {d.code: i for i, d in enumerate(ALL_DTYPES + WITHOUT_TENSORS)}
+    return tuple(_OP_BY_CODE[c].name if c in _OP_BY_CODE else f"type code {c}"
                  for c in sorted({int(c) for c in codes}, key=lambda c: (order.get(c, 99), c)))
 
 
@@ -143,3 +143,55 @@ def _supported() -> str:
 resource = DType("resource", np.int64, TF_DataType.TF_RESOURCE)
 _BY_NAME["resource"] = resource
 _BY_CODE[int(resource.tf_code)] = resource
+
+
+# The other element types of tensorflow/c/tf_datatype.h. Ops and kernels of plugins may name
+# them (an op's "x: qint8", "T: quantizedtype", a kernel's TypeConstraint); tensors of them are
+# not supported here yet, so they are not among ALL_DTYPES and `as_dtype` does not return
+# them: `op_dtype` does, and a call that needs one raises UnimplementedError naming it.
+_NO_TENSORS: Dict[str, Tuple[TF_DataType, int]] = {
+    "string": (TF_DataType.TF_STRING, 24), "qint8": (TF_DataType.TF_QINT8, 1),
+    "quint8": (TF_DataType.TF_QUINT8, 1), "qint32": (TF_DataType.TF_QINT32, 4),
+    "qint16": (TF_DataType.TF_QINT16, 2), "quint16": (TF_DataType.TF_QUINT16, 2),
+    "variant": (TF_DataType.TF_VARIANT, 8),
+    "float8_e5m2": (TF_DataType.TF_FLOAT8_E5M2, 1),
+    "float8_e4m3fn": (TF_DataType.TF_FLOAT8_E4M3FN, 1),
+    "float8_e4m3fnuz": (TF_DataType.TF_FLOAT8_E4M3FNUZ, 1),
+    "float8_e4m3b11fnuz": (TF_DataType.TF_FLOAT8_E4M3B11FNUZ, 1),
+    "float8_e5m2fnuz": (TF_DataType.TF_FLOAT8_E5M2FNUZ, 1),
+    "int4": (TF_DataType.TF_INT4, 1), "uint4": (TF_DataType.TF_UINT4, 1),
+    "int2": (TF_DataType.TF_INT2, 1), "uint2": (TF_DataType.TF_UINT2, 1),
+    "float4_e2m1fn": (TF_DataType.TF_FLOAT4_E2M1FN, 1),
+}
+WITHOUT_TENSORS: Tuple[DType, ...] = tuple(
+    DType(name, np.dtype((np.void, size)), code) for name, (code, size) in _NO_TENSORS.items())
+_OP_BY_NAME: Dict[str, DType] = {**_BY_NAME, **{d.name: d for d in WITHOUT_TENSORS}}
+_OP_BY_CODE: Dict[int, DType] = {**_BY_CODE, **{d.code: d for d in WITHOUT_TENSORS}}
+_NO_TENSOR_CODES = frozenset(d.code for d in WITHOUT_TENSORS)
+
+
+def op_dtype(value: Any) -> DType:
+    """The DType of a name ("qint8", "float", "DT_HALF"), a ``TF_DataType`` code or a DType,
+    among every type of tensorflow/c/tf_datatype.h, those tensors here cannot hold included
+    (`has_tensors` tells). InvalidArgumentError for anything else."""
+    if isinstance(value, DType):
+        return value
+    if isinstance(value, str):
+        name = value.strip()
+        if name.startswith("DT_"):
+            name = name[3:].lower()
+        found = _OP_BY_NAME.get(name)
+    elif isinstance(value, int) and not isinstance(value, bool):
+        found = _OP_BY_CODE.get(int(value))
+    else:
+        found = None
+    if found is None:
+        raise InvalidArgumentError(
+            f"{value!r} is not a type of tensorflow/c/tf_datatype.h (types: "
+            f"{', '.join(sorted(_OP_BY_NAME))})", call="dtype")
+    return found
+
+
+def has_tensors(dtype: DType) -> bool:
+    """Whether tensors of ``dtype`` exist here (False for qint8, string, variant, ...)."""
+    return dtype.code not in _NO_TENSOR_CODES

@@ -7,9 +7,10 @@
    defaults from the op definition), checking both;
 2. picks the device: the innermost ``with pluggable.device(...)`` scope (per thread and per
    asyncio task), else the plugin device of the first input that lives on one, else the CPU;
-3. picks the kernel registered for (op, device type, type attributes) with the highest
-   priority. Without one, soft placement (on by default) runs the op on the CPU and warns
-   once per op and device type; strict placement raises `NotFoundError` listing the kernels
+3. picks, among the kernels the device's own plugin registered for (op, device type, type
+   attributes), the one with the highest priority; two at that priority make the call fail
+   with InvalidArgumentError, as TensorFlow's lookup does. Without one, soft placement (on by
+   default) runs the op on the CPU and warns once per op and device type; strict placement raises `NotFoundError` listing the kernels
    registered for the op;
 4. runs it: on the CPU with the op's NumPy reference kernel; on a plugin device on its compute
    stream, with inputs copied to the device first as TensorFlow does, and outputs allocated
@@ -30,9 +31,9 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 
 from ..devices.device import PluggableDevice
-from ..base.dtypes import DType, as_dtype, resource, type_names
+from ..base.dtypes import DType, as_dtype, has_tensors, op_dtype, resource, type_names
 from ..base.errors import (InternalError, InvalidArgumentError, NotFoundError, PluggableError,
-                           PluggableWarning)
+                           PluggableWarning, UnimplementedError)
 from ..oplib.core import OPS, REQUIRED, OpDef, TensorMeta, bad, select_condition_shape
 from ..base.native import compiled as _compiled
 from ..tensors.placement import CPU_DEVICE, device, device_scope, scoped_device  # noqa: F401
@@ -118,31 +119,81 @@ def _check_attr(op: OpDef, name: str, value: Any) -> Any:
     """``value`` converted to the kind of attribute ``name``, or an error naming both."""
     spec = op.attr(name)
     kind = spec.kind
+    element = kind[5:-1] if kind.startswith("list(") else kind
+    if element in _NOT_FOR_KERNELS or kind == "list(shape)":
+        raise UnimplementedError(
+            f"{op.name}: attribute {name} is a {kind}, and pluggable cannot give {kind} "
+            f"attributes to kernels yet (only int, float, bool, type, string, shape and "
+            f"lists of the first five)", call=op.name)
     try:
-        if kind == "type":
-            value = as_dtype(value)
-        elif kind == "bool":
-            if not isinstance(value, (bool, np.bool_)):
+        if kind == element:
+            value = _attr_value(element, value)
+        else:
+            if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
                 raise TypeError
-            value = bool(value)
-        elif kind == "int":
-            value = int(value)
-        elif kind == "float":
-            value = float(value)
-        elif kind == "string":
-            if not isinstance(value, str):
-                raise TypeError
-        elif kind == "list(int)":
-            value = tuple(int(v) for v in value)
+            value = tuple(_attr_value(element, v) for v in value)
     except (TypeError, ValueError):
         raise bad(op.name, f"attribute {name} must be a {kind}, got {value!r}") from None
-    if spec.minimum is not None and value < spec.minimum:
-        raise bad(op.name, f"attribute {name}={value} must be at least {spec.minimum}")
-    if spec.allowed is not None and value not in spec.allowed:
-        allowed = ", ".join(getattr(a, "name", repr(a)) for a in spec.allowed)
-        what = value.name if kind == "type" else repr(value)
-        raise bad(op.name, f"{name}={what} is not supported; allowed: {allowed}")
+    values = value if kind != element else (value,)
+    if element == "type" and any(arg.type_attr == name for arg in op.inputs + op.outputs):
+        # Only a type of tensors needs tensor support; a kernel takes any type's code.
+        for dtype in values:
+            if not has_tensors(dtype):
+                raise UnimplementedError(
+                    f"{op.name}: attribute {name}={dtype.name}: pluggable has no "
+                    f"{dtype.name} tensors yet (dtype {dtype.name} is not supported for "
+                    f"tensors), so {op.name} cannot run with it", call=op.name)
+    if spec.minimum is not None:
+        size = value if kind == "int" else len(values)
+        if size < spec.minimum:
+            what = f"attribute {name}={value}" if kind == "int" else \
+                f"the length of attribute {name} ({size})"
+            raise bad(op.name, f"{what} must be at least {spec.minimum}")
+    if spec.allowed is not None:
+        for v in values:
+            if v not in spec.allowed:
+                allowed = ", ".join(getattr(a, "name", repr(a)) for a in spec.allowed)
+                what = v.name if element == "type" else repr(v)
+                raise bad(op.name, f"{name}={what} is not supported; allowed: {allowed}")
     return value
+
+
+# Attribute kinds a kernel cannot be given through PG_Attr (kernels.c) yet. (A shape is
+# given as its list of dimensions, -1 for an unknown one; None is an unknown rank.)
+_NOT_FOR_KERNELS = frozenset(("tensor", "func"))
+
+
+def _attr_value(kind: str, value: Any) -> Any:
+    if kind == "type":
+        if isinstance(value, (str, int)) and not isinstance(value, bool):
+            try:
+                return as_dtype(value)
+            except (TypeError, InvalidArgumentError):
+                pass
+            try:  # qint8 and the other types without tensors
+                return op_dtype(value)
+            except InvalidArgumentError:
+                raise TypeError from None
+        return as_dtype(value)
+    if kind == "bool":
+        if not isinstance(value, (bool, np.bool_)):
+            raise TypeError
+        return bool(value)
+    if kind == "int":
+        return int(value)
+    if kind == "float":
+        return float(value)
+    if kind == "string":
+        if not isinstance(value, str):
+            raise TypeError
+        return value
+    if kind == "shape":
+        if value is None:
+            return None
+        if isinstance(value, (str, bytes)):
+            raise TypeError
+        return tuple(-1 if d is None else int(d) for d in value)
+    raise TypeError
 
 
 def _complete_attrs(op: OpDef, given: Mapping[str, Any]) -> Dict[str, Any]:
@@ -257,12 +308,36 @@ def _target_device(tensors: Sequence[Tensor]):
 def _find_kernel(op: OpDef, device: PluggableDevice, attrs: Dict[str, Any]):
     from ..kernels.registry import registered_kernels
 
+    # Only the kernels of the plugin whose device it is: two plugins may register one device
+    # type (RFC 262 keys kernels by the platform too).
     candidates = [r for r in registered_kernels(op.name, device.device_type,
                                                 plugin=device.platform.path)
                   if r.matches(attrs)]
     if not candidates:
         return None
-    return max(candidates, key=lambda r: r.priority)
+    best = max(candidates, key=lambda r: r.priority)
+    tied = [r for r in candidates if r.priority == best.priority]
+    if len(tied) > 1:
+        # TensorFlow keeps every registration and refuses, at lookup, a node that two of
+        # them match at the highest priority.
+        raise InvalidArgumentError(
+            f"Multiple OpKernel registrations match NodeDef at the same priority "
+            f"'{op.name}' on {device.name} ({_type_summary(op, attrs)}): "
+            f"'{_kernel_summary(tied[0])}' and '{_kernel_summary(tied[1])}'"
+            + (f" (and {len(tied) - 2} more)" if len(tied) > 2 else "")
+            + f". TensorFlow refuses this call too; the plugin ({device.platform.path}) must "
+            f"register them with different priorities, type constraints or labels. "
+            f"pluggable.config.list_kernels({op.name!r}) lists the kernels",
+            call=op.name)
+    return best
+
+
+def _kernel_summary(r) -> str:
+    constraints = "; ".join(f"{attr} in {{{_list(type_names(codes))}}}"
+                            for attr, codes in sorted(r.constraints.items()))
+    label = f" label {r.label!r}" if r.label else ""
+    return (f"kernel {r.kernel_name} for {r.op} on {r.device_type}, priority {r.priority}"
+            f"{label}, {constraints or 'any type'}")
 
 
 def _type_summary(op: OpDef, attrs: Dict[str, Any]) -> str:
@@ -426,6 +501,8 @@ def _execute(op_name: str, inputs: Sequence[Any], attrs: Optional[Mapping[str, A
     if op is None:
         raise NotFoundError(f"there is no op named {op_name!r}; pluggable.raw_ops lists them",
                             call="execute")
+    if op.missing:
+        raise UnimplementedError(op.missing, call=op.name)
     attrs = _complete_attrs(op, attrs or {})
     tensors = _convert_inputs(op, inputs, attrs)
     for spec in op.attrs:

@@ -181,7 +181,8 @@ def _runs_on(device, *ops: str) -> bool:
         return True
     from ..kernels.registry import registered_kernels
 
-    return all(registered_kernels(op, device.device_type) for op in ops)
+    return all(registered_kernels(op, device.device_type, plugin=device.platform.path)
+               for op in ops)
 
 
 def boolean_mask(t: Tensor, mask: Any) -> Tensor:

@@ -8,12 +8,16 @@ new op's specs into an `OpDef` in `op_defs.OPS`: the op is then callable as
 its output shapes come from the plugin's shape function, run at dispatch through the
 TF_ShapeInferenceContext functions. Such an op has no CPU kernel: the CPU has no code for it.
 
-Spec syntax understood (TensorFlow's): inputs and outputs ``name: T`` (a type attribute),
-``name: float`` (a fixed type), ``name: N * T`` (a list); attributes ``name: type``,
-``name: {float, double}``, ``name: int``, ``name: int >= 1``, ``name: float``, ``name: bool``,
-``name: string``, ``name: {'a', 'b'}``, ``name: list(int)``, each with ``= default``.
-Anything else (reference inputs, shapes, tensors and functions as attributes) makes the op
-unusable here, said with a `PluginLoadWarning`.
+Spec syntax understood (TensorFlow's op def builder's): inputs and outputs ``name: T`` (a type
+attribute), ``name: float`` (a fixed type), ``name: N * T`` (a list), ``name: Tlist`` (a
+list(type) attribute); attributes of every kind (``type``, ``{float, double}``, the sets
+``numbertype``, ``realnumbertype``, ``quantizedtype``, ``int >= 1``, ``float``, ``bool``,
+``string``, ``{'a', 'b'}``, ``shape``, ``tensor``, ``func`` and ``list(..)`` of each), each with
+``= default``, and every type of tensorflow/c/tf_datatype.h. What the host cannot run yet (a
+type tensors here cannot hold, such as qint8; inputs typed by a list(type); attributes a kernel
+cannot be given: shapes, tensors, functions) still registers: a call that needs it raises
+UnimplementedError saying what is missing. Reference inputs, Ref(T), make the op unusable,
+said in the plugin's load warning.
 """
 from __future__ import annotations
 
@@ -57,21 +61,18 @@ _PROTOTYPES = {
 _fns = _native.bind(_native.lib, _PROTOTYPES)
 _SHAPE_NOT_SET = -2
 
-_type_names: Dict[str, "DType"] = {}
-
-
-def _types() -> Dict[str, "DType"]:
-    """TensorFlow's type names in op specs (DataTypeToString without "DT_", lower case)."""
-    if not _type_names:
-        from ..base import dtypes as dt
-
-        _type_names.update({
-            "float": dt.float32, "double": dt.float64, "half": dt.float16,
-            "bfloat16": dt.bfloat16, "int8": dt.int8, "int16": dt.int16, "int32": dt.int32,
-            "int64": dt.int64, "uint8": dt.uint8, "uint16": dt.uint16, "uint32": dt.uint32,
-            "uint64": dt.uint64, "bool": dt.bool_, "complex64": dt.complex64,
-            "complex128": dt.complex128, "resource": dt.resource})
-    return _type_names
+# TensorFlow's op def builder's names for sets of types (tensorflow/core/framework/types.h).
+_REAL_NUMBER_TYPES = ("float", "double", "int32", "int64", "uint8", "int16", "int8", "uint16",
+                      "half", "uint32", "uint64", "bfloat16")
+_QUANTIZED_TYPES = ("qint8", "quint8", "qint16", "quint16", "qint32")
+_NUMBER_TYPES = ("float", "double", "int64", "int32", "uint8", "uint16", "int16", "int8",
+                 "complex64", "complex128", "qint8", "quint8", "qint32", "half", "uint32",
+                 "uint64", "bfloat16")
+_TYPE_SETS = {"numbertype": _NUMBER_TYPES, "numerictype": _NUMBER_TYPES,
+              "realnumbertype": _REAL_NUMBER_TYPES, "realnumerictype": _REAL_NUMBER_TYPES,
+              "quantizedtype": _QUANTIZED_TYPES}
+# Kinds of values: those a kernel can be given (PG_Attr), and those it cannot yet.
+_VALUE_KINDS = ("int", "float", "bool", "type", "string", "shape", "tensor", "func")
 
 
 def count() -> int:
@@ -84,14 +85,27 @@ class SpecError(ValueError):
 
 
 def _type(text: str) -> "DType":
-    names = _types()
-    name = text.strip()
-    if name.startswith("DT_"):
-        name = name[3:].lower()
-    if name not in names:
-        raise SpecError(f"type {text.strip()!r} is not supported (supported: "
-                        f"{', '.join(sorted(names))})")
-    return names[name]
+    """The type a name of an op spec means: any type of tensorflow/c/tf_datatype.h
+    (``float``, ``DT_HALF``, ``qint8``, ``string``, ``variant``, ``float8_e5m2``...)."""
+    from ..base.dtypes import op_dtype
+    from ..base.errors import InvalidArgumentError
+
+    try:
+        return op_dtype(text.strip())
+    except InvalidArgumentError:
+        raise SpecError(f"type {text.strip()!r} is not a type of tensorflow/c/tf_datatype.h"
+                        ) from None
+
+
+def _types_of(items: List[str]) -> Tuple["DType", ...]:
+    """The types of a ``{...}`` set, whose items may be names of sets (``realnumbertype``)."""
+    out: List["DType"] = []
+    for item in items:
+        for name in _TYPE_SETS.get(item, (item,)):
+            dtype = _type(name)
+            if dtype not in out:
+                out.append(dtype)
+    return tuple(out)
 
 
 def _split_list(body: str) -> List[str]:
@@ -105,8 +119,47 @@ def _string(text: str) -> str:
     raise SpecError(f"{text!r} is not a quoted string")
 
 
+def _kind(text: str) -> Tuple[str, Optional[Tuple[Any, ...]]]:
+    """The kind and allowed values of a kind without ``list(..)``: ``int``, ``type``,
+    ``{float, double}``, ``quantizedtype``, ``{'a', 'b'}``, ``shape``..."""
+    text = text.strip()
+    if text.startswith("{") and text.endswith("}"):
+        items = _split_list(text[1:-1])
+        if items and items[0][0] in "'\"":
+            return "string", tuple(_string(i) for i in items)
+        return "type", _types_of(items)
+    if text in _TYPE_SETS:
+        return "type", _types_of([text])
+    if text in _VALUE_KINDS:
+        return text, None
+    raise SpecError(f"attribute kind {text!r} is not one of TensorFlow's (string, int, float, "
+                    f"bool, type, shape, tensor, func, numbertype, realnumbertype, "
+                    f"quantizedtype, {{types}}, {{'strings'}}, and list(..) of each)")
+
+
+def _default(kind: str, text: str) -> Any:
+    """The value of a default in TensorFlow's text format for an attribute of ``kind``
+    (without ``list(..)``); shapes, tensors and functions keep their text."""
+    if kind == "type":
+        return _type(text)
+    if kind == "int":
+        return int(text)
+    if kind == "float":
+        return float(text)
+    if kind == "bool":
+        if text not in ("true", "false"):
+            raise SpecError(f"bool default {text!r} is neither true nor false")
+        return text == "true"
+    if kind == "string":
+        return _string(text)
+    if kind == "shape" and text.startswith("[") and text.endswith("]"):
+        return tuple(int(v) for v in _split_list(text[1:-1]))
+    return text
+
+
 def parse_attr(spec: str) -> Attr:
-    """``name: kind [>= min] [= default]`` as an `Attr`."""
+    """``name: kind [>= min] [= default]`` as an `Attr`; every kind of TensorFlow's op def
+    builder, list(..) ones included (kind ``list(type)``, ``list(shape)``...)."""
     from ..oplib.core import REQUIRED, Attr
 
     name, _, rest = spec.partition(":")
@@ -118,9 +171,9 @@ def parse_attr(spec: str) -> Attr:
             quote = "" if c == quote else quote
         elif c in "'\"":
             quote = c
-        elif c in "{[":
+        elif c in "{[(":
             depth += 1
-        elif c in "}]":
+        elif c in "}])":
             depth -= 1
         elif c == "=" and depth == 0 and (i == 0 or rest[i - 1] != ">"):
             split = i
@@ -130,41 +183,31 @@ def parse_attr(spec: str) -> Attr:
     import re
 
     minimum = None
-    m = re.fullmatch(r"(.*?)\s*>=\s*(-?\d+)", kind_text)
+    m = re.fullmatch(r"(.*?)\s*>=\s*(-?\d+)", kind_text, re.S)
     if m:
         kind_text, minimum = m.group(1), int(m.group(2))
-    allowed: Optional[Tuple[Any, ...]] = None
-    if kind_text.startswith("{") and kind_text.endswith("}"):
-        items = _split_list(kind_text[1:-1])
-        if items and items[0][0] in "'\"":
-            kind, allowed = "string", tuple(_string(i) for i in items)
-        else:
-            kind, allowed = "type", tuple(_type(i) for i in items)
-    elif kind_text in ("type", "int", "float", "bool", "string", "list(int)"):
-        kind = kind_text
-    else:
-        raise SpecError(f"attribute kind {kind_text!r} is not supported (supported: type, "
-                        f"int, float, bool, string, list(int), {{types}}, {{'strings'}})")
+    m = re.fullmatch(r"list\s*\((.*)\)", kind_text, re.S)
+    element, allowed = _kind(m.group(1) if m else kind_text)
+    kind = f"list({element})" if m else element
+    if minimum is not None and kind not in ("int",) and not m:
+        raise SpecError(f"a minimum (>= {minimum}) applies to int and list attributes, not "
+                        f"to {kind}")
     default: Any = REQUIRED
     if has_default:
         text = default_text.strip()
         try:
-            if kind == "type":
-                default = _type(text)
-            elif kind == "int":
-                default = int(text)
-            elif kind == "float":
-                default = float(text)
-            elif kind == "bool":
-                if text not in ("true", "false"):
-                    raise SpecError(f"bool default {text!r} is neither true nor false")
-                default = text == "true"
-            elif kind == "string":
-                default = _string(text)
-            else:
+            if m:
                 if not (text.startswith("[") and text.endswith("]")):
                     raise SpecError(f"list default {text!r} is not [..]")
-                default = tuple(int(v) for v in _split_list(text[1:-1]))
+                body = text[1:-1]
+                if element in ("tensor", "func"):  # protos in text: kept as written
+                    default = text
+                else:
+                    items = (re.findall(r"\[[^\[\]]*\]", body) if element == "shape"
+                             else _split_list(body))  # shapes: [[2, 3], [4]]
+                    default = tuple(_default(element, item) for item in items)
+            else:
+                default = _default(element, text)
         except ValueError as exc:
             if isinstance(exc, SpecError):
                 raise
@@ -173,7 +216,8 @@ def parse_attr(spec: str) -> Attr:
 
 
 def parse_arg(spec: str, attrs: Dict[str, Attr]) -> Arg:
-    """``name: T``, ``name: float`` or ``name: N * T`` as an `Arg`."""
+    """``name: T``, ``name: float``, ``name: N * T`` or ``name: Tlist`` (a list(type)
+    attribute) as an `Arg`."""
     from ..oplib.core import Arg
 
     name, _, rest = spec.partition(":")
@@ -190,10 +234,27 @@ def parse_arg(spec: str, attrs: Dict[str, Attr]) -> Arg:
         raise SpecError(f"{rest!r} is not supported (a type, a type attribute or N * T; "
                         f"reference inputs, Ref(T), need TensorFlow's graph runtime)")
     if rest in attrs:
-        if attrs[rest].kind != "type":
+        if attrs[rest].kind not in ("type", "list(type)") or \
+                (number and attrs[rest].kind != "type"):
             raise SpecError(f"{rest!r} in {spec!r} is not a type attribute")
         return Arg(name, type_attr=rest, number_attr=number)
     return Arg(name, dtype=_type(rest), number_attr=number)
+
+
+def _missing(name: str, attrs: Dict[str, Attr], args: Tuple[Arg, ...]) -> str:
+    """What a call of op ``name`` would need that the host lacks ("" when nothing): an
+    input or output of a type tensors here cannot hold, or typed by a list(type)."""
+    from ..base.dtypes import has_tensors
+
+    for arg in args:
+        if arg.dtype is not None and not has_tensors(arg.dtype):
+            return (f"{name}: {arg.name} is a {arg.dtype.name} tensor, and pluggable has no "
+                    f"{arg.dtype.name} tensors yet (dtype {arg.dtype.name} is not supported "
+                    f"for tensors)")
+        if arg.type_attr and attrs[arg.type_attr].kind == "list(type)":
+            return (f"{name}: {arg.name} is a list of tensors typed by the list(type) "
+                    f"attribute {arg.type_attr}, which pluggable does not support yet")
+    return ""
 
 
 def _infer_for(op_id: int, name: str, plugin: str, outputs: Tuple[Arg, ...],
@@ -246,13 +307,13 @@ def _no_cpu(name: str, plugin: str):
     return cpu
 
 
-def adopt(plugin: str, start: int) -> List[str]:
+def adopt(plugin: str, start: int) -> List[Tuple[str, str]]:
     """Turns the ops registered since registration ``start`` into ops of the library;
-    returns messages for the ops that could not be (for `PluginLoadWarning`)."""
-    messages: List[str] = []
+    returns ``(op name, reason)`` for the ops that could not be."""
+    refused: List[Tuple[str, str]] = []
     end = count()
     if end == start:
-        return messages
+        return refused
     from ..oplib.core import OPS, OpDef
 
     for op_id in range(start, end):
@@ -264,24 +325,22 @@ def adopt(plugin: str, start: int) -> List[str]:
                         for i in range(getattr(info, f"num_{kind}"))]
                  for kind in ("attrs", "inputs", "outputs")}
         if name in OPS:
-            messages.append(f"pluggable: plugin {plugin}: op {name!r} (registered with "
-                            f"TF_RegisterOpDefinition) is ignored: the library already has an "
-                            f"op of that name")
+            refused.append((name, "the library already has an op of that name"))
             continue
         try:
             attrs = {a.name: a for a in map(parse_attr, specs["attrs"])}
             inputs = tuple(parse_arg(s, attrs) for s in specs["inputs"])
             outputs = tuple(parse_arg(s, attrs) for s in specs["outputs"])
         except SpecError as exc:
-            messages.append(f"pluggable: plugin {plugin}: op {name!r} (registered with "
-                            f"TF_RegisterOpDefinition) cannot be used: {exc}")
+            refused.append((name, f"its spec cannot be used: {exc}"))
             continue
         type_attrs = [a.name for a in attrs.values() if a.kind == "type"]
         OPS[name] = OpDef(
             name, inputs, outputs, tuple(attrs.values()),
             _infer_for(op_id, name, plugin, outputs, type_attrs), _no_cpu(name, plugin),
-            doc=f"registered by plugin {plugin} (tensorflow/c/ops.h)")
-    return messages
+            doc=f"registered by plugin {plugin} (tensorflow/c/ops.h)",
+            missing=_missing(name, attrs, inputs + outputs))
+    return refused
 
 
 def plugin_of(op: OpDef) -> Optional[str]:

@@ -5,9 +5,11 @@ A plugin's ``TF_InitKernel`` registers kernels exactly as for TensorFlow
 runtime library (``src/pluggable/_runtime/kernels.c``); this module owns the Python side:
 
 - `load_kernels` runs a plugin's ``TF_InitKernel`` once, right after the loader registered
-  its platform, and rejects (disables, with a `PluginLoadWarning`) registrations for a device
-  type no loaded plugin provides, for "CPU" (the host's own device, whose kernels are
-  NumPy's), and registrations that failed (a duplicate, a malformed builder);
+  its platform, and rejects (disables) registrations for a device type no loaded plugin
+  provides, for "CPU" (the host's own device, whose kernels are NumPy's), and registrations
+  that failed (a malformed builder); one `PluginLoadWarning` per plugin counts them and names
+  the first, `refusals` lists them all. Registering a kernel equal to another one is no
+  error, as in TensorFlow: dispatch refuses a call that two kernels match at one priority;
 - `registered_kernels` lists the enabled `KernelRegistration` objects;
 - `KernelRegistration.instantiate` makes a `Kernel` (the plugin's ``create_func`` reads the
   attributes), and `Kernel.run` executes it on a device's stream with one foreign call.
@@ -45,7 +47,7 @@ if TYPE_CHECKING:
 
 __all__ = ["KernelRegistration", "Kernel", "KernelInput", "KernelOutput", "AttrList",
            "registered_kernels", "all_registrations", "load_kernels", "flush_releases", "close_all",
-           "free_host_output"]
+           "free_host_output", "Refusal", "refusals"]
 
 
 # -- the foreign functions ------------------------------------------------------------------
@@ -521,14 +523,15 @@ def load_kernels(platform: "Platform",
 
     ``device_types`` are the device types of every loaded platform (the loader passes them;
     ``platform``'s own is always one). A registration for
-    another device type, or for "CPU", is disabled, as is one that failed; each is reported
-    with a `PluginLoadWarning`.
+    another device type, or for "CPU", is disabled, as is one that failed; one
+    `PluginLoadWarning` reports them with the ops `plugin_ops.adopt` refused, and `refusals`
+    keeps every one.
     """
     init = platform.library.kernel_init
     if init is None:
         return []
     known = set(device_types or ()) | {platform.device_type}
-    messages: List[str] = []
+    refused: List[Refusal] = []
     with _registry_lock:
         if init in _loaded:
             return list(_loaded[init])
@@ -541,7 +544,9 @@ def load_kernels(platform: "Platform",
             TF_InitKernel_fn(init)()
         finally:
             _End()
-        messages += plugin_ops.adopt(platform.path, ops_start)
+        ops_made = plugin_ops.count() - ops_start
+        refused += [Refusal(platform.path, "op", name, name, "", reason)
+                    for name, reason in plugin_ops.adopt(platform.path, ops_start)]
         _refresh()
         mine = [r for r in _registrations[start:] if r.plugin == platform.path]
         accepted = []
@@ -550,31 +555,69 @@ def load_kernels(platform: "Platform",
                     and r.device_type != "CPU":
                 accepted.append(r)
                 continue
-            where = (f"pluggable: plugin {platform.path}: kernel {r.kernel_name!r} for op "
-                     f"{r.op!r} on device type {r.device_type!r}")
             if r.error_code != TF_Code.TF_OK:
-                messages.append(
-                    f"{where} was not registered: TF_RegisterKernelBuilder failed with "
-                    f"{_code_name(r.error_code)}: {r.error_message}. The kernel is ignored")
+                reason = (f"TF_RegisterKernelBuilder failed with {_code_name(r.error_code)}: "
+                          f"{r.error_message}")
             elif r.device_type == "CPU":
                 r.set_enabled(False)
-                messages.append(
-                    f"{where} is ignored: CPU is the host's own device, whose kernels are "
-                    f"NumPy's; plugins register kernels for the device types they provide "
-                    f"({platform.device_type})")
+                reason = (f"CPU is the host's own device, whose kernels are NumPy's; plugins "
+                          f"register kernels for the device types they provide "
+                          f"({platform.device_type})")
             else:  # a device type no loaded plugin provides
                 r.set_enabled(False)
-                messages.append(
-                    f"{where} is ignored: no loaded plugin provides device type "
-                    f"{r.device_type!r} (loaded device types: {', '.join(sorted(known))}). "
-                    f"Register kernels for the plugin's own device type "
-                    f"({platform.device_type}), or load the plugin that provides "
-                    f"{r.device_type!r} first")
+                reason = (f"no loaded plugin provides device type {r.device_type!r} (loaded "
+                          f"device types: {', '.join(sorted(known))}); register kernels for "
+                          f"the plugin's own device type ({platform.device_type}), or load the "
+                          f"plugin that provides {r.device_type!r} first")
+            refused.append(Refusal(platform.path, "kernel", r.kernel_name, r.op, r.device_type,
+                                   reason))
         _rebuild_index()
         _loaded[init] = accepted
-    for message in messages:  # after every decision: a warning may be raised as an error
-        warnings.warn(message, PluginLoadWarning, stacklevel=3)
+        _refused.extend(refused)
+    if refused:  # after every decision: the warning may be raised as an error
+        warnings.warn(_summary(platform.path, refused, len(mine), ops_made), PluginLoadWarning,
+                      stacklevel=3)
     return list(accepted)
+
+
+class Refusal(namedtuple("Refusal", "plugin what name op device_type reason")):
+    """A kernel (``what`` "kernel") or an op (``what`` "op") a plugin registered in its
+    ``TF_InitKernel`` that the host does not use, and why (``reason``)."""
+
+    __slots__ = ()
+
+    def __str__(self) -> str:
+        if self.what == "op":
+            return f"op {self.op!r}: {self.reason}"
+        return (f"kernel {self.name!r} for op {self.op!r} on device type "
+                f"{self.device_type!r}: {self.reason}")
+
+
+_refused: List[Refusal] = []
+_SHOWN = 3  # refusals a load's warning spells out; `refusals` has them all
+
+
+def refusals(plugin: Optional[str] = None) -> List[Refusal]:
+    """Every kernel and op the host refused when plugins registered them (those of the
+    plugin at path ``plugin`` when given), in registration order."""
+    with _registry_lock:
+        return [r for r in _refused if plugin is None or r.plugin == plugin]
+
+
+def _summary(plugin: str, refused: List[Refusal], kernels: int, ops: int) -> str:
+    """The one warning of a plugin's kernel registration: counts and the first refusals."""
+    parts = []
+    for what, total in (("kernel", kernels), ("op", ops)):
+        mine = [r for r in refused if r.what == what]
+        if not mine:
+            continue
+        shown = "; ".join(str(r) for r in mine[:_SHOWN])
+        more = f"; and {len(mine) - _SHOWN} more" if len(mine) > _SHOWN else ""
+        parts.append(f"{len(mine)} of its {total} {what}s {'are' if len(mine) > 1 else 'is'} "
+                     f"ignored ({shown}{more})")
+    return (f"pluggable: plugin {plugin}: TF_InitKernel: {'; '.join(parts)}. "
+            f"pluggable.config.list_refused({plugin!r}) lists every one with its reason "
+            f"(also `python -m pluggable doctor {plugin}`)")
 
 
 def _code_name(code: int) -> str:

@@ -98,6 +98,8 @@ def inspect(path: str, step: Callable[[str], None],
                     "types": {a: type_names(c) for a, c in sorted(r.constraints.items())}}
                    for r in accepted]
         report["kernel_warnings"] = [limits.safe_text(str(w.message)) for w in caught]
+        report["refused"] = [limits.safe_text(str(r))
+                             for r in kernel_registry.refusals(platform.path)]
     report["kernels"] = kernels
     step("profiler")
     report["profiler"] = library.profiler_init is not None

@@ -49,7 +49,9 @@ class Arg:
 @dataclasses.dataclass(frozen=True)
 class Attr:
     name: str
-    kind: str  # "type", "int", "float", "bool", "string", "list(int)"
+    # "type", "int", "float", "bool", "string", "shape", "tensor", "func", or "list(..)" of
+    # one of those
+    kind: str
     default: Any = REQUIRED
     allowed: Optional[Tuple[Any, ...]] = None
     minimum: Optional[int] = None  # for "int" attributes (list lengths, counts)
@@ -71,6 +73,9 @@ class OpDef:
     # resource-variable ops); `host_only` ops never look for a plugin kernel.
     host_kernel: Optional[Callable[..., List[Any]]] = None
     host_only: bool = False
+    # What a call would need that pluggable lacks (an op of a plugin with a qint8 input, or
+    # inputs typed by a list(type)); a call raises UnimplementedError with it. "" for none.
+    missing: str = ""
 
     def attr(self, name: str) -> Attr:
         for a in self.attrs:

@@ -300,7 +300,10 @@ def doctor(path: str, timeout: Optional[float] = None) -> ProbeResult:
                          f"host runtime does not provide")
     elif result.ok and report.get("kernel_warnings"):
         result.ok, result.step = False, "kernels"
-        result.reason = f"{len(report['kernel_warnings'])} kernel registration(s) refused"
+        refused = report.get("refused", [])
+        kernels = sum(r.startswith("kernel ") for r in refused)
+        result.reason = (f"{kernels} kernel registration(s) and {len(refused) - kernels} op(s) "
+                         f"refused" if refused else "; ".join(report["kernel_warnings"]))
     return result
 
 
@@ -357,7 +360,11 @@ def format_report(result: ProbeResult) -> str:
     lines.append(f"kernels  {len(kernels)} registered for {len(by_op)} op(s)")
     for op in sorted(by_op):
         lines.append(f"         {op}: {' | '.join(by_op[op])}")
+    # Every refusal (the load warning names only the first few), then any other warning.
+    for refusal in r.get("refused", []):
+        lines.append(f"refused  {refusal}")
     for warning in r.get("kernel_warnings", []):
-        lines.append(f"refused  {warning}")
+        if not r.get("refused") or "TF_InitKernel:" not in warning:
+            lines.append(f"warning  {warning}")
     lines.append(f"profiler {'TF_InitProfiler exported' if r.get('profiler') else 'none'}")
     return "\n".join(lines)
