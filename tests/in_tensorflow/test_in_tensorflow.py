@@ -230,9 +230,10 @@ def test_mirrored_strategy_on_two_xpus_trains_like_the_cpu():
 
     Tolerance: the math is the same, only the order of float32 sums differs (each replica
     reduces 8 examples and the all-reduce adds the two partial sums; the CPU adds 16 in one
-    go), an error of a few ulp per step (~1e-7 relative) that 8 SGD steps on a loss of ~1 do
-    not grow beyond 1e-6. A missing or misordered copy between the devices changes a loss in
-    the second decimal (a replica training on stale weights), far beyond 1e-5."""
+    go): a few ulp per sum (float32's ulp at 1 is 1.2e-7), which 8 SGD steps at rate 0.1 on
+    a loss of about 1 carry along without growing much. Measured: losses differ by at most
+    1.2e-7 (1 ulp), weights by 6e-8. rel=1e-5 leaves ~80x room for another summation order
+    and still fails a replica that trained on different weights or gradients for a step."""
     out = last_json(run_tf(MIRRORED, xpu_library(), env={"XPU_STREAM_DELAY_US": "100"}))
     assert len(out["cpu"]) == len(out["xpu"]) == 8
     assert out["placed"] == ["/job:localhost/replica:0/task:0/device:XPU:0",
