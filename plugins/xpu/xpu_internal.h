@@ -17,7 +17,10 @@
  * (xpu_peer_pin_range), which locks the devices of a platform one at a time. No thread ever
  * holds two XpuDevice.mu at once, and no thread takes the registry lock while it holds a
  * device lock (a peer copy drops its own device's lock before the lookup and retakes it
- * after). XpuMapping.refs is atomic and needs no lock.
+ * after). Calls and workers that touch a stream or event of another device do the same: they
+ * drop their own device's lock before taking the other device's (the calls hold the stream
+ * registry lock meanwhile, which is taken before any device lock). XpuMapping.refs is atomic
+ * and needs no lock.
  * XpuDevice.mu guards everything of one device: its arena, its handle registries, its stream
  * queues and the state of its events. Workers drop it while they copy memory or run a host
  * callback, so a long copy never blocks the host.

@@ -17,9 +17,10 @@
  * SP_Stream they are handed through a global registry of live streams, which also keeps the
  * kernels' helper-thread pool alive while any stream exists.
  *
- * A copy is a single memmove of the whole range; a memcpy_dtod whose source lies in a peer
- * device of the same platform (PLUGGABLE_PLATFORM_PEER_DTOD) is validated against that
- * device when it is enqueued and carries a pin on its arena mapping, dropped once it ran.
+ * A copy is a single memmove of the whole range; a memcpy_dtod whose source or destination
+ * lies in a peer device of the same platform (PLUGGABLE_PLATFORM_PEER_DTOD) is validated
+ * against that device when it is enqueued and carries a pin on its arena mapping, dropped
+ * once it ran.
  *
  * Ordering is tracked with tickets: every operation gets the next device-wide ticket when it
  * is enqueued and stays at the head of its queue until it has finished, so "all work enqueued
@@ -30,6 +31,15 @@
  * it is enqueued (the CUDA rule) and lets its stream continue once that generation, or a later
  * one, has completed; a wait on a never-recorded event (generation 0) passes at once.
  * create_stream_dependency records a private event on `other` and waits for it on `dependent`.
+ *
+ * Across devices of one platform (TensorFlow's copies between two devices): a stream may wait
+ * for a stream or an event of another device, and record another device's event. Such
+ * handles are found through plugin-wide registries of live streams and events (their own
+ * lock, taken before any device lock), and an event's state stays guarded by its own
+ * device's lock: a worker that records or waits for another device's event drops its own
+ * device's lock, takes the event's device's (waiting on that device's state_cv), and retakes
+ * its own after, so no thread ever holds two device locks. A copy (memcpy_dtod) may read
+ * from or write into a peer device's arena, pinned until it ran.
  *
  * A stream that fails keeps the first error until it is destroyed. After that the worker skips
  * copies, fills, waits and timer marks; recordings still complete, as SE_EVENT_ERROR carrying
