@@ -64,7 +64,9 @@ typedef struct PLUGGABLE_ExtHeader {
  * called for a device D (memcpy_dtod on a stream of D) accept a *source* pointer that lies in
  * device memory of ANY device created from the same SP_Platform (the same SE_InitPlugin call),
  * D included; [src, src + size) must still lie inside one live allocation of that device. The
- * destination must be D's own memory, as without this flag. The copy is ordered on D's stream
+ * destination must be D's own memory, as without this flag (a plugin may accept more: the
+ * reference XPU's memcpy_dtod also writes into another device of the platform, as
+ * TensorFlow's cross-device copy needs; this host never asks it to). The copy is ordered on D's stream
  * only: the plugin does not wait for work on the source device, so the host makes sure the
  * source is ready before it enqueues the copy (it waits for the source's producer itself) and
  * keeps the source allocation (and its device) alive until the copy is done. Without this bit

@@ -14,10 +14,13 @@
  * The kernel thread pool's lock (xpu_kernels_pool.c) is a leaf: nothing else is taken while
  * it is held, and it is never taken under a device lock.
  * The registry lock is held over a device lock only by the peer-source lookup
- * (xpu_peer_pin_source), which locks the devices of a platform one at a time. No thread ever
+ * (xpu_peer_pin_range), which locks the devices of a platform one at a time. No thread ever
  * holds two XpuDevice.mu at once, and no thread takes the registry lock while it holds a
  * device lock (a peer copy drops its own device's lock before the lookup and retakes it
- * after). XpuMapping.refs is atomic and needs no lock.
+ * after). Calls and workers that touch a stream or event of another device do the same: they
+ * drop their own device's lock before taking the other device's (the calls hold the stream
+ * registry lock meanwhile, which is taken before any device lock). XpuMapping.refs is atomic
+ * and needs no lock.
  * XpuDevice.mu guards everything of one device: its arena, its handle registries, its stream
  * queues and the state of its events. Workers drop it while they copy memory or run a host
  * callback, so a long copy never blocks the host.
@@ -210,11 +213,12 @@ bool xpu_pin_device_range(XpuDevice* dev, const void* ptr, uint64_t size, const 
                           const char* role, TF_Status* status, XpuMapping** pin);
 /* Finds the device of dev's platform, other than `dev`, whose arena holds `src`, checks that
  * [src, src + size) lies inside one of its live allocations and pins its mapping (*pin).
- * Sets INVALID_ARGUMENT (no such device, or not inside a live allocation) or OUT_OF_RANGE
- * and returns false on failure. Takes the registry lock, then each candidate's mu in turn:
- * the caller must hold no device lock (xpu_plugin.c). */
-bool xpu_peer_pin_source(XpuDevice* dev, const void* src, uint64_t size, const char* fn,
-                         TF_Status* status, XpuMapping** pin);
+ * `role` names the pointer in messages ("device source"). Sets INVALID_ARGUMENT (no such
+ * device, or not inside a live allocation) or OUT_OF_RANGE and returns false on failure.
+ * Takes the registry lock, then each candidate's mu in turn: the caller must hold no device
+ * lock (xpu_plugin.c). */
+bool xpu_peer_pin_range(XpuDevice* dev, const void* src, uint64_t size, const char* fn,
+                        const char* role, TF_Status* status, XpuMapping** pin);
 /* Reads the opaque pointer of a host-filled SP_DeviceMemoryBase, checking its struct_size. */
 bool xpu_memory_base_pointer(const SP_DeviceMemoryBase* mem, const char* fn, const char* role,
                              TF_Status* status, void** out);

@@ -164,6 +164,12 @@ bool xpu_fail(XpuCompute* c, TF_Code code, const char* fmt, ...)
 bool xpu_check_dtype(XpuCompute* c, int i, TF_DataType want);
 /* Allocates output i; false after failing. Its data pointer is xpu_data(c->out[i]). */
 bool xpu_alloc_output(XpuCompute* c, int i, TF_DataType dt, const XpuShape* shape);
+/* Like xpu_alloc_output, but output i may take the buffer of one of the inputs `candidates`
+ * (TF_ForwardInputOrAllocateOutput), which must have its type and shape: TensorFlow requires
+ * it of the kernels it runs in place (the merge op of a collective all-reduce); elsewhere it
+ * saves an allocation when the host allows it. */
+bool xpu_alloc_output_in_place(XpuCompute* c, int i, TF_DataType dt, const XpuShape* shape,
+                               const int* candidates, int candidate_count);
 /* Makes output `output` the input tensor `input` itself (no copy); false after failing. */
 bool xpu_forward_input(XpuCompute* c, int input, int output);
 /* Reads host-memory integer input i (int32 or int64, scalar or vector) into vals (at most

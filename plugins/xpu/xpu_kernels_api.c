@@ -432,6 +432,31 @@ bool xpu_alloc_output(XpuCompute* c, int i, TF_DataType dt, const XpuShape* shap
   return true;
 }
 
+bool xpu_alloc_output_in_place(XpuCompute* c, int i, TF_DataType dt, const XpuShape* shape,
+                               const int* candidates, int candidate_count) {
+  if (candidate_count == 0) return xpu_alloc_output(c, i, dt, shape);
+  if (!xpu_reserve_outputs(c, i + 1)) return false;
+  size_t bytes = (size_t)shape->count * xpu_dtype_size(dt);
+  TF_SetStatus(c->status, TF_OK, "");
+  int forwarded = -1;
+  TF_Tensor* t = TF_ForwardInputOrAllocateOutput(c->ctx, candidates, candidate_count, i,
+                                                 shape->dims, shape->rank, &forwarded,
+                                                 c->status);
+  if (TF_GetCode(c->status) != TF_OK || t == NULL) {
+    if (t != NULL) TF_DeleteTensor(t);
+    return xpu_fail(c, TF_GetCode(c->status) != TF_OK ? TF_GetCode(c->status)
+                                                        : TF_RESOURCE_EXHAUSTED,
+                    "cannot allocate or forward output %d (%zu bytes): %s", i, bytes,
+                    TF_Message(c->status));
+  }
+  c->out[i] = t;
+  if (i >= c->output_count) c->output_count = i + 1;
+  if (bytes > 0 && TF_TensorData(t) == NULL) {
+    return xpu_fail(c, TF_INTERNAL, "output %d has no data", i);
+  }
+  return true;
+}
+
 bool xpu_forward_input(XpuCompute* c, int input, int output) {
   TF_SetStatus(c->status, TF_OK, "");
   TF_SetOutput(c->ctx, output, c->in[input], c->status);

@@ -1,5 +1,5 @@
 /* xpu_kernels_array.c: XPU kernels that rearrange elements without arithmetic: ConcatV2,
- * Pack, Split, Slice, StridedSlice, Tile, BroadcastTo, Pad, ExpandDims, Squeeze, GatherV2,
+ * Pack, Split, SplitV, Slice, StridedSlice, Tile, BroadcastTo, Pad, ExpandDims, Squeeze, GatherV2,
  * Shape and Range.
  *
  * All but GatherV2 and Range are one engine: a "view copy" that walks an index space in row
@@ -406,19 +406,62 @@ typedef struct SplitKernel {
   int64_t num_split;
 } SplitKernel;
 
-static void* create_Split(TF_OpKernelConstruction* k) {
-  SplitKernel* s = xpu_kernel_new(k, sizeof *s, "Split", 0, "T");
-  if (s != NULL && !xpu_attr_int(k, "Split", "num_split", 0, &s->num_split)) {
+/* create() of Split and SplitV (`op`): T and num_split. */
+static void* split_create(TF_OpKernelConstruction* k, const char* op) {
+  SplitKernel* s = xpu_kernel_new(k, sizeof *s, op, 0, "T");
+  if (s != NULL && !xpu_attr_int(k, op, "num_split", 0, &s->num_split)) {
     free(s);
     return NULL;
   }
   if (s != NULL && (s->num_split < 1 || s->num_split > XPU_MAX_KERNEL_ARGS)) {
     int64_t n = s->num_split;
     free(s);
-    return xpu_construction_fail(k, "Split: num_split must be in 1..%d, not %" PRId64,
+    return xpu_construction_fail(k, "%s: num_split must be in 1..%d, not %" PRId64, op,
                                  XPU_MAX_KERNEL_ARGS, n);
   }
   return s;
+}
+
+static void* create_Split(TF_OpKernelConstruction* k) { return split_create(k, "Split"); }
+static void* create_SplitV(TF_OpKernelConstruction* k) { return split_create(k, "SplitV"); }
+
+/* Allocates the n outputs of a split of input `in_index` (shape `in`) along `axis` into parts
+ * of sizes[i] elements (summing to in->dims[axis]) and enqueues the copies. */
+static void split_parts(XpuCompute* c, TF_DataType dtype, int in_index, int axis,
+                        const int64_t* sizes, int n) {
+  const XpuShape* in = &c->in_shape[in_index];
+  if (!xpu_reserve_outputs(c, n)) return;
+  bool ok = true;
+  int64_t total = 0;
+  for (int i = 0; i < n && ok; i++) {
+    XpuShape part = *in;
+    part.dims[axis] = sizes[i];
+    part.count = 1;
+    for (int d = 0; d < part.rank; d++) part.count *= part.dims[d];
+    total += part.count;
+    ok = xpu_alloc_output(c, i, dtype, &part);
+  }
+  CopyPlan* p = ok ? plan_new(c, n) : NULL;
+  if (p == NULL) return;
+  size_t size = xpu_dtype_size(dtype);
+  int64_t src_strides[XPU_MAX_RANK], dst_strides[XPU_MAX_RANK];
+  contiguous_strides(in->rank, in->dims, src_strides);
+  int64_t offset = 0;
+  for (int i = 0; i < n; i++) {
+    XpuShape part = *in;
+    part.dims[axis] = sizes[i];
+    part.count = 1;
+    for (int d = 0; d < part.rank; d++) part.count *= part.dims[d];
+    if (part.count > 0) {
+      contiguous_strides(part.rank, part.dims, dst_strides);
+      view_init(&p->views[p->count++], size, part.rank, part.dims, src_strides, dst_strides,
+                (const char*)xpu_data(c->in[in_index]) +
+                    offset * src_strides[axis] * (int64_t)size,
+                xpu_data(c->out[i]));
+    }
+    offset += sizes[i];
+  }
+  plan_enqueue(c, p, total == 0);
 }
 
 static const char* const kSplitNames[] = {"split_dim", "value", NULL};
@@ -440,29 +483,67 @@ static void split_compute(void* kernel, TF_OpKernelContext* ctx) {
                "Number of ways to split should evenly divide the split dimension, but got "
                "split_dim %d (size = %" PRId64 ") and num_split %d (value shape %s)",
                axis, in->dims[axis], n, xpu_shape_str(in, a, sizeof a));
-    } else if (xpu_reserve_outputs(&c, n)) {
-      XpuShape part = *in;
-      part.dims[axis] = in->dims[axis] / n;
-      part.count = in->count / n;
-      bool ok = true;
-      for (int i = 0; i < n && ok; i++) ok = xpu_alloc_output(&c, i, k->base.dtype, &part);
-      CopyPlan* p = ok ? plan_new(&c, n) : NULL;
-      if (p != NULL) {
-        size_t size = xpu_dtype_size(k->base.dtype);
-        int64_t src_strides[XPU_MAX_RANK], dst_strides[XPU_MAX_RANK];
-        contiguous_strides(in->rank, in->dims, src_strides);
-        contiguous_strides(part.rank, part.dims, dst_strides);
-        for (int i = 0; i < n && part.count > 0; i++) {
-          view_init(&p->views[p->count++], size, part.rank, part.dims, src_strides, dst_strides,
-                    (const char*)xpu_data(c.in[1]) +
-                        i * part.dims[axis] * src_strides[axis] * (int64_t)size,
-                    xpu_data(c.out[i]));
-        }
-        plan_enqueue(&c, p, part.count == 0);
+    } else {
+      int64_t* sizes = calloc((size_t)n, sizeof *sizes);
+      if (sizes == NULL) {
+        xpu_fail(&c, TF_RESOURCE_EXHAUSTED, "out of host memory");
+      } else {
+        for (int i = 0; i < n; i++) sizes[i] = in->dims[axis] / n;
+        split_parts(&c, k->base.dtype, 1, axis, sizes, n);
+        free(sizes);
       }
     }
   }
   xpu_compute_end(&c);
+}
+
+static const char* const kSplitVNames[] = {"value", "size_splits", "split_dim", NULL};
+
+/* compute() of SplitV: `value` cut along host-memory split_dim into parts of the host-memory
+ * size_splits; one entry may be -1, the rest of the dimension. */
+static void splitv_compute(void* kernel, TF_OpKernelContext* ctx) {
+  SplitKernel* k = kernel;
+  XpuCompute c;
+  int64_t dim_value = 0;
+  int axis = 0, count = 0;
+  int n = (int)k->num_split;
+  int64_t* sizes = calloc((size_t)n, sizeof *sizes);
+  if (xpu_compute_begin(&c, ctx, "SplitV", kSplitVNames, 0x6u) &&
+      xpu_check_dtype(&c, 0, k->base.dtype) && host_scalar(&c, 2, "split_dim", &dim_value) &&
+      normalise_axis(&c, "split_dim", dim_value, c.in_shape[0].rank, false, &axis)) {
+    const XpuShape* in = &c.in_shape[0];
+    if (sizes == NULL) {
+      xpu_fail(&c, TF_RESOURCE_EXHAUSTED, "out of host memory");
+    } else if (c.in_shape[1].count != n) {
+      xpu_fail(&c, TF_INVALID_ARGUMENT,
+               "size_splits must have num_split (%d) entries, got %" PRId64, n,
+               c.in_shape[1].count);
+    } else if (xpu_host_ints(&c, 1, sizes, n, &count)) {
+      int unknown = -1;
+      int64_t known = 0;
+      bool ok = true;
+      for (int i = 0; i < n && ok; i++) {
+        if (sizes[i] == -1 && unknown < 0) {
+          unknown = i;
+        } else if (sizes[i] < 0) {
+          ok = xpu_fail(&c, TF_INVALID_ARGUMENT,
+                        "size_splits may hold one -1 and otherwise sizes >= 0; entry %d is %"
+                        PRId64, i, sizes[i]);
+        } else {
+          known += sizes[i];
+        }
+      }
+      if (ok && unknown >= 0) sizes[unknown] = in->dims[axis] - known;
+      if (ok && (unknown >= 0 ? sizes[unknown] < 0 : known != in->dims[axis])) {
+        ok = xpu_fail(&c, TF_INVALID_ARGUMENT,
+                      "size_splits (sum %" PRId64 ") must add up to the size of split_dim %d (%"
+                      PRId64 ")", known, axis, in->dims[axis]);
+      }
+      if (ok) split_parts(&c, k->base.dtype, 0, axis, sizes, n);
+    }
+  }
+  xpu_compute_end(&c);
+  free(sizes);
 }
 
 /* ---- Slice, StridedSlice ---------------------------------------------------------------- */
@@ -1177,6 +1258,8 @@ static const XpuKernelDef kDefs[] = {
     DEF(ConcatV2, concat_compute, xpu_types_FIXED, "axis", NULL),
     DEF(Pack, pack_compute, xpu_types_FIXED, NULL, NULL),
     DEF(Split, split_compute, xpu_types_FIXED, "split_dim", NULL),
+    {"SplitV", create_SplitV, splitv_compute, "T", xpu_types_FIXED, "Tlen", kIndexTypes,
+     {"size_splits", "split_dim", NULL}},
     DEF(Slice, slice_compute, xpu_types_FIXED, "begin", "size"),
     {"StridedSlice", create_StridedSlice, strided_slice_compute, "T", xpu_types_FIXED, "Index",
      kIndexTypes, {"begin", "end", "strides"}},

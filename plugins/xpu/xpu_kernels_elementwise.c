@@ -1,5 +1,6 @@
 /* xpu_kernels_elementwise.c: element-wise XPU kernels: binary arithmetic (AddV2, Sub, Mul,
- * RealDiv, Maximum, Minimum, Pow, FloorDiv, FloorMod, DivNoNan) and comparisons (Equal,
+ * RealDiv, Add and Div (the merge and final ops of collective all-reduces), Maximum,
+ * Minimum, Pow, FloorDiv, FloorMod, DivNoNan) and comparisons (Equal,
  * NotEqual, Less, Greater, LessEqual, GreaterEqual) with NumPy broadcasting, unary math (Neg,
  * Abs, Square, Sqrt, Rsqrt, Exp, Log, Tanh, Sigmoid, Relu, Relu6), Select, SelectV2, Cast
  * (float16 and bfloat16 included) and BiasAdd.
@@ -275,6 +276,21 @@ static TF_Code scalar_bool_work(void* arg, char* message, size_t size) {
 
 static const char* const kXYNames[] = {"x", "y", NULL};
 
+/* Allocates the output of a binary op, in place of an input of the same type and shape when
+ * TensorFlow allows it (and must, for the merge op of a collective all-reduce). Only an input
+ * that is exactly the output may be its buffer, never one that is broadcast, so that each
+ * element is read before the same element is written (the `restrict` loops stay correct). */
+static bool binary_alloc_output(XpuCompute* c, TF_DataType dt, const XpuShape* out) {
+  int candidates[2], n = 0;
+  for (int j = 0; j < 2; j++) {
+    const XpuShape* in = &c->in_shape[j];
+    bool same = TF_TensorType(c->in[j]) == dt && in->rank == out->rank;
+    for (int d = 0; same && d < in->rank; d++) same = in->dims[d] == out->dims[d];
+    if (same) candidates[n++] = j;
+  }
+  return xpu_alloc_output_in_place(c, 0, dt, out, candidates, n);
+}
+
 /* compute() of every binary op and comparison. */
 static void binary_compute(void* kernel, TF_OpKernelContext* ctx) {
   BinaryKernel* k = kernel;
@@ -312,7 +328,7 @@ static void binary_compute(void* kernel, TF_OpKernelContext* ctx) {
                  xpu_shape_str(&c.in_shape[0], a, sizeof a),
                  xpu_shape_str(&c.in_shape[1], b, sizeof b));
       }
-    } else if (!xpu_alloc_output(&c, 0, compare ? TF_BOOL : k->base.dtype, &out_shape)) {
+    } else if (!binary_alloc_output(&c, compare ? TF_BOOL : k->base.dtype, &out_shape)) {
       /* failed */
     } else if (out_shape.count == 0) {
       xpu_compute_enqueue(&c, NULL, NULL, NULL);
@@ -348,9 +364,11 @@ static void* binary_create(TF_OpKernelConstruction* k, const char* op, int code)
     return binary_create(k, #NAME, CODE);                           \
   }
 BINARY_CREATE(AddV2, B_ADD)
+BINARY_CREATE(Add, B_ADD) /* the merge op of TensorFlow's collective all-reduce */
 BINARY_CREATE(Sub, B_SUB)
 BINARY_CREATE(Mul, B_MUL)
 BINARY_CREATE(RealDiv, B_DIV)
+BINARY_CREATE(Div, B_DIV) /* the final op of a collective mean; truncating, as RealDiv */
 BINARY_CREATE(Maximum, B_MAX)
 BINARY_CREATE(Minimum, B_MIN)
 BINARY_CREATE(Pow, B_POW)
@@ -869,9 +887,11 @@ static const TF_DataType kEqualTypes[] = {TF_FLOAT, TF_DOUBLE, TF_INT32, TF_INT6
   {#NAME, create_##NAME, COMPUTE, "T", TYPES, NULL, NULL, {NULL, NULL}}
 static const XpuKernelDef kDefs[] = {
     DEF(AddV2, binary_compute, xpu_types_N),
+    DEF(Add, binary_compute, xpu_types_N),
     DEF(Sub, binary_compute, xpu_types_N),
     DEF(Mul, binary_compute, xpu_types_N),
     DEF(RealDiv, binary_compute, xpu_types_N),
+    DEF(Div, binary_compute, xpu_types_N),
     DEF(Maximum, binary_compute, xpu_types_N),
     DEF(Minimum, binary_compute, xpu_types_N),
     DEF(Pow, binary_compute, xpu_types_N),

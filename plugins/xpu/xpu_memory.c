@@ -407,7 +407,7 @@ static bool check_sync_copy(XpuDevice* dev, const char* fn, XpuFaultKind kind, v
   }
   pthread_mutex_unlock(&dev->mu);
   /* The destination was checked above; like every copy, the bytes move after the check. */
-  if (peer) ok = xpu_peer_pin_source(dev, src, size, fn, status, pin);
+  if (peer) ok = xpu_peer_pin_range(dev, src, size, fn, "device source", status, pin);
   if (!ok) return false;
   uint64_t call = xpu_fault_hit(kind);
   if (call != 0) {

@@ -6,7 +6,7 @@
  *                                       check the environment (README.md, "Environment"),
  *                                       fill SP_Platform and SP_PlatformFns
  *   the platform and device registry    live platforms and devices; xpu_device_get, and
- *                                       xpu_peer_pin_source, which finds a peer copy's source
+ *                                       xpu_peer_pin_range, which finds a peer copy's memory
  *   SP_PlatformFns callbacks            get_device_count, create/destroy_device,
  *                                       create/destroy_device_fns,
  *                                       create/destroy_stream_executor,
@@ -30,8 +30,9 @@
  *     checked against the live allocations of that device (xpu_memory.c).
  *   - Streams: one worker thread per stream runs its FIFO asynchronously: copies, fills,
  *     event records and waits, timer marks, host callbacks. Events really complete later;
- *     waits and stream dependencies really order work across streams; errors are sticky per
- *     stream (xpu_stream.c).
+ *     waits and stream dependencies really order work across streams, also streams and
+ *     events of different devices of the platform; errors are sticky per stream
+ *     (xpu_stream.c).
  *   - Fault injection (XPU_FAIL: allocation, copy, fill, stream, kernel and other faults) and
  *     an artificial per-operation delay (XPU_STREAM_DELAY_US), both also settable at run time
  *     through xpu_control.h (xpu_faults.c).
@@ -41,10 +42,11 @@
  *   - Project extensions on `ext` chains (pluggable/plugin_ext.h): platform capability flags,
  *     the DLPack device (kDLExtDev, not host-addressable), per-device
  *     live-handle counters for leak tests, and stream names for the profiler.
- *   - Peer copies (PLUGGABLE_PLATFORM_PEER_DTOD): memcpy_dtod and sync_memcpy_dtod of device
- *     D accept a source in a live allocation of any device created from the same SP_Platform;
- *     the destination must be D's. The source is looked up and checked when the call is made
- *     (xpu_peer_pin_source below) and its arena mapping stays pinned until the copy is done,
+ *   - Peer copies (PLUGGABLE_PLATFORM_PEER_DTOD): memcpy_dtod of device D accepts a source
+ *     and a destination in live allocations of any device created from the same SP_Platform
+ *     (TensorFlow's cross-device copy runs on the source device's stream and writes the
+ *     other device's memory); sync_memcpy_dtod accepts a peer source. The source is looked up and checked when the call is made
+ *     (xpu_peer_pin_range below) and its arena mapping stays pinned until the copy is done,
  *     so even a source device destroyed too early cannot make the copy fault. The copy is
  *     ordered on D's stream only; the host waits for the source's producer before enqueueing.
  *   - Kernels (TF_InitKernel, xpu_kernels*.c): element-wise math with NumPy broadcasting,
@@ -68,8 +70,8 @@
  *     device, one XLine per stream) with a protobuf encoder of its own.
  *
  * What is left out:
- *   - Other peer access: apart from the source of a device-to-device copy, a device only
- *     accepts its own memory (kernels, fills, host copies, copy destinations).
+ *   - Other peer access: apart from a device-to-device copy, a device only accepts its own
+ *     memory (kernels, fills, host copies).
  *   - Memory spaces other than 0, and real NUMA placement (every device reports node 0).
  *   - Timing realism: copies run at memcpy speed; the fixed bandwidth and GFLOPS numbers are
  *     descriptive only.
@@ -96,7 +98,7 @@
 #define XPU_GFLOPS 19500.0                         /* 19.5 TFLOP/s, fp32 */
 
 /* Live platforms (XpuPlatform*) and devices (XpuDevice*). The first lock of the order
- * (xpu_internal.h): only xpu_peer_pin_source takes another lock (one device's mu at a time)
+ * (xpu_internal.h): only xpu_peer_pin_range takes another lock (one device's mu at a time)
  * while holding it; every other holder takes nothing else. */
 static pthread_mutex_t g_registry_mu = PTHREAD_MUTEX_INITIALIZER;
 static XpuPtrSet g_platforms;
@@ -204,8 +206,8 @@ XpuDevice* xpu_device_get(const SP_Device* device, const char* fn, TF_Status* st
   return dev;
 }
 
-bool xpu_peer_pin_source(XpuDevice* dev, const void* src, uint64_t size, const char* fn,
-                         TF_Status* status, XpuMapping** pin) {
+bool xpu_peer_pin_range(XpuDevice* dev, const void* src, uint64_t size, const char* fn,
+                        const char* role, TF_Status* status, XpuMapping** pin) {
   *pin = NULL;
   bool found = false, ok = false;
   /* Holding the registry lock keeps every listed device alive: destroy_device unlists a
@@ -216,14 +218,14 @@ bool xpu_peer_pin_source(XpuDevice* dev, const void* src, uint64_t size, const c
     if (peer == NULL || peer == dev || peer->platform_id != dev->platform_id) continue;
     pthread_mutex_lock(&peer->mu);
     found = xpu_arena_contains(peer, src);
-    if (found) ok = xpu_pin_device_range(peer, src, size, fn, "device source", status, pin);
+    if (found) ok = xpu_pin_device_range(peer, src, size, fn, role, status, pin);
     pthread_mutex_unlock(&peer->mu);
   }
   pthread_mutex_unlock(&g_registry_mu);
   if (!found) {
     xpu_status(status, TF_INVALID_ARGUMENT,
-               "%s: device source %p is not inside a live allocation of XPU device %d or of "
-               "another XPU device of its platform", fn, src, dev->ordinal);
+               "%s: %s %p is not inside a live allocation of XPU device %d or of "
+               "another XPU device of its platform", fn, role, src, dev->ordinal);
   }
   return ok;
 }

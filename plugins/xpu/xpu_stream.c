@@ -17,9 +17,10 @@
  * SP_Stream they are handed through a global registry of live streams, which also keeps the
  * kernels' helper-thread pool alive while any stream exists.
  *
- * A copy is a single memmove of the whole range; a memcpy_dtod whose source lies in a peer
- * device of the same platform (PLUGGABLE_PLATFORM_PEER_DTOD) is validated against that
- * device when it is enqueued and carries a pin on its arena mapping, dropped once it ran.
+ * A copy is a single memmove of the whole range; a memcpy_dtod whose source or destination
+ * lies in a peer device of the same platform (PLUGGABLE_PLATFORM_PEER_DTOD) is validated
+ * against that device when it is enqueued and carries a pin on its arena mapping, dropped
+ * once it ran.
  *
  * Ordering is tracked with tickets: every operation gets the next device-wide ticket when it
  * is enqueued and stays at the head of its queue until it has finished, so "all work enqueued
@@ -30,6 +31,15 @@
  * it is enqueued (the CUDA rule) and lets its stream continue once that generation, or a later
  * one, has completed; a wait on a never-recorded event (generation 0) passes at once.
  * create_stream_dependency records a private event on `other` and waits for it on `dependent`.
+ *
+ * Across devices of one platform (TensorFlow's copies between two devices): a stream may wait
+ * for a stream or an event of another device, and record another device's event. Such
+ * handles are found through plugin-wide registries of live streams and events (their own
+ * lock, taken before any device lock), and an event's state stays guarded by its own
+ * device's lock: a worker that records or waits for another device's event drops its own
+ * device's lock, takes the event's device's (waiting on that device's state_cv), and retakes
+ * its own after, so no thread ever holds two device locks. A copy (memcpy_dtod) may read
+ * from or write into a peer device's arena, pinned until it ran.
  *
  * A stream that fails keeps the first error until it is destroyed. After that the worker skips
  * copies, fills, waits and timer marks; recordings still complete, as SE_EVENT_ERROR carrying
@@ -72,10 +82,11 @@ typedef struct XpuOp {
   bool internal; /* plugin bookkeeping: not counted by the `stream` fault kind */
   char* prof_name; /* OP_FN enqueued during a profiling session: the node name, else NULL */
   union {
-    /* `pin`: the source device's mapping, pinned for a peer copy (else NULL). `direction`:
-     * which of the profiler's memcpy kinds it is. */
+    /* `pin` / `dst_pin`: the source's / destination's device mapping, pinned for a peer
+     * copy (else NULL). `direction`: which of the profiler's memcpy kinds it is. */
     struct {
-      void* dst; const void* src; uint64_t size; XpuMapping* pin; XpuProfKind direction;
+      void* dst; const void* src; uint64_t size; XpuMapping* pin; XpuMapping* dst_pin;
+      XpuProfKind direction;
     } copy;
     struct { void* dst; uint32_t pattern; unsigned width; uint64_t size; } fill;
     struct { SP_Event event; uint64_t gen; } event; /* OP_RECORD, OP_WAIT */
@@ -155,6 +166,11 @@ static XpuPtrSet g_timers;
  * device are alive. Taken before a device's mu, never under it. */
 static pthread_mutex_t g_stream_registry_mu = PTHREAD_MUTEX_INITIALIZER;
 static XpuPtrSet g_live_streams;
+/* Every SP_Event handed to the host, of every device, under the same lock, so that a stream
+ * of one device can record or wait for an event of another device of its platform (the
+ * device's events set stays the authority; this only finds the owner). An event is listed
+ * from the end of create_event until destroy_event or its device's teardown unlists it. */
+static XpuPtrSet g_live_events;
 /* The stream whose worker runs on this thread, so re-entrant calls that would wait for the
  * calling worker itself fail instead of deadlocking. */
 static _Thread_local SP_Stream tl_worker_stream;
@@ -443,9 +459,24 @@ static void release_work(XpuOp* op) {
 /* Drops the references a finished operation of `s` held and recycles it. Under dev->mu. */
 static void op_release(SP_Stream s, XpuOp* op) {
   if (op->prof_name != NULL) xpu_prof_free_name(op->prof_name); /* normally handed over */
-  if (op->kind == OP_COPY) xpu_mapping_unref(op->u.copy.pin); /* normally already dropped */
+  if (op->kind == OP_COPY) { /* normally already dropped */
+    xpu_mapping_unref(op->u.copy.pin);
+    xpu_mapping_unref(op->u.copy.dst_pin);
+  }
   if (op->kind == OP_FN) release_work(op); /* normally already done by the worker */
-  if (op->kind == OP_RECORD || op->kind == OP_WAIT) event_unref(op->u.event.event);
+  if (op->kind == OP_RECORD || op->kind == OP_WAIT) {
+    SP_Event ev = op->u.event.event;
+    if (ev->dev == s->dev) {
+      event_unref(ev);
+    } else { /* one device lock at a time; the unref may free ev */
+      XpuDevice* owner = ev->dev;
+      pthread_mutex_unlock(&s->dev->mu);
+      pthread_mutex_lock(&owner->mu);
+      event_unref(ev);
+      pthread_mutex_unlock(&owner->mu);
+      pthread_mutex_lock(&s->dev->mu);
+    }
+  }
   if (op->kind == OP_TIMER_START || op->kind == OP_TIMER_STOP) {
     pthread_mutex_lock(&g_timer_mu);
     timer_unref(op->u.timer);
@@ -470,10 +501,60 @@ static bool event_valid(XpuDevice* dev, SP_Event event, const char* fn, TF_Statu
   if (event == NULL || !xpu_ptrset_contains(&dev->events, event)) {
     xpu_status(status, TF_INVALID_ARGUMENT,
                "%s: event %p is not a live event of XPU device %d (destroyed, or created by "
-               "another device)", fn, (void*)event, dev->ordinal);
+               "no device of its platform)", fn, (void*)event, dev->ordinal);
     return false;
   }
   return true;
+}
+
+/* Whether streams and events of `a` and `b` may order each other: devices of one platform,
+ * as TensorFlow's cross-device copies need. Built with XPU_SAME_DEVICE_ONLY, only a device
+ * with itself: the plugin's old refusal, kept so that tests can show conformance catches it. */
+static bool same_platform(const XpuDevice* a, const XpuDevice* b) {
+#ifdef XPU_SAME_DEVICE_ONLY
+  return a == b;
+#else
+  return a->platform_id == b->platform_id;
+#endif
+}
+
+/* Under g_stream_registry_mu: the device of `event` when it is a live event of a device of
+ * dev's platform, else NULL. The registry lock keeps that device alive while it is held. */
+static XpuDevice* event_owner(const XpuDevice* dev, SP_Event event) {
+  if (event == NULL || !xpu_ptrset_contains(&g_live_events, event)) return NULL;
+  return same_platform(dev, event->dev) ? event->dev : NULL;
+}
+
+/* Under g_stream_registry_mu: the device of `stream` when it is a listed stream of a device
+ * of dev's platform, else NULL. */
+static XpuDevice* stream_owner(const XpuDevice* dev, SP_Stream stream) {
+  if (stream == NULL || !xpu_ptrset_contains(&g_live_streams, stream)) return NULL;
+  return same_platform(dev, stream->dev) ? stream->dev : NULL;
+}
+
+/* Locks and returns the device of `event` if it is a live event of a device of dev's
+ * platform; otherwise locks and returns `dev`, whose event_valid then refuses the handle. */
+static XpuDevice* lock_event_device(XpuDevice* dev, SP_Event event) {
+  pthread_mutex_lock(&g_stream_registry_mu);
+  XpuDevice* owner = event_owner(dev, event);
+  if (owner == NULL) owner = dev;
+  pthread_mutex_lock(&owner->mu);
+  pthread_mutex_unlock(&g_stream_registry_mu);
+  return owner;
+}
+
+/* Refuses `other` of create_stream_dependency: a stream of no device of dev's platform, or
+ * one being destroyed. */
+static void other_stream_invalid(XpuDevice* dev, SP_Stream other, const char* fn,
+                                 TF_Status* status) {
+#ifdef XPU_SAME_DEVICE_ONLY
+  stream_valid(dev, other, fn, status);
+#else
+  xpu_status(status, TF_INVALID_ARGUMENT,
+             "%s: stream %p is not a live stream of XPU device %d or of another XPU device of "
+             "its platform (destroyed, being destroyed, or never created)", fn, (void*)other,
+             dev->ordinal);
+#endif
 }
 
 /* Checks that `timer` is a live timer of `dev` and takes a reference for a queued mark. */
@@ -506,14 +587,34 @@ static XpuDevice* lock_stream(const SP_Device* device, SP_Stream stream, const c
 
 /* ---- the worker ------------------------------------------------------------------------- */
 
-/* Marks recording `gen` of `ev` complete, carrying the stream's error if it has one. */
-static void event_complete(SP_Event ev, uint64_t gen, SP_Stream s) {
+/* Marks recording `gen` of `ev` complete with `code` (and `message` when not TF_OK). Under
+ * the mu of the event's device. */
+static void event_complete_code(SP_Event ev, uint64_t gen, TF_Code code, const char* message) {
   if (gen <= ev->completed_gen) return; /* a later recording already finished */
   ev->completed_gen = gen;
   free(ev->error_message);
   ev->error_message = NULL;
-  ev->error_code = s->error_code;
-  if (s->error_code != TF_OK) ev->error_message = copy_string(message_or_empty(s->error_message));
+  ev->error_code = code;
+  if (code != TF_OK) ev->error_message = copy_string(message_or_empty(message));
+}
+
+/* Marks recording `gen` of `ev` complete, carrying the error of `s` if it has one. Called
+ * with the mu of s's device held; for an event of another device that lock is dropped while
+ * the event's device is locked (one device lock at a time), whose waiters are then woken. */
+static void event_complete(SP_Event ev, uint64_t gen, SP_Stream s) {
+  if (ev->dev == s->dev) {
+    event_complete_code(ev, gen, s->error_code, s->error_message);
+    return;
+  }
+  TF_Code code = s->error_code;
+  char* message = code != TF_OK ? copy_string(message_or_empty(s->error_message)) : NULL;
+  pthread_mutex_unlock(&s->dev->mu);
+  pthread_mutex_lock(&ev->dev->mu);
+  event_complete_code(ev, gen, code, message);
+  pthread_cond_broadcast(&ev->dev->state_cv);
+  pthread_mutex_unlock(&ev->dev->mu);
+  pthread_mutex_lock(&s->dev->mu);
+  free(message);
 }
 
 /* Writes `size` bytes of a 1- or 4-byte pattern to `dst` (for width 4, `size` is a multiple
@@ -582,13 +683,16 @@ static bool run_op(SP_Stream s, XpuOp* op) {
   }
   switch (op->kind) {
     case OP_COPY:
-      if (!healthy && op->u.copy.pin == NULL) return false;
+      if (!healthy && op->u.copy.pin == NULL && op->u.copy.dst_pin == NULL) return false;
       pthread_mutex_unlock(&dev->mu);
       /* One memmove for the whole range: a host-to-device or device-to-host copy runs at
-       * memcpy speed (a peer copy reads another device's arena, pinned in op->u.copy.pin). */
+       * memcpy speed (a peer copy reads or writes another device's arena, pinned in
+       * op->u.copy.pin / dst_pin). */
       if (healthy) memmove(op->u.copy.dst, op->u.copy.src, (size_t)op->u.copy.size);
       xpu_mapping_unref(op->u.copy.pin); /* may unmap a peer's arena: done without the lock */
+      xpu_mapping_unref(op->u.copy.dst_pin);
       op->u.copy.pin = NULL;
+      op->u.copy.dst_pin = NULL;
       pthread_mutex_lock(&dev->mu);
       return healthy;
     case OP_FILL:
@@ -603,6 +707,25 @@ static bool run_op(SP_Stream s, XpuOp* op) {
     case OP_WAIT: {
       if (!healthy) return false;
       SP_Event ev = op->u.event.event;
+      if (ev->dev != dev) { /* an event of another device: wait under that device's lock */
+        XpuDevice* owner = ev->dev;
+        pthread_mutex_unlock(&dev->mu);
+        pthread_mutex_lock(&owner->mu);
+        if (ev->completed_gen < op->u.event.gen) host_waits_on_device(owner);
+        while (ev->completed_gen < op->u.event.gen) {
+          pthread_cond_wait(&owner->state_cv, &owner->mu);
+        }
+        TF_Code code = op->u.event.gen > 0 ? ev->error_code : TF_OK;
+        char* message = code != TF_OK ? copy_string(message_or_empty(ev->error_message)) : NULL;
+        pthread_mutex_unlock(&owner->mu);
+        pthread_mutex_lock(&dev->mu);
+        if (code != TF_OK) {
+          stream_fail(s, code, "%s: the awaited work (XPU device %d) failed: %s", op->name,
+                      owner->ordinal, message_or_empty(message));
+        }
+        free(message);
+        break;
+      }
       if (ev->completed_gen < op->u.event.gen) host_waits_on_device(dev); /* no napping */
       while (ev->completed_gen < op->u.event.gen) pthread_cond_wait(&dev->state_cv, &dev->mu);
       if (op->u.event.gen > 0 && ev->error_code != TF_OK) {
@@ -819,13 +942,82 @@ static void xpu_destroy_stream(const SP_Device* device, SP_Stream stream) {
   if (dev != NULL && stream != NULL) stream_destroy(dev, stream);
 }
 
-/* SP_StreamExecutor.create_stream_dependency: `dependent` waits for `other`'s queued work. */
+/* create_stream_dependency when `other` is a stream of `owner`, another device of dev's
+ * platform: a private event recorded on `other` under owner's lock, waited for on
+ * `dependent` under dev's (one device lock at a time; the caller holds the stream registry
+ * lock, which keeps both streams and devices alive). The waiting worker blocks on owner's
+ * state (run_op). */
+static void cross_device_dependency(XpuDevice* dev, SP_Stream dependent, XpuDevice* owner,
+                                    SP_Stream other, const char* fn, TF_Status* status) {
+  pthread_mutex_lock(&dev->mu);
+  XpuOp* wait = stream_valid(dev, dependent, fn, status) ? op_new(dependent, OP_WAIT, fn, status)
+                                                         : NULL;
+  pthread_mutex_unlock(&dev->mu);
+  if (wait == NULL) return;
+  pthread_mutex_lock(&owner->mu);
+  SP_Event marker = NULL;
+  if (!xpu_ptrset_contains(&owner->streams, other) || other->closing) {
+    other_stream_invalid(dev, other, fn, status);
+  } else {
+    marker = calloc(1, sizeof *marker);
+    XpuOp* record = marker != NULL ? op_new(other, OP_RECORD, fn, status) : NULL;
+    if (record == NULL) {
+      xpu_status(status, TF_RESOURCE_EXHAUSTED, "%s: out of host memory", fn);
+      free(marker);
+      marker = NULL;
+    } else {
+      marker->dev = owner;
+      marker->refs = 2; /* the two operations; the host never sees this event */
+      marker->recorded_gen = 1;
+      record->internal = true;
+      record->u.event.event = marker;
+      record->u.event.gen = 1;
+      enqueue(other, record);
+    }
+  }
+  pthread_mutex_unlock(&owner->mu);
+  pthread_mutex_lock(&dev->mu);
+  bool queued = marker != NULL && !dependent->closing;
+  if (queued) {
+    wait->u.event.event = marker;
+    wait->u.event.gen = 1;
+    enqueue(dependent, wait);
+  } else {
+    op_recycle(dependent, wait);
+  }
+  pthread_mutex_unlock(&dev->mu);
+  if (marker != NULL && !queued) { /* `dependent` was destroyed meanwhile */
+    xpu_status(status, TF_INVALID_ARGUMENT, "%s: stream %p was destroyed during the call", fn,
+               (void*)dependent);
+    pthread_mutex_lock(&owner->mu);
+    event_unref(marker);
+    pthread_mutex_unlock(&owner->mu);
+  }
+}
+
+/* SP_StreamExecutor.create_stream_dependency: `dependent` waits for `other`'s queued work;
+ * `other` may be a stream of another device of the platform. */
 static void xpu_create_stream_dependency(const SP_Device* device, SP_Stream dependent,
                                          SP_Stream other, TF_Status* status) {
   const char* fn = "create_stream_dependency";
-  XpuDevice* dev = lock_stream(device, dependent, fn, status);
+  XpuDevice* dev = xpu_device_get(device, fn, status);
   if (dev == NULL) return;
-  if (!stream_valid(dev, other, fn, status) || dependent == other) {
+  pthread_mutex_lock(&g_stream_registry_mu);
+  XpuDevice* owner = stream_owner(dev, other);
+  if (owner != NULL && owner != dev) {
+    cross_device_dependency(dev, dependent, owner, other, fn, status);
+    pthread_mutex_unlock(&g_stream_registry_mu);
+    return;
+  }
+  pthread_mutex_unlock(&g_stream_registry_mu);
+  dev = lock_stream(device, dependent, fn, status);
+  if (dev == NULL) return;
+  if (other == NULL || !xpu_ptrset_contains(&dev->streams, other) || other->closing) {
+    other_stream_invalid(dev, other, fn, status);
+    pthread_mutex_unlock(&dev->mu);
+    return;
+  }
+  if (dependent == other) {
     pthread_mutex_unlock(&dev->mu);
     return; /* a stream trivially depends on itself */
   }
@@ -973,6 +1165,10 @@ static void xpu_create_event(const SP_Device* device, SP_Event* event, TF_Status
     xpu_status(status, TF_RESOURCE_EXHAUSTED, "%s: out of host memory", fn);
     return;
   }
+  /* Not listed when out of memory: the event still works on its own device's streams. */
+  pthread_mutex_lock(&g_stream_registry_mu);
+  xpu_ptrset_insert(&g_live_events, ev);
+  pthread_mutex_unlock(&g_stream_registry_mu);
   *event = ev;
 }
 
@@ -980,9 +1176,14 @@ static void xpu_create_event(const SP_Device* device, SP_Event* event, TF_Status
 static void xpu_destroy_event(const SP_Device* device, SP_Event event) {
   XpuDevice* dev = xpu_device_get(device, "destroy_event", NULL);
   if (dev == NULL) return;
-  pthread_mutex_lock(&dev->mu);
-  if (xpu_ptrset_remove(&dev->events, event)) event_unref(event);
-  pthread_mutex_unlock(&dev->mu);
+  pthread_mutex_lock(&g_stream_registry_mu);
+  XpuDevice* owner = event_owner(dev, event);
+  if (owner != NULL) xpu_ptrset_remove(&g_live_events, event);
+  else owner = dev;
+  pthread_mutex_lock(&owner->mu);
+  pthread_mutex_unlock(&g_stream_registry_mu);
+  if (xpu_ptrset_remove(&owner->events, event)) event_unref(event);
+  pthread_mutex_unlock(&owner->mu);
 }
 
 /* SP_StreamExecutor.get_event_status: UNKNOWN if never recorded, else the latest recording's
@@ -994,7 +1195,7 @@ static SE_EventStatus xpu_get_event_status(const SP_Device* device, SP_Event eve
   XpuDevice* dev = xpu_device_get(device, "get_event_status", NULL);
   if (dev == NULL) return SE_EVENT_ERROR;
   SE_EventStatus result;
-  pthread_mutex_lock(&dev->mu);
+  dev = lock_event_device(dev, event); /* the event's device, maybe another of the platform */
   if (!event_valid(dev, event, "get_event_status", NULL)) {
     result = SE_EVENT_ERROR;
   } else if (event->recorded_gen == 0) {
@@ -1009,11 +1210,64 @@ static SE_EventStatus xpu_get_event_status(const SP_Device* device, SP_Event eve
   return result;
 }
 
-/* SP_StreamExecutor.record_event: the event completes when the stream reaches this point. */
+/* record_event of an event of `owner`, another device of dev's platform, on a stream of
+ * `dev`: the operation is made under dev's lock, the recording counted under owner's, the
+ * operation enqueued under dev's again (one device lock at a time; the caller holds the
+ * stream registry lock, which keeps the stream, the event's listing and both devices alive).
+ * The worker completes the recording under owner's lock (event_complete). */
+static void record_foreign_event(XpuDevice* dev, SP_Stream stream, XpuDevice* owner,
+                                 SP_Event event, const char* fn, TF_Status* status) {
+  pthread_mutex_lock(&dev->mu);
+  XpuOp* op = NULL;
+  if (stream_valid(dev, stream, fn, status)) {
+    uint64_t call = xpu_fault_hit(XPU_FAULT_RECORD_EVENT);
+    if (call != 0) xpu_fault_status(status, XPU_FAULT_RECORD_EVENT, call, fn);
+    else op = op_new(stream, OP_RECORD, fn, status);
+  }
+  pthread_mutex_unlock(&dev->mu);
+  if (op == NULL) return;
+  pthread_mutex_lock(&owner->mu);
+  uint64_t gen = ++event->recorded_gen;
+  event->refs++;
+  pthread_mutex_unlock(&owner->mu);
+  pthread_mutex_lock(&dev->mu);
+  bool queued = !stream->closing;
+  if (queued) {
+    op->u.event.event = event;
+    op->u.event.gen = gen;
+    enqueue(stream, op);
+  } else {
+    op_recycle(stream, op);
+  }
+  pthread_mutex_unlock(&dev->mu);
+  if (!queued) { /* the stream was destroyed meanwhile: the recording can never complete */
+    xpu_status(status, TF_INVALID_ARGUMENT, "%s: stream %p was destroyed during the call", fn,
+               (void*)stream);
+    pthread_mutex_lock(&owner->mu);
+    event_complete_code(event, gen, TF_CANCELLED,
+                        "record_event: the stream was destroyed before it reached the event");
+    pthread_cond_broadcast(&owner->state_cv);
+    event_unref(event);
+    pthread_mutex_unlock(&owner->mu);
+  }
+}
+
+/* SP_StreamExecutor.record_event: the event completes when the stream reaches this point.
+ * The event may be one of another device of the platform. */
 static void xpu_record_event(const SP_Device* device, SP_Stream stream, SP_Event event,
                              TF_Status* status) {
   const char* fn = "record_event";
-  XpuDevice* dev = lock_stream(device, stream, fn, status);
+  XpuDevice* dev = xpu_device_get(device, fn, status);
+  if (dev == NULL) return;
+  pthread_mutex_lock(&g_stream_registry_mu);
+  XpuDevice* owner = event_owner(dev, event);
+  if (owner != NULL && owner != dev) {
+    record_foreign_event(dev, stream, owner, event, fn, status);
+    pthread_mutex_unlock(&g_stream_registry_mu);
+    return;
+  }
+  pthread_mutex_unlock(&g_stream_registry_mu);
+  dev = lock_stream(device, stream, fn, status);
   if (dev == NULL) return;
   XpuOp* op = NULL;
   uint64_t call = 0;
@@ -1036,7 +1290,36 @@ static void xpu_record_event(const SP_Device* device, SP_Stream stream, SP_Event
 static void xpu_wait_for_event(const SP_Device* const device, SP_Stream stream, SP_Event event,
                                TF_Status* const status) {
   const char* fn = "wait_for_event";
-  XpuDevice* dev = lock_stream(device, stream, fn, status);
+  XpuDevice* dev = xpu_device_get(device, fn, status);
+  if (dev == NULL) return;
+  pthread_mutex_lock(&g_stream_registry_mu);
+  XpuDevice* owner = event_owner(dev, event);
+  if (owner != NULL && owner != dev) {
+    /* An event of another device of the platform: its current recording is read under its
+     * device's lock, the wait enqueued under ours, one at a time; the registry lock keeps
+     * the event's listing and both devices alive meanwhile. */
+    pthread_mutex_lock(&owner->mu);
+    uint64_t gen = event->recorded_gen;
+    event->refs++;
+    pthread_mutex_unlock(&owner->mu);
+    pthread_mutex_lock(&dev->mu);
+    XpuOp* op = stream_valid(dev, stream, fn, status) ? op_new(stream, OP_WAIT, fn, status) : NULL;
+    if (op != NULL) {
+      op->u.event.event = event;
+      op->u.event.gen = gen;
+      enqueue(stream, op);
+    }
+    pthread_mutex_unlock(&dev->mu);
+    if (op == NULL) {
+      pthread_mutex_lock(&owner->mu);
+      event_unref(event);
+      pthread_mutex_unlock(&owner->mu);
+    }
+    pthread_mutex_unlock(&g_stream_registry_mu);
+    return;
+  }
+  pthread_mutex_unlock(&g_stream_registry_mu);
+  dev = lock_stream(device, stream, fn, status);
   if (dev == NULL) return;
   XpuOp* op = event_valid(dev, event, fn, status) ? op_new(stream, OP_WAIT, fn, status) : NULL;
   if (op != NULL) {
@@ -1054,7 +1337,7 @@ static void xpu_block_host_for_event(const SP_Device* device, SP_Event event, TF
   const char* fn = "block_host_for_event";
   XpuDevice* dev = xpu_device_get(device, fn, status);
   if (dev == NULL) return;
-  pthread_mutex_lock(&dev->mu);
+  dev = lock_event_device(dev, event); /* the event's device, maybe another of the platform */
   if (!event_valid(dev, event, fn, status)) {
     pthread_mutex_unlock(&dev->mu);
     return;
@@ -1180,6 +1463,7 @@ static void enqueue_copy(const SP_Device* device, SP_Stream stream, const char* 
   if (dev == NULL) return;
   bool ok = true;
   XpuMapping* pin = NULL;
+  XpuMapping* dst_pin = NULL;
   if (size == 0) {
     ok = false; /* a no-op that succeeds */
   } else if ((!dst_on_device && dst == NULL) || (!src_on_device && src == NULL)) {
@@ -1187,21 +1471,37 @@ static void enqueue_copy(const SP_Device* device, SP_Stream stream, const char* 
                "-byte copy", fn, dst_on_device ? "source" : "destination", size);
     ok = false;
   } else {
-    ok = !dst_on_device ||
+    /* A peer destination is what TensorFlow's cross-device copy needs: it runs on the
+     * source device's stream and writes the other device's memory. */
+    bool dst_peer = src_peer && dst_on_device && dst != NULL && !xpu_arena_contains(dev, dst);
+#ifdef XPU_SAME_DEVICE_ONLY
+    dst_peer = false; /* the old behaviour, for tests that conformance catches it */
+#endif
+    ok = !dst_on_device || dst_peer ||
          xpu_check_device_range(dev, dst, size, fn, "device destination", status);
     bool peer = ok && src_on_device && src_peer && src != NULL && !xpu_arena_contains(dev, src);
     if (ok && src_on_device && !peer) {
       ok = xpu_check_device_range(dev, src, size, fn, "device source", status);
     }
-    if (peer) {
+    if (ok && (peer || dst_peer)) {
       pthread_mutex_unlock(&dev->mu);
-      if (!xpu_peer_pin_source(dev, src, size, fn, status, &pin)) return;
-      dev = lock_stream(device, stream, fn, status);
-      if (dev == NULL) {
+      if (peer && !xpu_peer_pin_range(dev, src, size, fn, "device source", status, &pin)) return;
+      if (dst_peer &&
+          !xpu_peer_pin_range(dev, dst, size, fn, "device destination", status, &dst_pin)) {
         xpu_mapping_unref(pin);
         return;
       }
-      ok = xpu_check_device_range(dev, dst, size, fn, "device destination", status);
+      dev = lock_stream(device, stream, fn, status);
+      if (dev == NULL) {
+        xpu_mapping_unref(pin);
+        xpu_mapping_unref(dst_pin);
+        return;
+      }
+      /* Checked again: the allocation may have been freed while the lock was dropped. */
+      if (!dst_peer) ok = xpu_check_device_range(dev, dst, size, fn, "device destination", status);
+      if (ok && src_on_device && !peer) {
+        ok = xpu_check_device_range(dev, src, size, fn, "device source", status);
+      }
     }
   }
   uint64_t call = ok ? xpu_fault_hit(kind) : 0;
@@ -1215,13 +1515,16 @@ static void enqueue_copy(const SP_Device* device, SP_Stream stream, const char* 
     op->u.copy.src = src;
     op->u.copy.size = size;
     op->u.copy.pin = pin;
+    op->u.copy.dst_pin = dst_pin;
     op->u.copy.direction = !dst_on_device ? XPU_PROF_MEMCPY_D2H
                            : src_on_device ? XPU_PROF_MEMCPY_D2D : XPU_PROF_MEMCPY_H2D;
     pin = NULL;
+    dst_pin = NULL;
     submit(stream, op, size, op->u.copy.direction != XPU_PROF_MEMCPY_D2D);
   }
   pthread_mutex_unlock(&dev->mu);
   xpu_mapping_unref(pin); /* not enqueued */
+  xpu_mapping_unref(dst_pin);
 }
 
 /* SP_StreamExecutor.memcpy_dtoh: asynchronous device-to-host copy. */
@@ -1492,13 +1795,18 @@ void xpu_stream_teardown_device(XpuDevice* dev) {
   for (size_t i = 0; i < n; i++) stream_destroy(dev, streams[i]);
   free(streams);
 
+  pthread_mutex_lock(&g_stream_registry_mu);
   pthread_mutex_lock(&dev->mu);
   void** events = xpu_ptrset_snapshot(&dev->events, &n);
-  for (size_t i = 0; i < n; i++) event_unref(events[i]);
+  for (size_t i = 0; i < n; i++) {
+    xpu_ptrset_remove(&g_live_events, events[i]);
+    event_unref(events[i]);
+  }
   free(events);
   xpu_ptrset_clear(&dev->events);
   xpu_ptrset_clear(&dev->streams); /* empty unless a stream could not be joined */
   pthread_mutex_unlock(&dev->mu);
+  pthread_mutex_unlock(&g_stream_registry_mu);
 
   pthread_mutex_lock(&g_timer_mu);
   void** timers = xpu_ptrset_snapshot(&g_timers, &n);

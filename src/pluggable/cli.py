@@ -169,8 +169,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     demo.set_defaults(run=cmd_demo)
     check = sub.add_parser(
         "conformance", help="run the conformance checks against a plugin library",
-        description="Tiered checks (loading, devices, memory, copies, streams, kernels, "
-                    "profiler) against one plugin; exit status 0 when all pass.")
+        description="Tiered checks (loading, devices, memory, copies, streams, cross-device, "
+                    "kernels, profiler) against one plugin; exit status 0 when all pass.")
     check.add_argument("path", help="the plugin's shared library")
     check.add_argument("-k", metavar="EXPR", help="only the checks whose names match "
                                                   "(pytest's -k), e.g. 'Memory or Copies'")

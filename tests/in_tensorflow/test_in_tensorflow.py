@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 if importlib.util.find_spec("tensorflow") is None:
@@ -158,3 +159,86 @@ print(json.dumps(z.numpy().tolist()))
 """, env={"PLUGGABLE_DISABLE_AUTOLOAD": "1"})
     assert json.loads(here.stdout.strip().splitlines()[-1]) == [[0, 3, 6], [9, 12, 15]]
 
+
+
+CROSS_DEVICE_COPY = """
+tf.config.set_soft_device_placement(False)
+x = np.arange(24, dtype=np.float32).reshape(4, 6)
+with tf.device("/XPU:0"):
+    a = tf.constant(x) * 3.0 - 1.0
+with tf.device("/XPU:1"):
+    b = tf.identity(a)   # TensorFlow's copy from XPU:0 to XPU:1
+    c = b + 0.5          # work on XPU:1 that reads the copy
+with tf.device("/XPU:0"):
+    d = tf.identity(c) * 2.0  # and back
+print(json.dumps({"b": b.numpy().tolist(), "c": c.numpy().tolist(), "d": d.numpy().tolist(),
+                  "devices": [b.device, c.device, d.device]}))
+"""
+
+
+def test_a_copy_between_two_xpus_in_tensorflow():
+    """TensorFlow copies between two devices of one plugin on the source device's stream,
+    which first waits for the destination device's stream (a cross-device stream dependency),
+    and writes into the other device's memory. With every stream operation delayed, a copy
+    not ordered after its producer would read stale memory."""
+    out = last_json(run_tf(CROSS_DEVICE_COPY, xpu_library(), env={"XPU_STREAM_DELAY_US": "300"}))
+    x = np.arange(24, dtype=np.float32).reshape(4, 6)
+    assert out["devices"][0].endswith("XPU:1") and out["devices"][1].endswith("XPU:1")
+    assert out["devices"][2].endswith("XPU:0")
+    assert np.array_equal(np.array(out["b"], np.float32), x * 3.0 - 1.0)
+    assert np.array_equal(np.array(out["c"], np.float32), x * 3.0 - 0.5)
+    assert np.array_equal(np.array(out["d"], np.float32), (x * 3.0 - 0.5) * 2.0)
+
+
+MIRRORED = """
+tf.config.set_soft_device_placement(False)
+
+def train(devices):
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((64, 8)).astype(np.float32)
+    y = rng.integers(0, 3, 64)
+    w1 = (rng.standard_normal((8, 16)) * 0.3).astype(np.float32)
+    w2 = (rng.standard_normal((16, 3)) * 0.3).astype(np.float32)
+    strategy = tf.distribute.MirroredStrategy(devices)
+    with strategy.scope():
+        const = tf.keras.initializers.Constant
+        model = tf.keras.Sequential([
+            tf.keras.Input((8,)),
+            tf.keras.layers.Dense(16, activation="relu", kernel_initializer=const(w1)),
+            tf.keras.layers.Dense(3, activation="softmax", kernel_initializer=const(w2))])
+        model.compile(optimizer=tf.keras.optimizers.SGD(0.1),
+                      loss="sparse_categorical_crossentropy", jit_compile=False)
+    losses = []
+    for epoch in range(2):
+        for i in range(0, 64, 16):  # batches as tensors: no tf.data, which is CPU-only
+            losses.append(float(model.train_on_batch(x[i:i + 16], y[i:i + 16])))
+    weights = [v.numpy().tolist() for v in model.trainable_variables]
+    mirrored = model.trainable_variables[0].value  # Keras's variable wraps TensorFlow's
+    devices_of = sorted({v.device for v in mirrored.values})
+    return losses, weights, devices_of
+
+cpu, cpu_w, _ = train(["/CPU:0"])
+xpu, xpu_w, placed = train(["/XPU:0", "/XPU:1"])
+print(json.dumps({"cpu": cpu, "xpu": xpu, "cpu_w": cpu_w, "xpu_w": xpu_w, "placed": placed}))
+"""
+
+
+def test_mirrored_strategy_on_two_xpus_trains_like_the_cpu():
+    """MirroredStrategy over XPU:0 and XPU:1 (a replica of 8 examples on each, gradients
+    summed by a collective all-reduce across the devices) against the same training on one
+    CPU replica, from the same initial weights and batches, soft placement off.
+
+    Tolerance: the math is the same, only the order of float32 sums differs (each replica
+    reduces 8 examples and the all-reduce adds the two partial sums; the CPU adds 16 in one
+    go): a few ulp per sum (float32's ulp at 1 is 1.2e-7), which 8 SGD steps at rate 0.1 on
+    a loss of about 1 carry along without growing much. Measured: losses differ by at most
+    1.2e-7 (1 ulp), weights by 6e-8. rel=1e-5 leaves ~80x room for another summation order
+    and still fails a replica that trained on different weights or gradients for a step."""
+    out = last_json(run_tf(MIRRORED, xpu_library(), env={"XPU_STREAM_DELAY_US": "100"}))
+    assert len(out["cpu"]) == len(out["xpu"]) == 8
+    assert out["placed"] == ["/job:localhost/replica:0/task:0/device:XPU:0",
+                             "/job:localhost/replica:0/task:0/device:XPU:1"]
+    assert out["xpu"] == pytest.approx(out["cpu"], rel=1e-5, abs=1e-6)
+    assert out["cpu"][4] < out["cpu"][0]  # it learns: the second epoch's first batch is lower
+    for cpu_w, xpu_w in zip(out["cpu_w"], out["xpu_w"]):
+        np.testing.assert_allclose(np.array(xpu_w), np.array(cpu_w), rtol=1e-5, atol=1e-6)

@@ -47,6 +47,12 @@ cases = {
  "Shape": lambda: tf.raw_ops.Shape(input=f(2, 3), out_type=tf.int64),
  "Slice": lambda: tf.raw_ops.Slice(input=f(4, 5), begin=tf.constant([1, 1]), size=tf.constant([2, -1])),
  "Split": lambda: tf.raw_ops.Split(axis=tf.constant(1), value=f(2, 4), num_split=2),
+ "SplitV": lambda: tf.raw_ops.SplitV(value=f(3, 7), size_splits=tf.constant([2, -1, 4], tf.int64), axis=tf.constant(-1), num_split=3),
+ "SplitV0": lambda: tf.raw_ops.SplitV(value=f(5, 2), size_splits=tf.constant([0, 5]), axis=tf.constant(0), num_split=2),
+ "Add": lambda: tf.raw_ops.Add(x=f(2, 3), y=f(3)),
+ "AddSame": lambda: tf.raw_ops.Add(x=f(4, 3), y=f(4, 3)),
+ "Div": lambda: tf.raw_ops.Div(x=f(3), y=f(3)),
+ "DivI": lambda: tf.raw_ops.Div(x=tf.constant([7, -7, 9], tf.int32), y=tf.constant([2, 2, -4], tf.int32)),
  "ExpandDims": lambda: tf.raw_ops.ExpandDims(input=f(2, 3), axis=tf.constant(1)),
  "Squeeze": lambda: tf.raw_ops.Squeeze(input=f(2, 1, 3), axis=[1]),
  "Pad": lambda: tf.raw_ops.Pad(input=f(2, 3), paddings=tf.constant([[1, 0], [0, 2]])),
@@ -64,7 +70,9 @@ for name, fn in cases.items():
         got = got if isinstance(got, (list, tuple)) else [got]
         close = all(np.allclose(np.asarray(a, np.float64), np.asarray(b, np.float64),
                                 rtol=1e-5, atol=1e-5, equal_nan=True) for a, b in zip(want, got))
-        results[name] = [got[0].device, bool(close)]
+        close = close and len(want) == len(got) and all(
+            a.shape == b.shape for a, b in zip(want, got))
+        results[name] = [got[-1].device, bool(close)]
     except Exception as exc:  # reported per op by the test
         results[name] = [type(exc).__name__, str(exc).splitlines()[0][:300]]
 print(json.dumps(results))
@@ -92,7 +100,7 @@ print(json.dumps(out))
 
 def test_every_listed_kernel_runs_on_the_xpu_in_tensorflow_like_the_cpu():
     results = last_json(run_tf(OPS, xpu_library()))
-    assert len(results) == 37
+    assert len(results) == 43
     wrong = {name: r for name, r in results.items() if not (r[0].endswith("XPU:0") and r[1])}
     assert not wrong, wrong
 
@@ -126,3 +134,26 @@ def test_tensorflows_own_variable_updates_see_settled_xpu_results():
     a chain of updates stays right however slow the stream is."""
     out = last_json(run_tf(CHAIN, xpu_library(), env={"XPU_STREAM_DELAY_US": "500"}))
     assert out["wrong"] == 0
+
+
+def test_splitv_refuses_sizes_that_do_not_add_up_on_the_xpu():
+    out = last_json(run_tf("""
+tf.config.set_soft_device_placement(False)
+out = {}
+for name, sizes in (("sum", [2, 2]), ("two_unknown", [-1, -1]), ("negative", [-2, 7])):
+    try:
+        with tf.device("/XPU:0"):
+            tf.raw_ops.SplitV(value=tf.zeros([5]), size_splits=tf.constant(sizes),
+                              axis=tf.constant(0), num_split=2)
+        out[name] = "no error"
+    except tf.errors.InvalidArgumentError as exc:
+        out[name] = str(exc).splitlines()[0]
+with tf.device("/XPU:0"):
+    out["after"] = [t.numpy().tolist() for t in tf.raw_ops.SplitV(
+        value=tf.range(5.0), size_splits=tf.constant([3, -1]), axis=tf.constant(0), num_split=2)]
+print(json.dumps(out))
+""", xpu_library()))
+    assert "SplitV" in out["sum"] and "must add up to the size of split_dim 0 (5)" in out["sum"]
+    assert "entry 1 is -1" in out["two_unknown"]
+    assert "entry 0 is -2" in out["negative"]
+    assert out["after"] == [[0.0, 1.0, 2.0], [3.0, 4.0]]

@@ -1,6 +1,7 @@
 """Peer copies (PLUGGABLE_PLATFORM_PEER_DTOD): memcpy_dtod / sync_memcpy_dtod called on device
-D accept a source in memory of another device of the same platform; the destination stays
-D's, and the copy is ordered on D's stream only (the host waits for the source's producer).
+D accept a source in memory of another device of the same platform; the XPU's memcpy_dtod
+also a destination there (TensorFlow's cross-device copy). The copy is ordered on D's stream
+only (the host waits for the source's producer).
 
 Every call is made on the destination's executor with one of its streams, so the host's own
 check (the stream belongs to the executor) passes and the plugin's checks are what is tested.
@@ -138,13 +139,27 @@ def test_own_memory_still_works(xpu1_checked, stream1):
         assert (read(xpu1_checked, a)[:256] == data[256:]).all()
 
 
-def test_destination_on_the_other_device_is_refused(xpu, xpu1_checked, stream1):
-    with xpu.allocate(64) as mem0, xpu1_checked.allocate(64) as mem1:
-        for src in (mem1, mem0):  # own source, then a peer source
-            with pytest.raises(InvalidArgumentError, match="device destination .* XPU device 1"):
-                xpu1_checked.memcpy_dtod(stream1, mem0, src)
-            with pytest.raises(InvalidArgumentError, match="device destination .* XPU device 1"):
-                xpu1_checked.sync_memcpy_dtod(mem0, src)
+def test_destination_on_the_other_device(xpu, xpu1_checked, stream1):
+    """memcpy_dtod also writes into the other device's memory (TensorFlow's cross-device copy
+    runs on the source device's stream); sync_memcpy_dtod still refuses it."""
+    data = random_bytes(64, 11)
+    with xpu.allocate(64) as mem0, on_device(xpu1_checked, data) as mem1:
+        with pytest.raises(InvalidArgumentError, match="device destination .* XPU device 1"):
+            xpu1_checked.sync_memcpy_dtod(mem0, mem1)
+        xpu1_checked.memcpy_dtod(stream1, mem0, mem1)
+        stream1.synchronize()
+        assert (read(xpu, mem0) == data).all()
+        assert stream1.status().ok
+
+
+def test_destination_outside_every_live_allocation_is_refused(xpu1_checked, stream1):
+    with xpu1_checked.allocate(64) as src:
+        host = np.zeros(64, np.uint8)  # host memory: in no device's arena
+        wild = DeviceMemory.unchecked(xpu1_checked, host.ctypes.data, 64)
+        with pytest.raises(InvalidArgumentError,
+                           match="memcpy_dtod: device destination .* is not inside a live "
+                                 "allocation of XPU device 1 or of another XPU device"):
+            xpu1_checked.memcpy_dtod(stream1, wild, src)
         stream1.synchronize()
         assert stream1.status().ok
 

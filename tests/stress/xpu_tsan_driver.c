@@ -7,7 +7,8 @@
  * and an event, allocate, copy host-to-device, record the event on the stream, make a second
  * stream wait for it, zero part of the memory, copy device-to-host on the second stream, enqueue
  * a host callback, block until done, check every byte, free everything. Live-handle counters
- * must be back to zero at the end. Then GEMM_THREADS threads run split GEMMs (xpu_gemm, the
+ * must be back to zero at the end. Every third round also runs cross_round: streams, events
+ * and copies across the two devices. Then GEMM_THREADS threads run split GEMMs (xpu_gemm, the
  * engine of MatMul and Conv2D, called directly since the driver is built from the plugin's
  * sources) on the kernel-thread pool, which spins, moves helpers and wakes them early
  * (xpu_kernels_pool.c), through two start-stop cycles of its helpers, checking every result
@@ -114,10 +115,67 @@ static void one_round(int device_index, unsigned seed) {
   TF_DeleteStatus(status);
 }
 
+/* Across the two devices, as TensorFlow's copies between them do: device `a`'s stream writes
+ * its memory and records an event of `a`; device `b`'s stream waits for that event, copies
+ * the memory into `b`'s (a peer source) and records a second event of `a` (a foreign event);
+ * `a`'s stream then depends on `b`'s stream and copies `b`'s memory back into a second
+ * buffer of `a`; the host waits for the foreign event through device `a` and checks the
+ * bytes. */
+static void cross_round(int a, unsigned seed) {
+  int b = 1 - a;
+  SP_Device* da = &devices[a];
+  SP_Device* db = &devices[b];
+  SP_StreamExecutor* sa = &executors[a];
+  SP_StreamExecutor* sb = &executors[b];
+  TF_Status* status = TF_NewStatus();
+  SP_Stream on_a = NULL, on_b = NULL;
+  SP_Event written = NULL, copied = NULL;
+  unsigned char source[BYTES], result[BYTES];
+  for (int i = 0; i < BYTES; i++) source[i] = (unsigned char)(seed * 17u + (unsigned)i);
+  memset(result, 0xEE, sizeof result);
+  CHECK(sa->create_stream(da, &on_a, status), "create_stream");
+  CHECK(sb->create_stream(db, &on_b, status), "create_stream");
+  CHECK(sa->create_event(da, &written, status), "create_event");
+  CHECK(sa->create_event(da, &copied, status), "create_event");
+  SP_DeviceMemoryBase mem_a = {.struct_size = SP_DEVICE_MEMORY_BASE_STRUCT_SIZE};
+  SP_DeviceMemoryBase back_a = {.struct_size = SP_DEVICE_MEMORY_BASE_STRUCT_SIZE};
+  SP_DeviceMemoryBase mem_b = {.struct_size = SP_DEVICE_MEMORY_BASE_STRUCT_SIZE};
+  sa->allocate(da, BYTES, 0, &mem_a);
+  sa->allocate(da, BYTES, 0, &back_a);
+  sb->allocate(db, BYTES, 0, &mem_b);
+  if (mem_a.opaque == NULL || back_a.opaque == NULL || mem_b.opaque == NULL) {
+    fail("allocate", NULL);
+    TF_DeleteStatus(status);
+    return;
+  }
+  CHECK(sa->memcpy_htod(da, on_a, &mem_a, source, BYTES, status), "memcpy_htod");
+  CHECK(sa->record_event(da, on_a, written, status), "record_event");
+  CHECK(sb->wait_for_event(db, on_b, written, status), "wait_for_event (foreign event)");
+  CHECK(sb->memcpy_dtod(db, on_b, &mem_b, &mem_a, BYTES, status), "memcpy_dtod (peer source)");
+  CHECK(sb->record_event(db, on_b, copied, status), "record_event (foreign event)");
+  CHECK(sa->create_stream_dependency(da, on_a, on_b, status), "create_stream_dependency");
+  CHECK(sa->memcpy_dtod(da, on_a, &back_a, &mem_b, BYTES, status), "memcpy_dtod (peer source)");
+  CHECK(sa->memcpy_dtoh(da, on_a, result, &back_a, BYTES, status), "memcpy_dtoh");
+  CHECK(sa->block_host_for_event(da, copied, status), "block_host_for_event");
+  if (sb->get_event_status(db, copied) != SE_EVENT_COMPLETE) fail("foreign event status", NULL);
+  CHECK(sa->block_host_until_done(da, on_a, status), "block_host_until_done");
+  if (memcmp(result, source, BYTES) != 0) fail("cross-device data check", NULL);
+  sa->deallocate(da, &mem_a);
+  sa->deallocate(da, &back_a);
+  sb->deallocate(db, &mem_b);
+  sa->destroy_event(da, copied);
+  sa->destroy_event(da, written);
+  sb->destroy_stream(db, on_b);
+  sa->destroy_stream(da, on_a);
+  TF_DeleteStatus(status);
+}
+
 static void* worker(void* arg) {
   unsigned id = (unsigned)(uintptr_t)arg;
-  for (unsigned round = 0; round < ROUNDS; round++) one_round((int)((id + round) % DEVICES),
-                                                             id * 1000u + round);
+  for (unsigned round = 0; round < ROUNDS; round++) {
+    one_round((int)((id + round) % DEVICES), id * 1000u + round);
+    if (round % 3 == 0) cross_round((int)((id + round / 3) % DEVICES), id * 7919u + round);
+  }
   return NULL;
 }
 

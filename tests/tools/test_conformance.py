@@ -14,11 +14,12 @@ PLUGINS = os.path.join(os.path.dirname(HERE), "plugins")
 KERNEL_C_PLUGIN = os.path.join(PLUGINS, "kernel_c_plugin.c")
 
 
-def conformance(path, *args, tmp_path):
+def conformance(path, *args, tmp_path, env=None):
     report = tmp_path / "report.json"
     result = subprocess.run([sys.executable, "-m", "pluggable", "conformance", path, "-q",
                              "--json", str(report), *args],
-                            capture_output=True, text=True, timeout=600)
+                            capture_output=True, text=True, timeout=600,
+                            env=None if env is None else {**os.environ, **env})
     assert report.exists(), result.stdout + result.stderr
     return result, json.loads(report.read_text())
 
@@ -166,3 +167,52 @@ def test_a_file_that_is_not_a_plugin_gets_one_line_and_status_2(kind, tmp_path):
         assert "step 'symbol lookup': the library exports neither SE_InitPlugin" in lines[0]
     else:
         assert "step 'file check'" in lines[0] and "not an ELF shared library" in lines[0]
+
+
+REPO = os.path.dirname(os.path.dirname(HERE))
+CROSS_DEVICE_CHECKS = [
+    "TestCrossDevice::test_dtod_across_devices[source_stream]",
+    "TestCrossDevice::test_event_record_across_devices",
+    "TestCrossDevice::test_event_wait_across_devices",
+    "TestCrossDevice::test_stream_dependency_across_devices",
+]
+
+
+@pytest.fixture(scope="module")
+def same_device_only_xpu(tmp_path_factory):
+    """The XPU built with -DXPU_SAME_DEVICE_ONLY: it refuses streams and events of its other
+    device and copies into another device's memory, as it did when TensorFlow's
+    MirroredStrategy failed on it (issue 23)."""
+    out = tmp_path_factory.mktemp("xpu_variant") / "libxpu_same_device_only.so"
+    sources = sorted(os.path.join(REPO, "plugins", "xpu", f)
+                     for f in os.listdir(os.path.join(REPO, "plugins", "xpu"))
+                     if f.endswith(".c"))
+    cmd = [os.environ.get("CC", "cc"), "-std=c11", "-Wall", "-Wextra", "-Werror", "-O1",
+           "-fPIC", "-shared", "-pthread", "-I", os.path.join(REPO, "include"),
+           "-DXPU_SAME_DEVICE_ONLY", "-o", str(out), *sources, "-lm"]
+    result = subprocess.run(cmd, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    return str(out)
+
+
+def test_conformance_catches_an_xpu_that_refuses_other_devices(same_device_only_xpu, tmp_path):
+    """Exactly the cross-device checks fail; the same-device stream and copy checks, and a
+    copy from the other device's memory on the destination's stream (which the old XPU
+    already allowed), pass."""
+    result, report = conformance(same_device_only_xpu, "-k", "Streams or Copies or CrossDevice",
+                                 tmp_path=tmp_path, env={"PLUGGABLE_DISABLE_AUTOLOAD": "1"})
+    assert result.returncode != 0
+    assert failed(report) == CROSS_DEVICE_CHECKS
+    outcomes = {n: r["outcome"] for n, r in report["results"].items()}
+    assert outcomes["TestCrossDevice::test_dtod_across_devices[destination_stream]"] == "passed"
+    assert outcomes["TestStreams::test_stream_dependency"] == "passed"
+    messages = " ".join(str(r) for n, r in report["results"].items() if n in CROSS_DEVICE_CHECKS)
+    assert "is not a live stream of XPU device 1" in messages
+
+
+def test_the_xpu_passes_the_cross_device_checks(xpu_platform, tmp_path):
+    result, report = conformance(xpu_platform.path, "-k", "CrossDevice", tmp_path=tmp_path)
+    assert result.returncode == 0, result.stdout[-3000:]
+    assert sorted(n for n, r in report["results"].items() if r["outcome"] == "passed") == \
+        sorted(CROSS_DEVICE_CHECKS + ["TestCrossDevice::test_dtod_across_devices"
+                                      "[destination_stream]"])

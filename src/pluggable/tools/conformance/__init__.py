@@ -10,6 +10,9 @@ calls `run()`. The tiers, in order, are the classes of `checks.py`:
     TestMemory    allocation, statistics, fills, out of memory
     TestCopies    every direction, sizes from 0 bytes to 64 MiB, offsets, data checked
     TestStreams   ordering on a stream and across streams, events, timers, host callbacks
+    TestCrossDevice  with two or more devices: a stream or event of one device ordering
+                  work on another's stream, and copies between devices, as TensorFlow's
+                  cross-device copies (MirroredStrategy) use them
     TestKernels   every registered kernel against pluggable's NumPy reference
     TestProfiler  the plugin's profiler, when it has one
 

@@ -383,6 +383,110 @@ class TestStreams:
             memory.close()
 
 
+# ---- tier 5b: streams, events and copies across devices of the platform ------------------
+#
+# TensorFlow's copy between two devices of one plugin makes the source device's
+# device-to-device stream wait for the destination device's compute stream
+# (create_stream_dependency with streams of different devices), then copies on that stream
+# into the other device's memory (memcpy_dtod). The host API refuses to mix devices, so these
+# checks call the plugin's functions directly. Each slow producer is a host callback that
+# sleeps, followed by the write it delays; the consumer's host callback reads a flag the
+# producer sets only after that write.
+
+@pytest.fixture(scope="session")
+def second_executor(platform):
+    if platform.device_count < 2:
+        pytest.skip("the platform has one device: nothing crosses devices")
+    return platform.executor(1)
+
+
+def _slow_producer(executor, stream, memory, data, done: threading.Event) -> None:
+    """Enqueues on ``stream``: a 100 ms sleep, a write of ``data`` into ``memory``, then a
+    callback that sets ``done``."""
+    stream.host_callback(lambda: time.sleep(0.1))
+    executor.memcpy_htod(stream, memory, data)
+    stream.host_callback(done.set)
+
+
+class TestCrossDevice:
+    def test_stream_dependency_across_devices(self, executor, second_executor):
+        size = 4 * MiB
+        done = threading.Event()
+        seen: List[bool] = []
+        data = _pattern(size, 8)
+        memory = executor.allocate(size)
+        try:
+            with executor.create_stream() as first, second_executor.create_stream() as second:
+                _slow_producer(executor, first, memory, data, done)
+                second_executor._call("create_stream_dependency", second._handle,
+                                      first._handle)
+                second.host_callback(lambda: seen.append(done.is_set()))
+                second.synchronize()
+                first.synchronize()
+            assert seen == [True], \
+                "device 1's stream ran on before device 0's stream it depends on had finished"
+        finally:
+            memory.close()
+
+    def test_event_wait_across_devices(self, executor, second_executor):
+        size = 4 * MiB
+        done = threading.Event()
+        seen: List[bool] = []
+        data = _pattern(size, 9)
+        memory = executor.allocate(size)
+        try:
+            with executor.create_stream() as first, second_executor.create_stream() as second, \
+                    executor.create_event() as ready:
+                _slow_producer(executor, first, memory, data, done)
+                ready.record(first)
+                second_executor._call("wait_for_event", second._handle, ready._handle)
+                second.host_callback(lambda: seen.append(done.is_set()))
+                second.synchronize()
+                first.synchronize()
+            assert seen == [True], \
+                "device 1's stream did not wait for an event of device 0"
+        finally:
+            memory.close()
+
+    def test_event_record_across_devices(self, executor, second_executor):
+        """An event of device 0 recorded on device 1's stream completes when that stream
+        reaches it, and both devices report its state."""
+        from pluggable.devices.event import EventStatus
+
+        with second_executor.create_stream() as second, executor.create_event() as event:
+            second.host_callback(lambda: time.sleep(0.2))
+            second_executor._call("record_event", second._handle, event._handle)
+            pending = EventStatus(second_executor.event_state(event._handle))
+            second.synchronize()
+            after = (EventStatus(executor.event_state(event._handle)),
+                     EventStatus(second_executor.event_state(event._handle)))
+        assert pending == EventStatus.PENDING, \
+            f"the event was {pending.name} while the stream it is recorded on still slept"
+        assert after == (EventStatus.COMPLETE, EventStatus.COMPLETE), \
+            f"after the stream finished the event was {after[0].name} / {after[1].name}"
+
+    @pytest.mark.parametrize("on", ["source_stream", "destination_stream"])
+    def test_dtod_across_devices(self, platform, executor, second_executor, on):
+        from pluggable.abi.plugin_ext import PLUGGABLE_PLATFORM_PEER_DTOD
+
+        if not platform.has_capability(PLUGGABLE_PLATFORM_PEER_DTOD):
+            pytest.skip("the platform offers no copies between its devices")
+        size = MiB + 3
+        data = _pattern(size, 10)
+        src = _upload(executor, data)
+        dst = second_executor.allocate(size)
+        owner = executor if on == "source_stream" else second_executor
+        try:
+            with owner.create_stream() as stream:
+                owner._call("memcpy_dtod", stream._handle, dst._ref, src._ref, size)
+                stream.synchronize()
+            assert (_download(second_executor, dst, size) == data).all(), \
+                "memcpy_dtod between devices copied other bytes"
+        finally:
+            src.close()
+            dst.close()
+
+
 # ---- tier 6: kernels -----------------------------------------------------------------------
 
 def _rng(seed: int):
