@@ -46,6 +46,8 @@
  *   BUG_TIMER         timers always measure 0 ns
  *   BUG_MEMORY_USAGE  device_memory_usage reports more free memory than there is in total
  *
+ * NO_BFC_ALLOCATOR: SP_Platform.use_bfc_allocator is 0 (the host must not pool its memory).
+ *
  * Logging (tensorflow/c/logging.h): LOGS makes the entry point log at every level, once from
  * a thread of its own; LOGS_FATAL makes it log a fatal error, which ends the process.
  */
@@ -630,7 +632,11 @@ void ENTRY_POINT(SE_PlatformRegistrationParams* params, TF_Status* status) {
   platform->type = STRINGIFY(DEVICE_TYPE);
 #endif
   platform->supports_unified_memory = 0;
+#ifdef NO_BFC_ALLOCATOR
+  platform->use_bfc_allocator = 0;
+#else
   platform->use_bfc_allocator = 1;
+#endif
   platform->force_memory_growth = 0;
 
   SP_PlatformFns* fns = params->platform_fns;

@@ -20,7 +20,7 @@ from pluggable.errors import DeadlineExceededError, InternalError, PluggableWarn
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 HOSTILE_SOURCE = os.path.join(HERE, "..", "plugins", "hostile_plugin.c")
-fast = _native.compiled
+compiled = _native.compiled
 
 
 def synchronize_address(executor) -> int:
@@ -29,14 +29,15 @@ def synchronize_address(executor) -> int:
 
 def helpers():
     """(started, idle, in_calls) of the helper pool."""
-    return fast.bounded_call_helpers()
+    return compiled.bounded_call_helpers()
 
 
 @pytest.fixture
 def hanging(private_manager, build_test_plugin):
     """Device 0 of a plugin whose blocking calls never return; closed, warning, at the end."""
     path = build_test_plugin(HOSTILE_SOURCE, HOSTILE_BLOCKING_HANGS=True)
-    executor = private_manager.load_plugin(path).executor(0)
+    # In this process on purpose (the probe would refuse it): the test is of what happens here.
+    executor = private_manager.load_plugin(path, isolate=False).executor(0)
     yield executor
     with pytest.warns(PluggableWarning, match="synchronize_all_activity did not finish"):
         executor.close(timeout=0.2)
@@ -52,7 +53,7 @@ def test_a_bounded_call_waits_for_the_plugin_without_the_gil(xpu, stream_delay):
         status = _native.acquire_status()
         try:
             started = time.monotonic()
-            assert fast.bounded_call(synchronize_address(xpu), xpu._device_address,
+            assert compiled.bounded_call(synchronize_address(xpu), xpu._device_address,
                                      status.address, 10.0) is True
             assert time.monotonic() - started >= 0.02
             assert done == [1]
@@ -67,7 +68,7 @@ def test_a_plugin_error_comes_back_in_the_status(xpu, faults):
         xpu.memset(stream, memory, 1)
         status = _native.acquire_status()
         try:
-            assert fast.bounded_call(synchronize_address(xpu), xpu._device_address,
+            assert compiled.bounded_call(synchronize_address(xpu), xpu._device_address,
                                      status.address, 10.0) is True
             assert status.code == TF_Code.TF_INTERNAL
             assert "a stream of XPU device 0 has failed" in status.message
@@ -87,7 +88,7 @@ def test_a_call_that_never_returns_is_given_up_on_and_the_next_gets_a_helper(han
     _, _, in_calls = helpers()
     status = _native.acquire_status()
     started = time.monotonic()
-    assert fast.bounded_call(synchronize_address(hanging), hanging._device_address,
+    assert compiled.bounded_call(synchronize_address(hanging), hanging._device_address,
                              status.address, 0.2) is False
     waited = time.monotonic() - started
     _native.abandon_status(status)  # the hung call still holds it
@@ -95,7 +96,7 @@ def test_a_call_that_never_returns_is_given_up_on_and_the_next_gets_a_helper(han
     assert helpers()[2] == in_calls + 1  # left in the call
     healthy = _native.acquire_status()
     try:
-        assert fast.bounded_call(synchronize_address(xpu), xpu._device_address,
+        assert compiled.bounded_call(synchronize_address(xpu), xpu._device_address,
                                  healthy.address, 10.0) is True
         assert healthy.code == TF_Code.TF_OK
     finally:
@@ -158,30 +159,30 @@ def test_a_signal_handler_that_raises_ends_the_wait(hanging):
 def test_bad_arguments_are_refused_before_any_call(arguments, message):
     before = helpers()
     with pytest.raises(ValueError) as info:
-        fast.bounded_call(*arguments)
+        compiled.bounded_call(*arguments)
     assert message in str(info.value)
     assert helpers() == before
 
 
 def test_argument_types_and_count():
     with pytest.raises(TypeError, match="fn_address must be an int"):
-        fast.bounded_call("1", 1, 1, 1.0)
+        compiled.bounded_call("1", 1, 1, 1.0)
     with pytest.raises(TypeError, match="takes 4 arguments"):
-        fast.bounded_call(1, 1, 1)
+        compiled.bounded_call(1, 1, 1)
     with pytest.raises(TypeError):
-        fast.bounded_call(1, 1, 1, "soon")
+        compiled.bounded_call(1, 1, 1, "soon")
 
 
 def test_the_spin_budget_setting():
-    budget = fast.bounded_call_spin()
+    budget = compiled.bounded_call_spin()
     assert budget == pytest.approx(50e-6)
     try:
-        assert fast.bounded_call_spin(0) == budget
-        assert fast.bounded_call_spin() == 0
+        assert compiled.bounded_call_spin(0) == budget
+        assert compiled.bounded_call_spin() == 0
         with pytest.raises(ValueError, match="0 to 1 seconds"):
-            fast.bounded_call_spin(-1)
+            compiled.bounded_call_spin(-1)
     finally:
-        fast.bounded_call_spin(budget)
+        compiled.bounded_call_spin(budget)
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
@@ -194,20 +195,20 @@ def test_a_forked_child_starts_its_own_helpers(run_python, build_test_plugin):
         import ctypes, os
         import pluggable
         from pluggable.base import native as _native
-        fast = _native.compiled
+        compiled = _native.compiled
         executor = pluggable.load_plugin({build_test_plugin()!r}).executor(0)
         address = ctypes.cast(executor._fns["synchronize_all_activity"], ctypes.c_void_p).value
         status = _native.Status()
-        assert fast.bounded_call(address, executor._device_address, status.address, 10.0)
-        assert fast.bounded_call_helpers()[1] >= 1  # an idle helper the child must forget
+        assert compiled.bounded_call(address, executor._device_address, status.address, 10.0)
+        assert compiled.bounded_call_helpers()[1] >= 1  # an idle helper the child must forget
         read, write = os.pipe()
         pid = os.fork()
         if pid == 0:  # the child: report, and never return into the parent's code
             try:
-                before = fast.bounded_call_helpers()
-                returned = fast.bounded_call(address, executor._device_address, status.address,
+                before = compiled.bounded_call_helpers()
+                returned = compiled.bounded_call(address, executor._device_address, status.address,
                                              5.0)
-                os.write(write, repr((before, returned, fast.bounded_call_helpers())).encode())
+                os.write(write, repr((before, returned, compiled.bounded_call_helpers())).encode())
             finally:
                 os._exit(0)
         os.close(write)
@@ -226,7 +227,7 @@ def test_the_process_exits_with_a_helper_stuck_in_a_call(run_python, build_test_
     code = textwrap.dedent(f"""
         import pluggable
         from pluggable.errors import DeadlineExceededError
-        executor = pluggable.load_plugin({path!r}).executor(0)
+        executor = pluggable.load_plugin({path!r}, isolate=False).executor(0)
         pluggable.config.set_deadline(0.2)
         try:
             executor.synchronize_all_activity()

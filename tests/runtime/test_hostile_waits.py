@@ -22,7 +22,7 @@ def hostile(private_manager, build_test_plugin):
     """``hostile("EVENT_ERROR")``: device 0's executor of that variant, loaded in-process."""
     def load(variant: str):
         path = build_test_plugin(HOSTILE_SOURCE, **{f"HOSTILE_{variant}": True})
-        return private_manager.load_plugin(path).executor(0)
+        return private_manager.load_plugin(path, isolate=False).executor(0)
     return load
 
 
@@ -151,7 +151,7 @@ def test_interpreter_exit_is_bounded_with_work_that_never_finishes(run_python,
     path = build_test_plugin(HOSTILE_SOURCE, HOSTILE_EVENT_NEVER_COMPLETES=True)
     code = textwrap.dedent(f"""
         import pluggable
-        executor = pluggable.load_plugin({path!r}).executor(0)
+        executor = pluggable.load_plugin({path!r}, isolate=False).executor(0)
         stream = executor.create_stream()
         executor.event_manager.then_execute(stream, lambda: None)
         print("queued")

@@ -165,11 +165,11 @@ def test_synchronize_all_activity_reuses_its_helper_thread(xpu, streams, monkeyp
     synchronizes start no thread each, Python's or C's."""
     import threading
 
-    from pluggable.base.native import fast
+    from pluggable.base.native import compiled
 
     streams[0].host_callback(lambda: None)
     xpu.synchronize_all_activity()
-    helpers = fast.bounded_call_helpers()  # (started, idle, in calls)
+    helpers = compiled.bounded_call_helpers()  # (started, idle, in calls)
     started = []
     start = threading.Thread.start
     monkeypatch.setattr(threading.Thread, "start",
@@ -180,7 +180,7 @@ def test_synchronize_all_activity_reuses_its_helper_thread(xpu, streams, monkeyp
         xpu.synchronize_all_activity()
         assert done[-1] == i  # it did wait for the stream
     assert started == []
-    assert fast.bounded_call_helpers() == helpers
+    assert compiled.bounded_call_helpers() == helpers
 
 
 def test_a_bounded_stream_wait_polls_a_pooled_event(xpu, streams, stream_delay, monkeypatch):

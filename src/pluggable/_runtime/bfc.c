@@ -127,6 +127,7 @@ struct PG_BFC {
   char* name;
   uint64_t limit;
   bool allow_growth;
+  bool exact; /* PG_BFC_EXACT: no pooling */
   uint64_t last_region_target;  /* uncapped size asked for the last grown region; 0 at first */
 
   Region** regions;       /* sorted by base */
@@ -472,7 +473,9 @@ static bool extend(struct PG_BFC* b, uint64_t rounded) {
   uint64_t available = b->limit - (uint64_t)b->bytes_reserved;
   if (rounded > available) return false;
   uint64_t target = available;
-  if (b->allow_growth) {
+  if (b->exact) {
+    target = rounded; /* a region per allocation, of its own size */
+  } else if (b->allow_growth) {
     target = b->last_region_target == 0 ? BFC_INITIAL_REGION
              : b->last_region_target > UINT64_MAX / 2 ? UINT64_MAX - BFC_ALIGN + 1
                                                       : b->last_region_target * 2;
@@ -495,12 +498,16 @@ static bool extend(struct PG_BFC* b, uint64_t rounded) {
     if (c != NULL) chunk_release(b, c);
     return false;
   }
-  if (region_obtain(b, want, rounded, r) == 0) {
+  /* PG_BFC_EXACT: the size asked for first; 256 bytes more when the memory came back
+   * misaligned (a plugin whose allocate is malloc's alignment). */
+  if (region_obtain(b, want, rounded, r) == 0 &&
+      !(b->exact && available - want >= BFC_ALIGN &&
+        region_obtain(b, want + BFC_ALIGN, rounded, r) != 0)) {
     free(r);
     chunk_release(b, c);
     return false;
   }
-  if (b->allow_growth) b->last_region_target = target;
+  if (b->allow_growth && !b->exact) b->last_region_target = target;
 
   size_t at = b->num_regions; /* keep the array sorted by base */
   while (at > 0 && b->regions[at - 1]->base > r->base) at--;
@@ -583,8 +590,9 @@ static void* try_allocate(struct PG_BFC* b, uint64_t size, uint64_t rounded) {
   return use_chunk(b, c, size, rounded);
 }
 
-/* Frees the in-use chunk `c` and merges it with free neighbours. */
-static void free_chunk(struct PG_BFC* b, Chunk* c) {
+/* Frees the in-use chunk `c` and merges it with free neighbours; returns the free chunk
+ * that holds it now. */
+static Chunk* free_chunk(struct PG_BFC* b, Chunk* c) {
   int i = bin_for(c->size);
   b->bins[i].used_count--;
   b->bins[i].used_bytes -= c->size;
@@ -610,6 +618,27 @@ static void free_chunk(struct PG_BFC* b, Chunk* c) {
     c = prev;
   }
   bin_insert(b, c);
+  return c;
+}
+
+/* Gives the region of the free chunk `c` back to the sub-allocator when `c` is all of it
+ * (PG_BFC_EXACT's free). */
+static void release_region_of(struct PG_BFC* b, Chunk* c) {
+  if (c->in_use || c->prev != NULL || c->next != NULL) return;
+  Region* r = c->region;
+  size_t lo = 0, hi = b->num_regions; /* regions are sorted by base */
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (b->regions[mid]->base < r->base) lo = mid + 1; else hi = mid;
+  }
+  if (lo == b->num_regions || b->regions[lo] != r) return;
+  bin_remove(b, c);
+  chunk_release(b, c);
+  b->sub->free(b, r);
+  b->bytes_reserved -= (int64_t)r->reserved;
+  memmove(&b->regions[lo], &b->regions[lo + 1], (b->num_regions - lo - 1) * sizeof(Region*));
+  b->num_regions--;
+  free(r);
 }
 
 /* ---- exported API ----------------------------------------------------------------------- */
@@ -620,6 +649,8 @@ PG_BFC* pluggable_BFCNew(int kind, const SP_Device* device, const SP_StreamExecu
   const SubAllocator* sub = NULL;
   const char* problem = NULL;
   uint64_t limit = memory_limit & ~(uint64_t)(BFC_ALIGN - 1);
+  bool exact = (kind & PG_BFC_EXACT) != 0;
+  kind &= ~PG_BFC_EXACT;
   if (kind == PG_BFC_DEVICE) {
     sub = &kDeviceSubAllocator;
   } else if (kind == PG_BFC_HOST) {
@@ -662,6 +693,7 @@ PG_BFC* pluggable_BFCNew(int kind, const SP_Device* device, const SP_StreamExecu
   b->se = se;
   b->limit = limit;
   b->allow_growth = allow_growth != 0;
+  b->exact = exact;
   b->rng = 0x9E3779B9u;
   TF_SetStatus(status, TF_OK, "");
   return b;
@@ -711,7 +743,8 @@ int pluggable_BFCDeallocate(PG_BFC* b, void* ptr) {
   }
   Chunk* c = b->map.slots[slot];
   map_erase_at(&b->map, slot);
-  free_chunk(b, c);
+  Chunk* freed = free_chunk(b, c);
+  if (b->exact) release_region_of(b, freed);
   pthread_mutex_unlock(&b->mu);
   return 0;
 }

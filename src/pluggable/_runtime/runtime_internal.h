@@ -41,6 +41,11 @@ typedef struct PG_BFC PG_BFC;
 /* Where regions come from: SP_StreamExecutor.allocate (device memory, memory space 0) or
  * host_memory_allocate (pinned host memory). */
 enum { PG_BFC_DEVICE = 0, PG_BFC_HOST = 1 };
+/* ORed into `kind`: no pooling. Each allocation is a region of its own from the
+ * sub-allocator (the request rounded up to 256 bytes) and goes back to it when freed, so the
+ * plugin's allocate and deallocate see every allocation: a platform whose
+ * SP_Platform.use_bfc_allocator is 0. Statistics and limits stay the allocator's. */
+#define PG_BFC_EXACT 0x100
 
 /* One chunk, as pluggable_BFCSnapshot reports it; `region` indexes regions by address. */
 typedef struct PG_BFCChunkInfo {

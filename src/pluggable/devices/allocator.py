@@ -42,6 +42,7 @@ DEFAULT_UNKNOWN_DEVICE_LIMIT = 1 << 30
 DEFAULT_HOST_LIMIT = 4 << 30
 
 _KINDS = {"device": 0, "host": 1}  # PG_BFC_DEVICE, PG_BFC_HOST
+_EXACT = 0x100  # PG_BFC_EXACT: no pooling, every allocation the plugin's own
 _MAX_SIZE = 1 << 63
 _MAX_ADDRESS = 1 << 64
 
@@ -203,7 +204,11 @@ class BFCAllocator:
         self.leaked_allocations = 0
         status = _native.acquire_status()
         try:
-            handle = _BFCNew(_KINDS[kind], ctypes.addressof(executor._device),
+            # A platform that asks for no BFC (SP_Platform.use_bfc_allocator = 0) gets an
+            # allocator that pools nothing: its allocate sees every allocation.
+            exact = kind == "device" and not executor.platform.use_bfc_allocator
+            handle = _BFCNew(_KINDS[kind] | (_EXACT if exact else 0),
+                             ctypes.addressof(executor._device),
                              ctypes.addressof(executor._se), memory_limit,
                              int(self.allow_growth), self.name.encode("utf-8", "replace"),
                              status.address)

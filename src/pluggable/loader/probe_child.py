@@ -53,6 +53,12 @@ def inspect(path: str, step: Callable[[str], None],
     library = PluginLibrary(path)
     report["exports"] = {name: library._symbol(name) is not None
                          for name in (*INIT_SYMBOLS, "TF_InitKernel", "TF_InitProfiler")}
+    if library.init_fn is None:  # a library with a profiler and no device, as TensorFlow allows
+        step("profiler")
+        report["profiler"] = library.profiler_init is not None
+        report["kernels"] = []
+        step("shutdown")
+        return report
     platform = Platform(library, library.init_fn, library.init_symbol, progress=step)
     report.update(
         platform=platform.name, device_type=platform.device_type,
