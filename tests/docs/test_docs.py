@@ -283,9 +283,7 @@ def run_blocks(document: str, tmp_path):
     with open(document, encoding="utf-8") as f:
         blocks = code_blocks(f.read(), "python")
     payload = [[first, source, expectations(source)] for first, source in blocks]
-    env = dict(os.environ)
-    src = os.path.join(REPO, "src")
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (src, env.get("PYTHONPATH")) if p)
+    env = dict(os.environ)  # the interpreter's own pluggable, installed or editable
     for name in CHECKOUT:   # the examples run as from the root of a checkout
         os.symlink(os.path.join(REPO, name), os.path.join(str(tmp_path), name))
     result = subprocess.run([sys.executable, "-c", RUNNER], input=json.dumps(payload),
