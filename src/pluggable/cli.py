@@ -100,6 +100,11 @@ def cmd_kernels(args) -> int:
     print(_table(("op",) + tuple(columns), rows))
     total = len(matrix)
     print()
+    undefined = sorted({k.op for k in config.list_kernels(device_type=device_type)
+                        if k.op not in matrix})
+    if undefined:
+        print(f"kernels for ops pluggable does not define (they cannot run): "
+              f"{', '.join(undefined)}")
     for c in columns:
         covered = sum(1 for row in matrix.values() if row.get(c))
         print(f"{c}: kernels for {covered} of {total} ops")
