@@ -55,15 +55,23 @@ def last_json(result: subprocess.CompletedProcess):
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
-KERAS = """
+# The data and initial weights both training tests use (a Dense-ReLU-Dense model).
+TRAINING_DATA = """
 tf.config.set_soft_device_placement(False)
 
-def losses(device):
+def training_data():
     rng = np.random.default_rng(0)
     x = rng.standard_normal((64, 8)).astype(np.float32)
     y = rng.integers(0, 3, 64)
     w1 = (rng.standard_normal((8, 16)) * 0.3).astype(np.float32)
     w2 = (rng.standard_normal((16, 3)) * 0.3).astype(np.float32)
+    return x, y, w1, w2
+"""
+
+KERAS = TRAINING_DATA + """
+
+def losses(device):
+    x, y, w1, w2 = training_data()
     out = []
     with tf.device(device):
         const = tf.keras.initializers.Constant
@@ -190,15 +198,10 @@ def test_a_copy_between_two_xpus_in_tensorflow():
     assert np.array_equal(np.array(out["d"], np.float32), (x * 3.0 - 0.5) * 2.0)
 
 
-MIRRORED = """
-tf.config.set_soft_device_placement(False)
+MIRRORED = TRAINING_DATA + """
 
 def train(devices):
-    rng = np.random.default_rng(0)
-    x = rng.standard_normal((64, 8)).astype(np.float32)
-    y = rng.integers(0, 3, 64)
-    w1 = (rng.standard_normal((8, 16)) * 0.3).astype(np.float32)
-    w2 = (rng.standard_normal((16, 3)) * 0.3).astype(np.float32)
+    x, y, w1, w2 = training_data()
     strategy = tf.distribute.MirroredStrategy(devices)
     with strategy.scope():
         const = tf.keras.initializers.Constant
