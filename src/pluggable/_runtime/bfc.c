@@ -453,6 +453,8 @@ static uint64_t region_obtain(struct PG_BFC* b, uint64_t bytes, uint64_t minimum
       uint64_t skip = aligned - r->base;
       uint64_t usable = skip < bytes ? (bytes - skip) & ~(uint64_t)(BFC_ALIGN - 1) : 0;
       if (usable >= minimum) {
+        /* PG_BFC_EXACT: a region serves its one allocation; alignment slack serves none */
+        if (b->exact) usable = minimum;
         r->base = aligned;
         r->usable = usable;
         return bytes;
