@@ -516,7 +516,7 @@ def _execute(op_name: str, inputs: Sequence[Any], attrs: Optional[Mapping[str, A
             target = t._device
             break
     host = _host_values(op, tensors, attrs)
-    shapes = op.infer([TensorMeta(t.shape, t.dtype) for t in tensors], attrs, host)
+    shapes = op.infer([TensorMeta(t._shape, t.dtype) for t in tensors], attrs, host)
     out_dtypes = _output_dtypes(op, attrs)
     if target is not CPU_DEVICE and not op.host_only:
         registration = _find_kernel(op, target, attrs)
@@ -566,7 +566,7 @@ def _choice(device, kernel_name, fallback: bool, tensors: List[Tensor]) -> Tuple
 
 def _described(tensors: List[Tensor]) -> Tuple:
     """(shape, dtype name) of each input, as the host tracer shows them."""
-    return tuple((t.shape, t.dtype.name) for t in tensors)
+    return tuple((t._shape, t.dtype.name) for t in tensors)
 
 
 def _log(op: OpDef, target) -> None:
@@ -688,13 +688,13 @@ def _run_on_device(op: OpDef, target: PluggableDevice, registration, tensors: Li
                 variables.append(_intact_variable(op.name, array))
             constants.append(array)
             args.append(KernelInput(array.__array_interface__["data"][0] if array.nbytes else 0,
-                                    array.nbytes, int(t.dtype.tf_code), t.shape, True))
+                                    array.nbytes, int(t.dtype.tf_code), t._shape, True))
             continue
         if t._device is not target:
             t = t.to(target)
-        shape = t.shape
+        shape = t._shape
         if op.name == "Select" and arg.name == "condition":
-            shape = select_condition_shape(shape, tensors[1].shape)
+            shape = select_condition_shape(shape, tensors[1]._shape)
         args.append(KernelInput(0, t.nbytes, int(t.dtype.tf_code), shape, False))
         device_inputs.append(t)
     kernel = _kernel_instance(registration, target, attrs)

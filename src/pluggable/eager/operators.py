@@ -260,9 +260,9 @@ def equality(op: str, t: Tensor, other: Any) -> Any:
     the shapes cannot broadcast."""
     if not _comparable(other):
         return op == "NotEqual"
-    shape = other.shape if isinstance(other, Tensor) else np.shape(other)
+    shape = other._shape if isinstance(other, Tensor) else np.shape(other)
     try:
-        np.broadcast_shapes(t.shape, tuple(shape))
+        np.broadcast_shapes(t._shape, tuple(shape))
     except ValueError:
         value = np.asarray(op == "NotEqual")
         from ..tensors.tensor import tensor
@@ -481,7 +481,7 @@ def plain_matmul(a: Any, b: Any) -> Tensor:
     """``a @ b``: MatMul for two matrices, BatchMatMulV2 (broadcast batches) otherwise, as
     `pluggable.ops.matmul` without options."""
     def rank(x: Any) -> int:
-        return len(x.shape) if isinstance(x, Tensor) else np.ndim(x)
+        return len(x._shape) if isinstance(x, Tensor) else np.ndim(x)
 
     return _run("MatMul" if rank(a) == 2 and rank(b) == 2 else "BatchMatMulV2", [a, b])
 

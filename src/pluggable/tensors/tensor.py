@@ -33,6 +33,7 @@ from ..abi.stream_executor import SE_EventStatus
 from ..abi.tf_status import TF_Code
 from ..devices.device import PluggableDevice
 from ..base.dtypes import _BY_NUMPY, DType, as_dtype
+from ..base.shape import TensorShape
 from ..base.errors import (DataLossError, DeadlineExceededError, FailedPreconditionError,
                      InvalidArgumentError, PluggableError)
 from ..devices.memory import DeviceMemory
@@ -48,6 +49,7 @@ if TYPE_CHECKING:
 __all__ = ["Tensor", "tensor", "zeros", "empty", "CPU_DEVICE"]
 
 _REPR_MAX_ELEMENTS = 1000
+_new_shape = tuple.__new__  # a TensorShape of the tuple, without TensorShape's checks
 _MAX_BYTES = 1 << 62
 
 
@@ -132,8 +134,9 @@ class Tensor:
 
     # -- description -----------------------------------------------------------------------
     @property
-    def shape(self) -> Tuple[int, ...]:
-        return self._shape
+    def shape(self) -> TensorShape:
+        """The dimensions, as a `TensorShape` (a tuple of ints)."""
+        return _new_shape(TensorShape, self._shape)
 
     @property
     def dtype(self) -> DType:
