@@ -15,11 +15,13 @@ tensors, and with NumPy (``np.asarray(v)``).
 from __future__ import annotations
 
 import weakref
-from typing import Any, Optional, Tuple
+from typing import Any, Optional
 
 import numpy as np
 
 from .base import dtypes as dt
+from .base.errors import InvalidArgumentError
+from .base.shape import TensorShape, as_shape
 from .eager import resources
 from .tensors.tensor import Tensor, tensor
 
@@ -34,35 +36,55 @@ def _destroy(address: int) -> None:
 
 
 class Variable:
-    """A mutable tensor on a device: ``Variable(initial_value, dtype=None, name=None,
-    trainable=True)``. ``dtype`` converts the initial value (as ``tf.Variable`` does)."""
+    """A mutable tensor on a device: ``Variable(initial_value, trainable=True,
+    validate_shape=True, name=None, dtype=None, shape=None)``, as ``tf.Variable``.
 
-    def __init__(self, initial_value: Any, dtype: Any = None, name: Optional[str] = None,
-                 trainable: bool = True):
+    ``dtype`` converts the initial value. ``shape`` (a `TensorShape` or a list with None
+    for unknown dimensions, or ``TensorShape(None)``) declares which shapes `assign` may give
+    the variable; by default only the initial value's, as TensorFlow's;
+    ``validate_shape=False`` allows any. ``device`` (not TensorFlow's) places it explicitly,
+    else the device scope's, else its initial value's device."""
+
+    def __init__(self, initial_value: Any, trainable: bool = True, validate_shape: bool = True,
+                 *, name: Optional[str] = None, dtype: Any = None, shape: Any = None,
+                 device: Any = None):
         from .eager.dispatch import _target_device, device as scope, execute
+        from .tensors.placement import resolve_device
 
         if name is not None and not isinstance(name, str):
             raise TypeError(f"Variable name must be a string, got {name!r}")
         value = initial_value.read_value() if isinstance(initial_value, Variable) \
             else initial_value
         wanted = None if dtype is None else dt.as_dtype(dtype)
+        target = None if device is None else resolve_device(device)
         if not isinstance(value, Tensor):
             # Python numbers take pluggable.tensor's types (float32, int32), as tf.Variable.
-            value = tensor(np.asarray(value).astype(wanted.numpy_dtype)) if wanted \
-                else tensor(value)
+            value = tensor(np.asarray(value).astype(wanted.numpy_dtype), device=target) \
+                if wanted else tensor(value, device=target)
         elif wanted is not None and value.dtype != wanted:
             (value,) = execute("Cast", [value], {"DstT": wanted})
-        self._device = _target_device([value])
+        if shape is not None:
+            declared = as_shape(shape)
+            if not declared.is_compatible_with(value._shape):
+                raise InvalidArgumentError(
+                    f"Variable {name or 'Variable'!r}: the initial value's shape "
+                    f"{value._shape} is not compatible with the shape {declared} given",
+                    call="Variable")
+        else:
+            declared = as_shape(value._shape if validate_shape else None)
+        self._declared = declared
+        self._device = target if target is not None else _target_device([value])
         self._dtype = value.dtype
         self._name = name or "Variable"
         self._trainable = bool(trainable)
         with scope(self._device):
             (self._handle,) = execute("VarHandleOp", [], {
-                "dtype": self._dtype, "shape": tuple(value.shape), "shared_name": self._name})
+                "dtype": self._dtype, "shape": None if declared.rank is None else declared,
+                "shared_name": self._name})
         address = int(self._handle.numpy())
         self._finalizer = weakref.finalize(self, _destroy, address)
         self._state = resources.state_of("Variable", self._handle.numpy())
-        self.assign(value)
+        self._run("AssignVariableOp", [value], {"dtype": self._dtype})
 
     # -- description ---------------------------------------------------------------------
     @property
@@ -74,14 +96,24 @@ class Variable:
         return self._dtype
 
     @property
-    def shape(self) -> Tuple[int, ...]:
+    def shape(self) -> TensorShape:
+        """The shape it was declared with (``shape=``), else its initial value's: as
+        ``tf.Variable.shape``, None where the declaration leaves a dimension open."""
+        return self._declared
+
+    def get_shape(self) -> TensorShape:
+        return self._declared
+
+    @property
+    def value_shape(self) -> TensorShape:
+        """The shape of the current value (known in every dimension)."""
         self._check_open("shape")
         shape = self._state.shape()
-        return () if shape is None else shape
+        return TensorShape(() if shape is None else shape)
 
     @property
     def ndim(self) -> int:
-        return len(self.shape)
+        return len(self.value_shape)
 
     @property
     def device(self) -> str:
@@ -111,7 +143,7 @@ class Variable:
         tail = f"dtype={self._dtype.name} device={self.device}"
         if self.is_closed:
             return f"{head} {tail} (closed)>"
-        return f"{head} shape={self.shape} {tail}, numpy={self.numpy()!r}>"
+        return f"{head} shape={self.value_shape} {tail}, numpy={self.numpy()!r}>"
 
     # -- reading and writing ----------------------------------------------------------------
     def _check_open(self, what: str) -> None:
@@ -138,16 +170,28 @@ class Variable:
         return self.read_value().numpy()
 
     def assign(self, value: Any, use_locking: bool = False, read_value: bool = True):
-        """Replaces the value (its shape may change). Returns the variable, or nothing with
-        ``read_value=False``."""
-        self._run("AssignVariableOp", [self._value_tensor(value)], {"dtype": self._dtype})
+        """Replaces the value. Its shape must fit the variable's `shape`, as in TensorFlow:
+        another shape is an `InvalidArgumentError` (a ValueError) unless the variable was
+        made with a ``shape=`` that leaves the differing dimensions unknown. Returns the
+        variable, or nothing with ``read_value=False``."""
+        value = self._value_tensor(value)
+        declared = self._declared
+        if value._shape != declared and not declared.is_compatible_with(value._shape):
+            raise InvalidArgumentError(
+                f"cannot assign a value of shape {value._shape} to variable {self._name!r} "
+                f"of shape {declared}; to let its shape change, make it with "
+                f"shape=[None, ...] (None where the size may change) or "
+                f"shape=pluggable.TensorShape(None)", call="AssignVariableOp")
+        self._run("AssignVariableOp", [value], {"dtype": self._dtype})
         return self if read_value else None
 
     def assign_add(self, delta: Any, use_locking: bool = False, read_value: bool = True):
+        """Adds ``delta``, whose shape must be the value's."""
         self._run("AssignAddVariableOp", [self._value_tensor(delta)], {"dtype": self._dtype})
         return self if read_value else None
 
     def assign_sub(self, delta: Any, use_locking: bool = False, read_value: bool = True):
+        """Subtracts ``delta``, whose shape must be the value's."""
         self._run("AssignSubVariableOp", [self._value_tensor(delta)], {"dtype": self._dtype})
         return self if read_value else None
 

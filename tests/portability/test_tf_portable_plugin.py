@@ -106,7 +106,7 @@ def test_variables_use_the_plugins_variable_kernels(run_python, portable):
     out = run(run_python, portable(), """
 from pluggable.eager import dispatch
 with pluggable.device("/port:0"):
-    v = pluggable.Variable(np.array([1.0, 2.0, 3.0]))
+    v = pluggable.Variable(np.array([1.0, 2.0, 3.0]), shape=pluggable.TensorShape(None))
     v.assign_add(np.array([1.0, 1.0, 1.0]))
     v.assign_sub(np.array([0.5, 0.5, 0.5]))
     raw_ops.ResourceApplyGradientDescent(var=v, alpha=np.float64(2.0),

@@ -27,10 +27,83 @@ def test_create_read_assign(where):
     v.assign_sub(np.array([0.5, 0.5, 0.5], np.float32))
     assert v.numpy().tolist() == [1.5, 2.5, 3.5]
     assert v.read_value().device == where.name
-    assert v.assign(np.arange(4, dtype=np.float32).reshape(2, 2)) is v
-    assert v.shape == (2, 2) and v.numpy().tolist() == [[0, 1], [2, 3]]
-    assert v.assign_add(np.ones((2, 2), np.float32), read_value=False) is None
-    assert np.asarray(v).tolist() == [[1, 2], [3, 4]]
+    assert v.assign(np.arange(3, dtype=np.float32)) is v
+    assert v.assign_add(np.ones(3, np.float32), read_value=False) is None
+    assert np.asarray(v).tolist() == [1, 2, 3]
+
+
+UNKNOWN = pluggable.TensorShape(None)
+
+
+@pytest.mark.parametrize("declared, shape, value, allowed", [
+    (None, (2,), [1.0, 2.0, 3.0], False),       # the initial value's shape, as TensorFlow
+    ([None], (None,), [1.0, 2.0, 3.0], True),
+    ([None], (None,), [[1.0, 2.0]], False),     # the rank is declared
+    ([None, 2], (None, 2), [[1.0, 2.0], [3.0, 4.0]], True),
+    ([None, 2], (None, 2), [[1.0, 2.0, 3.0]], False),
+    (UNKNOWN, UNKNOWN, [[1.0, 2.0, 3.0]], True),
+    ("unvalidated", UNKNOWN, [[1.0], [2.0]], True),  # validate_shape=False
+])
+def test_assign_checks_the_shape_as_tensorflow(where, declared, shape, value, allowed):
+    initial = [[5.0, 6.0]] if declared == [None, 2] else [5.0, 6.0]
+    if declared == "unvalidated":
+        v = pluggable.Variable(initial, validate_shape=False)
+    else:
+        v = pluggable.Variable(initial, shape=declared)
+    expected_shape = shape
+    assert v.shape == expected_shape and isinstance(v.shape, pluggable.TensorShape)
+    if allowed:
+        v.assign(value)
+        assert v.numpy().tolist() == value and v.value_shape == np.shape(value)
+        assert v.shape == expected_shape  # the declaration stays
+        v.assign_add(value)  # an update takes the current value's shape
+        assert v.numpy().tolist() == (2 * np.asarray(value)).tolist()
+        return
+    with pytest.raises(ValueError, match=r"cannot assign a value of shape .* make it with "
+                                         r"shape=\[None"):
+        v.assign(value)
+    with pytest.raises(errors.InvalidArgumentError):  # TensorFlow's class for the updates
+        v.assign_add(value)
+    with pytest.raises(errors.InvalidArgumentError):
+        v.assign_sub(value)
+    assert v.numpy().tolist() == initial  # nothing changed
+
+
+def test_declared_shape_must_fit_the_initial_value():
+    with pytest.raises(ValueError, match=r"shape \(2,\) is not compatible with the shape "
+                                         r"\(3,\)"):
+        pluggable.Variable([1.0, 2.0], shape=[3])
+    with pytest.raises(ValueError, match="not compatible"):
+        pluggable.Variable([1.0, 2.0], shape=[None, None])
+
+
+def test_assign_matches_tensorflow():
+    from tensorflow_child import in_tensorflow
+
+    cases = [(None, [1.0, 2.0, 3.0]), ([None], [1.0, 2.0, 3.0]), ([None], [[1.0]]),
+             ("unknown", [[1.0, 2.0, 3.0]])]
+    theirs = in_tensorflow(f"""
+out = []
+for declared, value in {cases!r}:
+    shape = tf.TensorShape(None) if declared == "unknown" else declared
+    v = tf.Variable([5.0, 6.0], shape=shape)
+    try:
+        v.assign(value)
+        out.append([True, v.numpy().tolist(), v.shape.rank])
+    except ValueError:
+        out.append([False, v.numpy().tolist(), v.shape.rank])
+print(json.dumps(out))
+""")
+    ours = []
+    for declared, value in cases:
+        shape = pluggable.TensorShape(None) if declared == "unknown" else declared
+        v = pluggable.Variable([5.0, 6.0], shape=shape)
+        try:
+            v.assign(value)
+            ours.append([True, v.numpy().tolist(), v.shape.rank])
+        except ValueError:
+            ours.append([False, v.numpy().tolist(), v.shape.rank])
+    assert ours == theirs
 
 
 def test_python_numbers_take_tensorflows_default_types(where):
