@@ -19,12 +19,13 @@ from .eager.dispatch import _missed, execute
 from .eager.operators import plain_matmul
 from .base.dtypes import as_dtype
 from .base.errors import InvalidArgumentError, UnimplementedError
+from .tensors.placement import explicit_device as _on
 from .tensors.tensor import Tensor, tensor as _tensor
 
 __all__ = [
     # creation and conversion
     "constant", "convert_to_tensor", "zeros", "ones", "zeros_like", "ones_like", "fill",
-    "range", "identity", "cast",
+    "eye", "range", "identity", "cast",
     # arithmetic
     "add", "subtract", "multiply", "divide", "truediv", "realdiv", "floordiv", "floormod",
     "mod", "truncatediv", "truncatemod", "divide_no_nan", "xdivy", "pow", "maximum",
@@ -117,73 +118,102 @@ def _no_layout(layout) -> None:
 
 
 # -- creation and conversion --------------------------------------------------------------
-def constant(value, dtype=None, shape=None, name="Const") -> Tensor:
-    """A tensor of ``value`` on the device of the current scope (else the CPU); with
-    ``shape``, a scalar or single value is repeated to fill it, and a value of as many
-    elements is reshaped."""
-    result = _tensor(value, dtype=dtype)
+# Every function that makes a tensor takes ``device=`` (keyword only, not TensorFlow's): an
+# explicit device wins over the ``with pluggable.device(...)`` scope.
+
+def constant(value, dtype=None, shape=None, name="Const", *, device=None) -> Tensor:
+    """A tensor of ``value`` on ``device``, else the device of the current scope, else the
+    CPU; with ``shape``, a scalar or single value is repeated to fill it, and a value of as
+    many elements is reshaped."""
+    result = _tensor(value, dtype=dtype, device=device)
     if shape is None:
         return result
     dims = tuple(int(n) for n in shape)
     count = int(np.prod(dims, dtype=np.int64))
-    if result.size == count:
-        return reshape(result, dims) if result.shape != dims else result
-    if result.size == 1:
-        return fill(dims, reshape(result, ()))
+    with _on(result._device):
+        if result.size == count:
+            return reshape(result, dims) if result._shape != dims else result
+        if result.size == 1:
+            return fill(dims, reshape(result, ()))
     raise InvalidArgumentError(f"constant: a value of {result.size} elements (shape "
                                f"{result.shape}) cannot fill shape {list(dims)} "
                                f"({count} elements)", call="constant")
 
 
-def convert_to_tensor(value, dtype=None, dtype_hint=None, name=None) -> Tensor:
+def convert_to_tensor(value, dtype=None, dtype_hint=None, name=None, *,
+                      device=None) -> Tensor:
     """``value`` itself when it is a tensor (of ``dtype`` when given: a tensor of another
-    dtype is an error, not a cast), else a new tensor; ``dtype_hint`` is used when the value
-    can take it."""
+    dtype is an error, not a cast), else a new tensor (on ``device`` when given); a tensor
+    elsewhere than an explicit ``device`` is copied there. ``dtype_hint`` is used when the
+    value can take it."""
     if isinstance(value, Tensor):
         if dtype is not None and value.dtype != as_dtype(dtype):
             raise InvalidArgumentError(
                 f"convert_to_tensor: the tensor is {value.dtype.name}, not "
                 f"{as_dtype(dtype).name}; use pluggable.ops.cast to change its dtype",
                 call="convert_to_tensor")
-        return value
+        return value if device is None else value.to(device)
     if dtype is None and dtype_hint is not None:
         try:
-            return _tensor(value, dtype=dtype_hint)
+            return _tensor(value, dtype=dtype_hint, device=device)
         except InvalidArgumentError:
             pass
-    return _tensor(value, dtype=dtype)
+    return _tensor(value, dtype=dtype, device=device)
 
 
-def zeros(shape, dtype=_dt.float32, name=None, layout=None) -> Tensor:
+def zeros(shape, dtype=_dt.float32, name=None, layout=None, *, device=None) -> Tensor:
     _no_layout(layout)
     from .tensors.tensor import zeros as make_zeros
 
-    return make_zeros(shape, dtype)
+    return make_zeros(shape, dtype, device)
 
 
-def ones(shape, dtype=_dt.float32, name=None, layout=None) -> Tensor:
+def ones(shape, dtype=_dt.float32, name=None, layout=None, *, device=None) -> Tensor:
     _no_layout(layout)
-    return fill(shape, np.ones((), as_dtype(dtype).numpy_dtype))
+    return fill(shape, np.ones((), as_dtype(dtype).numpy_dtype), device=device)
 
 
-def zeros_like(input, dtype=None, name=None, layout=None) -> Tensor:  # noqa: A002
+def zeros_like(input, dtype=None, name=None, layout=None, *,  # noqa: A002
+               device=None) -> Tensor:
+    """Zeros of ``input``'s shape (and dtype, or ``dtype``), on ``input``'s device unless
+    a scope or ``device`` says otherwise."""
     _no_layout(layout)
-    result = _one("ZerosLike", [input])
-    return result if dtype is None else cast(result, dtype)
+    with _on(device):
+        result = _one("ZerosLike", [input])
+        return result if dtype is None else cast(result, dtype)
 
 
-def ones_like(input, dtype=None, name=None, layout=None) -> Tensor:  # noqa: A002
+def ones_like(input, dtype=None, name=None, layout=None, *,  # noqa: A002
+              device=None) -> Tensor:
     _no_layout(layout)
-    result = _one("OnesLike", [input])
-    return result if dtype is None else cast(result, dtype)
+    with _on(device):
+        result = _one("OnesLike", [input])
+        return result if dtype is None else cast(result, dtype)
 
 
-def fill(dims, value, name=None, layout=None) -> Tensor:
+def fill(dims, value, name=None, layout=None, *, device=None) -> Tensor:
     _no_layout(layout)
-    return _one("Fill", [np.asarray(dims, dtype=np.int64), value])
+    if device is None:
+        return _one("Fill", [np.asarray(dims, dtype=np.int64), value])
+    with _on(device):
+        return _one("Fill", [np.asarray(dims, dtype=np.int64), value])
 
 
-def range(start, limit=None, delta=1, dtype=None, name="range") -> Tensor:  # noqa: A001
+def eye(num_rows, num_columns=None, batch_shape=None, dtype=_dt.float32, name=None, *,
+        device=None) -> Tensor:
+    """The identity matrix of ``num_rows`` rows (and ``num_columns`` columns), repeated over
+    ``batch_shape`` when given."""
+    target = as_dtype(dtype)
+    matrix = np.eye(int(num_rows), None if num_columns is None else int(num_columns),
+                    dtype=target.numpy_dtype)
+    if batch_shape is not None:
+        batch = tuple(int(n) for n in _host_ints(batch_shape).reshape(-1))
+        matrix = np.broadcast_to(matrix, batch + matrix.shape)
+    return _tensor(matrix, dtype=target, device=device)
+
+
+def range(start, limit=None, delta=1, dtype=None, name="range", *,  # noqa: A001
+          device=None) -> Tensor:
     """``range(limit)`` or ``range(start, limit, delta)``, as ``tf.range``: the dtype is
     ``dtype``, else the widest of the arguments' (Python ints int32, floats float32)."""
     if limit is None:
@@ -199,7 +229,8 @@ def range(start, limit=None, delta=1, dtype=None, name="range") -> Tensor:  # no
     values = [v if isinstance(v, Tensor) and v.dtype == target else
               np.asarray(v.numpy() if isinstance(v, Tensor) else v).astype(target.numpy_dtype)
               for v in values]
-    return _one("Range", values)
+    with _on(device):
+        return _one("Range", values)
 
 
 def identity(input, name=None) -> Tensor:  # noqa: A002

@@ -19,6 +19,7 @@ from .base import dtypes as _dt
 from .eager.dispatch import execute
 from .base.dtypes import as_dtype
 from .base.errors import InvalidArgumentError
+from .tensors.placement import explicit_device, scoped_device
 from .tensors.tensor import Tensor
 
 __all__ = ["set_seed", "uniform", "normal", "truncated_normal", "stateless_uniform",
@@ -55,6 +56,28 @@ def _seeds(seed: Optional[int]) -> Tuple[int, int]:
     return global_seed, int(seed)
 
 
+class _on:
+    """``with _on(device) as where:`` runs a random function's ops on ``device`` (else the scope's
+    device); ``placed(result)`` is the result there, since a device without a kernel for the
+    random op itself made its numbers on the CPU (soft placement)."""
+
+    __slots__ = ("scope", "target")
+
+    def __init__(self, device):
+        self.scope = explicit_device(device)
+
+    def __enter__(self):
+        self.scope.__enter__()
+        self.target = scoped_device()
+        return self
+
+    def __exit__(self, *exc):
+        return self.scope.__exit__(*exc)
+
+    def placed(self, result: Tensor) -> Tensor:
+        return result if result._device is self.target else result.to(self.target)
+
+
 def _shape(shape) -> np.ndarray:
     values = np.asarray(shape.numpy() if isinstance(shape, Tensor) else shape)
     if values.size and values.dtype.kind not in "iu":
@@ -79,23 +102,26 @@ def _float_dtype(dtype, function: str) -> _dt.DType:
     return target
 
 
-def uniform(shape, minval=0, maxval=None, dtype=_dt.float32, seed=None, name=None) -> Tensor:
+def uniform(shape, minval=0, maxval=None, dtype=_dt.float32, seed=None, name=None, *,
+            device=None) -> Tensor:
     """Uniform numbers in [minval, maxval) (maxval 1 for floating point; required for
-    integers)."""
+    integers). Each function here makes its numbers on ``device`` when given (keyword only,
+    not TensorFlow's), else on the scope's device."""
     target = as_dtype(dtype)
     first, second = _seeds(seed)
-    if target.is_integer:
-        if maxval is None:
-            raise InvalidArgumentError("uniform: an integer dtype needs maxval",
-                                       call="uniform")
-        return execute("RandomUniformInt", [_shape(shape), np.asarray(minval, target.numpy_dtype),
-                                            np.asarray(maxval, target.numpy_dtype)],
-                       {"seed": first, "seed2": second})[0]
-    target = _float_dtype(target, "uniform")
-    values = execute("RandomUniform", [_shape(shape)],
-                     {"dtype": target, "seed": first, "seed2": second})[0]
-    maxval = 1 if maxval is None else maxval
-    return _range_of(values, minval, maxval)
+    if target.is_integer and maxval is None:
+        raise InvalidArgumentError("uniform: an integer dtype needs maxval", call="uniform")
+    with _on(device) as where:
+        if target.is_integer:
+            values = execute("RandomUniformInt",
+                             [_shape(shape), np.asarray(minval, target.numpy_dtype),
+                              np.asarray(maxval, target.numpy_dtype)],
+                             {"seed": first, "seed2": second})[0]
+            return where.placed(values)
+        target = _float_dtype(target, "uniform")
+        values = execute("RandomUniform", [_shape(shape)],
+                         {"dtype": target, "seed": first, "seed2": second})[0]
+        return where.placed(_range_of(values, minval, 1 if maxval is None else maxval))
 
 
 def _range_of(values: Tensor, minval, maxval) -> Tensor:
@@ -105,22 +131,25 @@ def _range_of(values: Tensor, minval, maxval) -> Tensor:
     return execute("AddV2", (execute("Mul", (values, span))[0], minval))[0]
 
 
-def normal(shape, mean=0.0, stddev=1.0, dtype=_dt.float32, seed=None, name=None) -> Tensor:
+def normal(shape, mean=0.0, stddev=1.0, dtype=_dt.float32, seed=None, name=None, *,
+           device=None) -> Tensor:
     first, second = _seeds(seed)
-    values = execute("RandomStandardNormal", [_shape(shape)],
-                     {"dtype": _float_dtype(dtype, "normal"), "seed": first,
-                      "seed2": second})[0]
-    return _scaled(values, stddev, mean)
+    with _on(device) as where:
+        values = execute("RandomStandardNormal", [_shape(shape)],
+                         {"dtype": _float_dtype(dtype, "normal"), "seed": first,
+                          "seed2": second})[0]
+        return where.placed(_scaled(values, stddev, mean))
 
 
 def truncated_normal(shape, mean=0.0, stddev=1.0, dtype=_dt.float32, seed=None,
-                     name=None) -> Tensor:
+                     name=None, *, device=None) -> Tensor:
     """Normal numbers within two standard deviations of the mean."""
     first, second = _seeds(seed)
-    values = execute("TruncatedNormal", [_shape(shape)],
-                     {"dtype": _float_dtype(dtype, "truncated_normal"), "seed": first,
-                      "seed2": second})[0]
-    return _scaled(values, stddev, mean)
+    with _on(device) as where:
+        values = execute("TruncatedNormal", [_shape(shape)],
+                         {"dtype": _float_dtype(dtype, "truncated_normal"), "seed": first,
+                          "seed2": second})[0]
+        return where.placed(_scaled(values, stddev, mean))
 
 
 def _stateless(op: str, function: str, shape, seed, dtype, alg) -> Tensor:
@@ -137,20 +166,25 @@ def _stateless(op: str, function: str, shape, seed, dtype, alg) -> Tensor:
 
 
 def stateless_uniform(shape, seed, minval=0, maxval=None, dtype=_dt.float32, name=None,
-                      alg="auto_select") -> Tensor:
+                      alg="auto_select", *, device=None) -> Tensor:
     """Uniform numbers in [minval, maxval) determined by ``seed`` (two integers)."""
-    values = _stateless("StatelessRandomUniform", "stateless_uniform", shape, seed, dtype, alg)
-    return _range_of(values, minval, 1 if maxval is None else maxval)
+    with _on(device) as where:
+        values = _stateless("StatelessRandomUniform", "stateless_uniform", shape, seed, dtype,
+                            alg)
+        return where.placed(_range_of(values, minval, 1 if maxval is None else maxval))
 
 
 def stateless_normal(shape, seed, mean=0.0, stddev=1.0, dtype=_dt.float32, name=None,
-                     alg="auto_select") -> Tensor:
-    values = _stateless("StatelessRandomNormal", "stateless_normal", shape, seed, dtype, alg)
-    return _scaled(values, stddev, mean)
+                     alg="auto_select", *, device=None) -> Tensor:
+    with _on(device) as where:
+        values = _stateless("StatelessRandomNormal", "stateless_normal", shape, seed, dtype,
+                            alg)
+        return where.placed(_scaled(values, stddev, mean))
 
 
 def stateless_truncated_normal(shape, seed, mean=0.0, stddev=1.0, dtype=_dt.float32,
-                               name=None, alg="auto_select") -> Tensor:
-    values = _stateless("StatelessTruncatedNormal", "stateless_truncated_normal", shape, seed,
-                        dtype, alg)
-    return _scaled(values, stddev, mean)
+                               name=None, alg="auto_select", *, device=None) -> Tensor:
+    with _on(device) as where:
+        values = _stateless("StatelessTruncatedNormal", "stateless_truncated_normal", shape,
+                            seed, dtype, alg)
+        return where.placed(_scaled(values, stddev, mean))

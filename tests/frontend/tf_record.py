@@ -14,9 +14,12 @@ with open(RECORDED, encoding="utf-8") as f:
 
 def parameters(function):
     """``function``'s parameters as the record spells TensorFlow's: name, and "required",
-    a "dtype" name or a "value" for the default."""
+    a "dtype" name or a "value" for the default. The keyword-only ``device`` pluggable's
+    creation functions add is left out."""
     out = []
     for p in inspect.signature(function).parameters.values():
+        if p.kind is p.KEYWORD_ONLY and p.name == "device":
+            continue
         if p.default is p.empty:
             out.append({"name": p.name, "required": True})
         elif hasattr(p.default, "numpy_dtype"):

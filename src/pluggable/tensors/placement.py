@@ -10,8 +10,8 @@ from ..base.errors import FailedPreconditionError, InvalidArgumentError
 from ..devices.device import PluggableDevice, parse_device_name
 from ..loader import get_device
 
-__all__ = ["CPU_DEVICE", "CPUDevice", "device", "device_scope", "placement", "resolve_device",
-           "scoped_device"]
+__all__ = ["CPU_DEVICE", "CPUDevice", "device", "device_scope", "explicit_device",
+           "placement", "resolve_device", "scoped_device"]
 
 
 class CPUDevice:
@@ -81,3 +81,12 @@ def device(name: Any) -> Iterator[Any]:
         yield target
     finally:
         device_scope.reset(token)
+
+
+_NO_SCOPE = contextlib.nullcontext()
+
+
+def explicit_device(name: Any):
+    """The scope a creation function given ``device=name`` runs its ops in: that device's,
+    so an explicit device wins over the enclosing scope; nothing for None."""
+    return _NO_SCOPE if name is None else device(name)
