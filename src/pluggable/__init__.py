@@ -26,18 +26,26 @@ __all__ = ["config", "errors", "get_include", "load_plugin", "get_platform", "ge
            "int64", "uint8", "uint16", "uint32", "uint64", "float16", "bfloat16", "float32",
            "float64", "complex64", "complex128", "ops", "raw_ops", "device", "profiler",
            "to_dlpack", "from_dlpack", "Variable", "TensorShape"]
-# TensorFlow's top-level functions for making and arranging tensors (tf.constant, tf.concat,
-# ...), from pluggable.ops; and tf.random's.
-_TF_FUNCTIONS = ("constant", "convert_to_tensor", "ones", "zeros_like", "ones_like", "fill",
-                 "range", "concat", "stack", "unstack", "split", "pad", "squeeze",
-                 "expand_dims", "tile", "gather", "gather_nd", "boolean_mask", "one_hot",
-                 "clip_by_value", "where", "reshape", "transpose", "cast", "matmul",
-                 "broadcast_to", "identity")
-__all__ += [*_TF_FUNCTIONS, "random"]
+# TensorFlow's top-level functions (tf.constant, tf.reduce_sum, tf.add, ...): every function
+# of pluggable.ops that TensorFlow 2.21 has at its top level, under that name; and the
+# tf.random, tf.nn and tf.math namespaces.
+_TF_FUNCTIONS = (
+    "constant", "convert_to_tensor", "zeros", "ones", "zeros_like", "ones_like", "fill", "eye",
+    "range", "identity", "cast", "add", "subtract", "multiply", "divide", "truediv", "realdiv",
+    "truncatediv", "truncatemod", "pow", "maximum", "minimum", "add_n", "negative", "abs",
+    "square", "sqrt", "exp", "sign", "floor", "round", "sin", "cos", "tan", "asin", "acos",
+    "atan", "atan2", "sinh", "cosh", "asinh", "acosh", "atanh", "clip_by_value", "cumsum",
+    "equal", "not_equal", "less", "less_equal", "greater", "greater_equal", "logical_and",
+    "logical_or", "logical_not", "tanh", "sigmoid", "matmul", "reduce_sum", "reduce_mean",
+    "reduce_max", "reduce_min", "reduce_prod", "reduce_all", "reduce_any", "argmax", "argmin",
+    "reshape", "transpose", "shape", "size", "rank", "concat", "stack", "unstack", "split",
+    "pad", "squeeze", "expand_dims", "tile", "broadcast_to", "reverse", "slice",
+    "strided_slice", "gather", "gather_nd", "boolean_mask", "one_hot", "where")
+__all__ += [*_TF_FUNCTIONS, "random", "nn", "math"]
 
 # Tensors need NumPy, which costs more to import than the rest of the package together:
 # they are imported on first use.
-_LAZY = {"tensor": "tensors.tensor", "zeros": "tensors.tensor", "empty": "tensors.tensor",
+_LAZY = {"tensor": "tensors.tensor", "empty": "tensors.tensor",
          "Tensor": "tensors.tensor", "ops": None, "raw_ops": None, "profiler": None,
          "DType": "dtypes", "dtypes": None, "bool_": "dtypes", "int8": "dtypes",
          "int16": "dtypes", "int32": "dtypes", "int64": "dtypes", "uint8": "dtypes",
@@ -47,7 +55,7 @@ _LAZY = {"tensor": "tensors.tensor", "zeros": "tensors.tensor", "empty": "tensor
          "to_dlpack": "tensors.dlpack", "from_dlpack": "tensors.dlpack", "Variable": "variables",
          "TensorShape": "base.shape"}
 _LAZY.update({name: "ops" for name in _TF_FUNCTIONS})
-_LAZY["random"] = None
+_LAZY.update(random=None, nn=None, math=None)
 
 
 def __getattr__(name):

@@ -39,7 +39,8 @@ __all__ = [
     "bitwise_and", "bitwise_or", "bitwise_xor", "invert", "left_shift", "right_shift",
     # activations and nn
     "tanh", "sigmoid", "relu", "relu6", "elu", "selu", "leaky_relu", "softplus", "softsign",
-    "softmax", "log_softmax", "bias_add", "conv2d", "matmul",
+    "softmax", "log_softmax", "bias_add", "conv2d", "max_pool2d", "max_pool",
+    "softmax_cross_entropy_with_logits", "sparse_softmax_cross_entropy_with_logits", "matmul",
     # reductions
     "reduce_sum", "reduce_mean", "reduce_max", "reduce_min", "reduce_prod", "reduce_all",
     "reduce_any", "argmax", "argmin",
@@ -505,7 +506,8 @@ def conv2d(input, filters, strides, padding, data_format="NHWC",  # noqa: A002
     """Conv2D with TensorFlow's conventions: NHWC input, HWIO filters; ``strides`` and
     ``dilations`` are an int, a pair, or four values; ``padding`` is "SAME", "VALID" or a
     list of four (before, after) pairs."""
-    attrs = {"strides": _four(strides), "dilations": _four(1 if dilations is None else dilations),
+    attrs = {"strides": _four(strides, data_format),
+             "dilations": _four(1 if dilations is None else dilations, data_format),
              "data_format": data_format}
     if isinstance(padding, str):
         attrs["padding"] = padding
@@ -515,14 +517,79 @@ def conv2d(input, filters, strides, padding, data_format="NHWC",  # noqa: A002
     return _one("Conv2D", [input, filters], attrs)
 
 
-def _four(value) -> Sequence[int]:
+def max_pool2d(input, ksize, strides, padding, data_format="NHWC", name=None) -> Tensor:  # noqa: A002
+    """MaxPool of an NHWC (or NCHW) batch: ``ksize`` and ``strides`` an int, a pair or four
+    values; ``padding`` "SAME", "VALID" or a list of four (before, after) pairs."""
+    attrs = {"ksize": _four(ksize, data_format), "strides": _four(strides, data_format),
+             "data_format": data_format}
+    if isinstance(padding, str):
+        attrs["padding"] = padding
+    else:
+        attrs["padding"] = "EXPLICIT"
+        attrs["explicit_paddings"] = [int(v) for pair in padding for v in pair]
+    return _one("MaxPool", [input], attrs)
+
+
+def max_pool(input, ksize, strides, padding, data_format=None, name=None) -> Tensor:  # noqa: A002
+    """``tf.nn.max_pool`` for the pooling there is a kernel for: 2-D (a rank-4 input)."""
+    if _rank(input) != 4:
+        raise UnimplementedError(f"max_pool of a rank-{_rank(input)} input: only 2-D pooling "
+                                 f"(rank 4, max_pool2d) is supported", call="max_pool")
+    return max_pool2d(input, ksize, strides, padding, data_format or "NHWC")
+
+
+def _two_dimensional(op: str, logits, labels, axis):
+    """Logits (and dense labels) as the matrices the cross-entropy ops take: the class axis
+    last, the other dimensions flattened into the batch; and the batch shape to restore."""
+    rank = _rank(logits)
+    if rank == 0:
+        raise InvalidArgumentError(f"{op}: logits must have at least one dimension",
+                                   call=op)
+    if axis is not None and axis % rank != rank - 1:
+        perm = [d for d in builtins.range(rank) if d != axis % rank] + [axis % rank]
+        logits = transpose(logits, perm)
+        labels = transpose(labels, perm)
+    dims = logits.shape if isinstance(logits, Tensor) else np.shape(logits)
+    batch = tuple(dims[:-1])
+    if rank != 2:
+        logits = reshape(logits, [-1, dims[-1]])
+        if axis is not None:
+            labels = reshape(labels, [-1, dims[-1]])
+        else:
+            labels = reshape(labels, [-1])
+    return logits, labels, batch
+
+
+def softmax_cross_entropy_with_logits(labels, logits, axis=-1, name=None) -> Tensor:
+    """The cross-entropy between ``labels`` (a probability distribution along ``axis``) and
+    softmax(``logits``): one loss per example (SoftmaxCrossEntropyWithLogits)."""
+    if not isinstance(logits, Tensor):
+        logits = _tensor(logits, device="CPU")
+    if not isinstance(labels, Tensor):
+        labels = _tensor(labels, dtype=logits.dtype, device="CPU")
+    logits2, labels2, batch = _two_dimensional("softmax_cross_entropy_with_logits", logits,
+                                               labels, axis)
+    loss = execute("SoftmaxCrossEntropyWithLogits", [logits2, labels2])[0]
+    return loss if loss._shape == batch else reshape(loss, batch)
+
+
+def sparse_softmax_cross_entropy_with_logits(labels, logits, name=None) -> Tensor:
+    """The cross-entropy between the class indices ``labels`` (int32 or int64, one per
+    example) and softmax(``logits``, last axis): one loss per example
+    (SparseSoftmaxCrossEntropyWithLogits)."""
+    logits2, labels2, batch = _two_dimensional("sparse_softmax_cross_entropy_with_logits",
+                                               logits, labels, None)
+    loss = execute("SparseSoftmaxCrossEntropyWithLogits", [logits2, labels2])[0]
+    return loss if loss._shape == batch else reshape(loss, batch)
+
+
+def _four(value, data_format: str = "NHWC") -> Sequence[int]:
     if isinstance(value, (int, np.integer)):
-        return [1, int(value), int(value), 1]
+        value = [value]
     values = [int(v) for v in value]
-    if len(values) == 1:
-        return [1, values[0], values[0], 1]
-    if len(values) == 2:
-        return [1, values[0], values[1], 1]
+    if len(values) in (1, 2):
+        height, width = values[0], values[-1]
+        return [1, 1, height, width] if data_format == "NCHW" else [1, height, width, 1]
     return values
 
 
