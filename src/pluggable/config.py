@@ -184,7 +184,9 @@ def reset_memory_stats(device: Union[PhysicalDevice, str]) -> None:
 
 def set_soft_device_placement(enabled: bool) -> None:
     """With soft placement (the default) an op whose device has no kernel for it runs on the
-    CPU, with a warning once per op; without, it raises `NotFoundError`."""
+    CPU, with a warning once per op, and so do the ops of a ``pluggable.device`` scope naming
+    a device type no plugin provides (a warning once per type); without, both raise
+    `NotFoundError`."""
     from .eager import dispatch
 
     dispatch.set_soft_device_placement(enabled)

@@ -208,9 +208,15 @@ def test_unknown_device_names():
     with pytest.raises(InvalidArgumentError, match="cannot parse device name"):
         with pluggable.device("xpu:one"):
             pass
-    with pytest.raises(NotFoundError, match="no plugin provides device type TPU"):
-        with pluggable.device("/device:TPU:0"):
-            pass
+    # A type no plugin provides: the CPU under soft placement (with a PlacementWarning), an
+    # error without it (tests/frontend/test_soft_placement_and_warnings.py has the rest).
+    pluggable.config.set_soft_device_placement(False)
+    try:
+        with pytest.raises(NotFoundError, match="no plugin provides device type TPU"):
+            with pluggable.device("/device:TPU:0"):
+                pass
+    finally:
+        pluggable.config.set_soft_device_placement(True)
 
 
 def test_repeated_ops_take_the_fast_path_and_stay_correct(faults):

@@ -24,7 +24,8 @@ __all__ = [
     "UnauthenticatedError", "ResourceExhaustedError", "FailedPreconditionError",
     "AbortedError", "OutOfRangeError", "UnimplementedError", "InternalError",
     "UnavailableError", "DataLossError", "PluginLoadError", "PluggableWarning",
-    "PluginLoadWarning", "CallbackWarning", "DLPackError", "error_for_code",
+    "PluginLoadWarning", "CallbackWarning", "PlacementWarning", "DLPackError",
+    "error_for_code", "warn",
 ]
 
 
@@ -137,6 +138,45 @@ class PluginLoadWarning(PluggableWarning):
 
 class CallbackWarning(PluggableWarning):
     """A Python callback run by a plugin (or by the host on a plugin's behalf) raised."""
+
+
+class PlacementWarning(PluggableWarning):
+    """An op ran on the CPU instead of the device asked for (soft placement): the device has
+    no kernel for it, or no plugin provides the device type a scope names."""
+
+
+def _internal(filename: str) -> bool:
+    """Whether a frame of ``filename`` is pluggable's own (or the machinery between it and
+    its caller: ``with`` blocks, imports), not the user's."""
+    import os
+
+    path = os.path.abspath(filename) if not filename.startswith("<") else filename
+    return path.startswith(_PACKAGE) or path == _CONTEXTLIB or \
+        filename.startswith("<frozen importlib")
+
+
+def warn(message: str, category: type) -> None:
+    """``warnings.warn`` attributed to the line that called into pluggable: the first frame
+    outside the package, however deep inside it the warning arises (stacklevel counted here,
+    since the depth differs from path to path)."""
+    import sys
+    import warnings
+
+    frame, level = sys._getframe(1), 2
+    while frame is not None and _internal(frame.f_code.co_filename):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, category, stacklevel=level if frame is not None else 2)
+
+
+def _paths():
+    import contextlib
+    import os
+
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+    return package, os.path.abspath(contextlib.__file__)
+
+
+_PACKAGE, _CONTEXTLIB = _paths()
 
 
 _BY_CODE: Dict[int, Type[PluggableError]] = {

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import threading
+from .errors import warn
 
 TYPE_CHECKING = False  # typing's constant, without importing typing at start-up
 if TYPE_CHECKING:
@@ -65,11 +66,10 @@ def _from_environment(variable: str, default: float, allow_zero: bool) -> float:
     try:
         return _seconds(text, variable, allow_zero=allow_zero)
     except ValueError:
-        import warnings
-
         from .errors import PluggableWarning
-        warnings.warn(f"pluggable: {variable}={text!r} is not a number of seconds; using the "
-                      f"default ({default:g} s)", PluggableWarning, stacklevel=3)
+
+        warn(f"pluggable: {variable}={text!r} is not a number of seconds; using the "
+             f"default ({default:g} s)", PluggableWarning)
         return default
 
 

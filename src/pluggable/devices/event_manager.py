@@ -24,6 +24,7 @@ import time
 import traceback
 from typing import TYPE_CHECKING, Callable, List, Optional
 
+from ..base.errors import warn
 from ..base.errors import (
     CallbackWarning, DeadlineExceededError, FailedPreconditionError, PluggableError,
     PluggableWarning)
@@ -208,17 +209,16 @@ class EventManager:
         return True
 
     def _give_up(self, timeout: Optional[float]) -> bool:
-        import warnings
-
+        
         from ..base import limits
 
         timeout = limits.deadline() if timeout is None else timeout
 
-        warnings.warn(
+        warn(
             f"pluggable: {self._executor.name}: {len(self._pending)} piece(s) of device work "
             f"were not done within {timeout:g} s; they, and the memory they use, are left to "
             f"the operating system ({self._executor.platform.label})",
-            PluggableWarning, stacklevel=3)
+            PluggableWarning)
         return False
 
     @property

@@ -16,8 +16,8 @@ import operator
 import os
 import threading
 import time
-import warnings
 
+from ..base.errors import warn
 from ..base import native as _native
 from ..base import limits
 from ..abi import plugin_ext
@@ -347,8 +347,8 @@ class StreamExecutor:
             try:
                 self._release_now(kind, handle)
             except Exception as exc:  # a finalizer's release: nothing can be raised
-                warnings.warn(f"{self.name}: releasing a {kind} failed: {exc}",
-                              PluggableWarning, stacklevel=2)
+                warn(f"{self.name}: releasing a {kind} failed: {exc}",
+                     PluggableWarning)
 
     def _release_now(self, kind: str, handle: Any) -> None:
         if self._closed:
@@ -378,7 +378,7 @@ class StreamExecutor:
         with self._lock:
             pending, self._deferred_warnings = self._deferred_warnings, []
         for message, category in pending:
-            warnings.warn(f"{self.name}: {message}", category, stacklevel=3)
+            warn(f"{self.name}: {message}", category)
 
     # -- memory ------------------------------------------------------------------------------
     def allocate(self, size: int, memory_space: int = 0) -> DeviceMemory:
@@ -947,13 +947,13 @@ class StreamExecutor:
         try:
             self._bounded_call("synchronize_all_activity", timeout)
         except DeadlineExceededError as exc:
-            warnings.warn(f"{self.name}: {exc}; the device is left to the operating system",
-                          PluggableWarning, stacklevel=2)
+            warn(f"{self.name}: {exc}; the device is left to the operating system",
+                 PluggableWarning)
             self._closed = True
             return
         except Exception as exc:
-            warnings.warn(f"{self.name}: synchronising before close failed: {exc}",
-                          PluggableWarning, stacklevel=2)
+            warn(f"{self.name}: synchronising before close failed: {exc}",
+                 PluggableWarning)
         for pool in (self._allocator, self._host_allocator):
             if pool is not None:
                 pool.close()

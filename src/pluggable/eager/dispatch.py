@@ -25,28 +25,24 @@ from __future__ import annotations
 import logging
 import os
 import threading
-import warnings
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
 from ..devices.device import PluggableDevice
 from ..base.dtypes import DType, as_dtype, has_tensors, op_dtype, resource, type_names
-from ..base.errors import (InternalError, InvalidArgumentError, NotFoundError, PluggableError,
-                           PluggableWarning, UnimplementedError)
+from ..base.errors import (InternalError, InvalidArgumentError, NotFoundError, PlacementWarning,
+                           PluggableError, UnimplementedError, warn)
 from ..oplib.core import OPS, REQUIRED, OpDef, TensorMeta, bad, select_condition_shape
 from ..base.native import compiled as _compiled
-from ..tensors.placement import CPU_DEVICE, device, device_scope, scoped_device  # noqa: F401
+from ..tensors.placement import (CPU_DEVICE, device, device_scope, scoped_device,  # noqa: F401
+                                 soft_placement)
 from ..tensors.tensor import Tensor, tensor as make_tensor
 
 __all__ = ["device", "execute", "set_soft_device_placement", "get_soft_device_placement",
            "set_log_device_placement", "get_log_device_placement", "PlacementWarning"]
 
 placement_log = logging.getLogger("pluggable.placement")
-
-
-class PlacementWarning(PluggableWarning):
-    """An op ran on the CPU because its device has no kernel for it (soft placement)."""
 
 
 _scope = device_scope  # tensors.placement owns it: new tensors follow the scope too
@@ -65,8 +61,10 @@ _tracer = None
 
 def set_soft_device_placement(enabled: bool) -> None:
     """With soft placement (the default), an op without a kernel on its device runs on the
-    CPU; without it, the op raises `NotFoundError`."""
+    CPU, and so do the ops of a scope naming a device type no plugin provides; without it,
+    both raise `NotFoundError`."""
     _settings["soft"] = bool(enabled)
+    soft_placement["enabled"] = bool(enabled)
 
 
 def get_soft_device_placement() -> bool:
@@ -332,6 +330,18 @@ def _find_kernel(op: OpDef, device: PluggableDevice, attrs: Dict[str, Any]):
     return best
 
 
+def has_kernel(op_name: str, device, attrs: Mapping[str, Any]) -> bool:
+    """Whether ``op_name`` with type attributes ``attrs`` runs a kernel of its own on
+    ``device``: a plugin's kernel there, or on the CPU the op's host kernel or NumPy
+    reference (it has one for every op it defines)."""
+    op = OPS.get(op_name)
+    if op is None or op.missing:
+        return False
+    if device is CPU_DEVICE:
+        return True
+    return _find_kernel(op, device, dict(attrs)) is not None
+
+
 def _kernel_summary(r) -> str:
     constraints = "; ".join(f"{attr} in {{{_list(type_names(codes))}}}"
                             for attr, codes in sorted(r.constraints.items()))
@@ -340,10 +350,14 @@ def _kernel_summary(r) -> str:
             f"{label}, {constraints or 'any type'}")
 
 
+def _type_attrs(op: OpDef, attrs: Dict[str, Any]) -> List[str]:
+    """``name=dtype`` for each type attribute of the call."""
+    return [f"{a.name}={attrs[a.name].name}" for a in op.attrs
+            if a.kind == "type" and a.name in attrs]
+
+
 def _type_summary(op: OpDef, attrs: Dict[str, Any]) -> str:
-    types = [f"{a.name}={attrs[a.name].name}" for a in op.attrs
-             if a.kind == "type" and a.name in attrs]
-    return ", ".join(types) or "no type attributes"
+    return ", ".join(_type_attrs(op, attrs)) or "no type attributes"
 
 
 def _no_kernel(op: OpDef, device: PluggableDevice, attrs: Dict[str, Any]) -> None:
@@ -356,11 +370,12 @@ def _no_kernel(op: OpDef, device: PluggableDevice, attrs: Dict[str, Any]) -> Non
             first = key not in _warned
             _warned.add(key)
         if first:
-            warnings.warn(
-                f"{op.name} has no {device.device_type} kernel for {summary}; it runs on the "
+            types = f" for {summary}" if _type_attrs(op, attrs) else ""
+            warn(
+                f"{op.name} has no {device.device_type} kernel{types}; it runs on the "
                 f"CPU instead (soft placement; this is said once per op). "
                 f"pluggable.config.list_kernels({op.name!r}) shows the kernels there are",
-                PlacementWarning, stacklevel=4)
+                PlacementWarning)
         return
     # One line per device type, with the types its kernels take together.
     by_type: Dict[str, Dict[str, set]] = {}

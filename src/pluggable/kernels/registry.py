@@ -23,11 +23,11 @@ import ctypes
 import struct as _struct
 import sys
 import threading
-import warnings
 import weakref
 from array import array as _array
 from collections import namedtuple
 
+from ..base.errors import warn
 from ..base import native as _native
 from ..devices.handle import finalizer
 from ..abi.kernels import TF_InitKernel_fn
@@ -575,8 +575,7 @@ def load_kernels(platform: "Platform",
         _loaded[init] = accepted
         _refused.extend(refused)
     if refused:  # after every decision: the warning may be raised as an error
-        warnings.warn(_summary(platform.path, refused, len(mine), ops_made), PluginLoadWarning,
-                      stacklevel=3)
+        warn(_summary(platform.path, refused, len(mine), ops_made), PluginLoadWarning)
     return list(accepted)
 
 

@@ -28,8 +28,8 @@ from __future__ import annotations
 import atexit
 import os
 import threading
-import warnings
 
+from ..base.errors import warn
 from ..base import native as _native  # noqa: F401  (loads the runtime library, RTLD_GLOBAL, before plugins)
 from ..base import limits
 from ..base.record import record
@@ -201,7 +201,7 @@ class PluginManager:
         self._platform_by_key[key] = platform
         record.status = "loaded"
         for message in self.devices.add_platform(platform, record.priority, record):
-            warnings.warn(message, PluginLoadWarning, stacklevel=4)
+            warn(message, PluginLoadWarning)
         if library.kernel_init is not None:  # its device type is registered: now its kernels
             from ..kernels.registry import load_kernels
 
@@ -221,11 +221,11 @@ class PluginManager:
         except ProfilerLoadError as exc:
             record.profiler_reason = f"{exc.step}: {exc.reason}"
             advice = _ADVICE[exc.step]
-            warnings.warn(
+            warn(
                 f"pluggable: plugin {record.path} ({record.source}): {exc.step} failed: "
                 f"{exc.reason}. {advice}. Its profiler is left out of profiles; its devices "
                 f"still work. `python -m pluggable plugins` lists every plugin and its status",
-                PluginLoadWarning, stacklevel=5)
+                PluginLoadWarning)
             return
         if profiler is not None:
             record.profiler_type = profiler.device_type
@@ -241,10 +241,10 @@ class PluginManager:
             record.graph_optimizer = init_graph(library.graph_init, library.path, device_type)
         except ValidationError as exc:
             record.graph_optimizer_error = str(exc)
-            warnings.warn(f"pluggable: plugin {record.path}: its graph optimizer is refused: "
-                          f"{exc}. The plugin's devices and kernels are usable; pluggable runs "
-                          f"no graphs, so the optimizer would not run here anyway",
-                          PluginLoadWarning, stacklevel=5)
+            warn(f"pluggable: plugin {record.path}: its graph optimizer is refused: "
+                 f"{exc}. The plugin's devices and kernels are usable; pluggable runs "
+                 f"no graphs, so the optimizer would not run here anyway",
+                 PluginLoadWarning)
 
     def _fail(self, record: PluginRecord, key, step: str, reason: str,
               explicit: bool) -> None:
@@ -262,12 +262,12 @@ class PluginManager:
             self._errors[key] = error
         if explicit:
             raise error
-        warnings.warn(
+        warn(
             f"pluggable: skipped plugin {record.path} ({record.source}): {step} failed: "
             f"{reason}. {advice + '. ' if advice else ''}To silence this, remove the file or "
             f"set {DISABLE_VARIABLE}=1 and load plugins with pluggable.load_plugin(); "
             f"`python -m pluggable plugins` lists every plugin and its status",
-            PluginLoadWarning, stacklevel=5)
+            PluginLoadWarning)
         return None
 
     def shutdown(self) -> None:

@@ -8,8 +8,8 @@ import os
 import site
 import sys
 import sysconfig
-import warnings
 
+from ..base.errors import warn
 from ..base.errors import PluginLoadWarning
 
 TYPE_CHECKING = False  # typing's constant, without importing typing at start-up
@@ -66,11 +66,11 @@ def discover_candidates() -> Iterator[Tuple[str, str]]:
         if not entry:
             continue
         if not os.path.isabs(entry):
-            warnings.warn(
+            warn(
                 f"pluggable: {PATH_VARIABLE} entry {entry!r} is relative and is ignored: "
                 f"relative entries would load whatever the working directory holds. Write "
                 f"it as an absolute path, e.g. {os.path.abspath(entry)!r}",
-                PluginLoadWarning, stacklevel=4)
+                PluginLoadWarning)
             continue
         if os.path.isdir(entry):
             for path in _libraries_in(entry):
@@ -100,10 +100,10 @@ def _entry_point_candidates() -> Iterator[Tuple[str, str]]:
                 value = value()
             yield os.fspath(value), source
         except Exception as exc:
-            warnings.warn(
+            warn(
                 f"pluggable: the entry point {point.name!r} of group {ENTRY_POINT_GROUP!r} "
                 f"({point.value}) could not give a plugin path: {type(exc).__name__}: {exc}. "
                 f"Fix or uninstall the package that declares it, or set {DISABLE_VARIABLE}=1",
-                PluginLoadWarning, stacklevel=4)
+                PluginLoadWarning)
 
 

@@ -19,10 +19,10 @@ import os
 import socket
 import threading
 import time
-import warnings
 from time import time_ns
 from typing import Any, List, Optional
 
+from ..base.errors import warn
 from ..base.errors import (
     AlreadyExistsError, InvalidArgumentError, PluggableError, PluggableWarning,
     UnavailableError)
@@ -89,7 +89,7 @@ _session: Optional[_Session] = None
 
 def _warn(session: _Session, message: str) -> None:
     session.warnings.append(message)
-    warnings.warn(message, ProfilerWarning, stacklevel=4)
+    warn(message, ProfilerWarning)
 
 
 def start(logdir, options: Optional[ProfilerOptions] = None) -> None:

@@ -6,9 +6,10 @@ import contextlib
 import contextvars
 from typing import Any, Iterator, Union
 
-from ..base.errors import FailedPreconditionError, InvalidArgumentError
+from ..base.errors import (FailedPreconditionError, InvalidArgumentError, NotFoundError,
+                           PlacementWarning, warn)
 from ..devices.device import PluggableDevice, parse_device_name
-from ..loader import get_device
+from ..loader import get_device, manager
 
 __all__ = ["CPU_DEVICE", "CPUDevice", "device", "device_scope", "explicit_device",
            "placement", "resolve_device", "scoped_device"]
@@ -70,12 +71,38 @@ def resolve_device(spec: Any) -> AnyDevice:
     return get_device(f"{device_type}:{index}")
 
 
+# Soft placement (pluggable.config.set_soft_device_placement, on by default as in eager
+# TensorFlow): a scope naming a device type no plugin provides runs its ops on the CPU.
+soft_placement = {"enabled": True}
+_fallen_back: set = set()  # the device types a scope fell back from, said once each
+
+
+def _scope_target(name: Any) -> AnyDevice:
+    try:
+        return resolve_device(name)
+    except NotFoundError as exc:
+        if not soft_placement["enabled"] or isinstance(name, PluggableDevice):
+            raise
+        device_type, _ = parse_device_name(getattr(name, "name", name))
+        if manager().devices.enabled_platform(device_type) is not None:
+            raise  # a type that is there, an index that is not: a mistake to report
+        if device_type not in _fallen_back:
+            _fallen_back.add(device_type)
+            warn(f"{exc}. With soft placement on, the ops of this scope run on the CPU "
+                 f"instead (said once per device type); turn it off "
+                 f"(pluggable.config.set_soft_device_placement(False)) to make this an "
+                 f"error", PlacementWarning)
+        return CPU_DEVICE
+
+
 @contextlib.contextmanager
 def device(name: Any) -> Iterator[Any]:
     """Runs the ops in the block on ``name`` ("/device:XPU:1", "xpu:1", "XPU", "CPU", a
     `PhysicalDevice` or a device object). Scopes nest; each thread and asyncio task has its
-    own."""
-    target = resolve_device(name)
+    own. A device type no plugin provides runs the block on the CPU, with a
+    `PlacementWarning`, while soft placement is on (the default); with it off, or for a
+    device number the type does not have, the scope raises `NotFoundError`."""
+    target = _scope_target(name)
     token = device_scope.set(target)
     try:
         yield target
