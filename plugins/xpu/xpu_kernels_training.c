@@ -2,8 +2,9 @@
  * TensorFlow plugin writes them, through tensorflow/c/kernels_experimental.h (reached through
  * the helpers of xpu_kernels_api.c): AssignVariableOp (TF_AssignVariable), AssignAddVariableOp
  * and AssignSubVariableOp (TF_AssignUpdateVariable), and the optimizers
- * ResourceApplyGradientDescent, ResourceApplyMomentum and ResourceApplyAdam
- * (TF_MaybeLockVariableInputMutexesInOrder + TF_GetInputTensorFromVariable, updating the
+ * ResourceApplyGradientDescent, ResourceApplyMomentum, ResourceApplyKerasMomentum,
+ * ResourceApplyAdam, ResourceApplyRMSProp, ResourceApplyCenteredRMSProp and
+ * ResourceApplyAdagradV2 (TF_MaybeLockVariableInputMutexesInOrder + TF_GetInputTensorFromVariable, updating the
  * variables in place).
  *
  * Every update is queued on the kernel's stream, so it is ordered with the kernels that read
@@ -154,18 +155,28 @@ static void assign_compute(void* kernel, TF_OpKernelContext* ctx) {
 
 /* ---- the optimizers --------------------------------------------------------------------- */
 
-enum { APPLY_SGD, APPLY_MOMENTUM, APPLY_ADAM };
+enum {
+  APPLY_SGD,
+  APPLY_MOMENTUM,
+  APPLY_ADAM,
+  APPLY_KERAS_MOMENTUM,
+  APPLY_RMSPROP,
+  APPLY_CENTERED_RMSPROP,
+  APPLY_ADAGRAD_V2,
+  APPLY_KINDS
+};
 
 /* The state of the ResourceApply* kernels. */
 typedef struct ApplyKernel {
   XpuKernelBase base; /* code: APPLY_* */
-  bool use_locking, use_nesterov;
+  bool use_locking, use_nesterov, update_slots;
 } ApplyKernel;
 
 static void* apply_create(TF_OpKernelConstruction* k, const char* op, int code) {
   ApplyKernel* a = xpu_kernel_new(k, sizeof *a, op, code, "T");
   if (a != NULL && (!xpu_attr_bool(k, op, "use_locking", false, &a->use_locking) ||
-                    !xpu_attr_bool(k, op, "use_nesterov", false, &a->use_nesterov))) {
+                    !xpu_attr_bool(k, op, "use_nesterov", false, &a->use_nesterov) ||
+                    !xpu_attr_bool(k, op, "update_slots", true, &a->update_slots))) {
     free(a);
     return NULL;
   }
@@ -181,8 +192,20 @@ static void* create_ResourceApplyMomentum(TF_OpKernelConstruction* k) {
 static void* create_ResourceApplyAdam(TF_OpKernelConstruction* k) {
   return apply_create(k, "ResourceApplyAdam", APPLY_ADAM);
 }
+static void* create_ResourceApplyKerasMomentum(TF_OpKernelConstruction* k) {
+  return apply_create(k, "ResourceApplyKerasMomentum", APPLY_KERAS_MOMENTUM);
+}
+static void* create_ResourceApplyRMSProp(TF_OpKernelConstruction* k) {
+  return apply_create(k, "ResourceApplyRMSProp", APPLY_RMSPROP);
+}
+static void* create_ResourceApplyCenteredRMSProp(TF_OpKernelConstruction* k) {
+  return apply_create(k, "ResourceApplyCenteredRMSProp", APPLY_CENTERED_RMSPROP);
+}
+static void* create_ResourceApplyAdagradV2(TF_OpKernelConstruction* k) {
+  return apply_create(k, "ResourceApplyAdagradV2", APPLY_ADAGRAD_V2);
+}
 
-#define MAX_APPLY_VARS 3
+#define MAX_APPLY_VARS 4
 #define MAX_APPLY_SCALARS 6
 
 /* The stream work of an optimizer step: the variables' buffers, the device scalars (read when
@@ -190,14 +213,14 @@ static void* create_ResourceApplyAdam(TF_OpKernelConstruction* k) {
 typedef struct ApplyWork {
   TF_DataType dtype;
   int code;
-  bool nesterov;
+  bool nesterov, update_slots;
   void* var[MAX_APPLY_VARS];
   const void* scalar[MAX_APPLY_SCALARS];
   const void* grad;
   int64_t count;
 } ApplyWork;
 
-/* Defines the three optimizer steps for float type T with square root SQRT, as TensorFlow's
+/* Defines the optimizer steps for float type T with square root SQRT, as TensorFlow's
  * training functors compute them. */
 #define APPLY(S, T, SQRT)                                                                    \
   static void apply_##S(const ApplyWork* w) {                                               \
@@ -213,6 +236,37 @@ typedef struct ApplyWork {
       for (int64_t i = 0; i < n; i++) {                                                      \
         accum[i] = accum[i] * mom + g[i];                                                    \
         var[i] -= w->nesterov ? g[i] * lr + accum[i] * mom * lr : lr * accum[i];             \
+      }                                                                                      \
+    } else if (w->code == APPLY_KERAS_MOMENTUM) {                                            \
+      T* restrict accum = w->var[1];                                                         \
+      const T lr = *(const T*)w->scalar[0], mom = *(const T*)w->scalar[1];                   \
+      for (int64_t i = 0; i < n; i++) {                                                      \
+        accum[i] = accum[i] * mom - lr * g[i];                                               \
+        var[i] += w->nesterov ? accum[i] * mom - lr * g[i] : accum[i];                       \
+      }                                                                                      \
+    } else if (w->code == APPLY_RMSPROP || w->code == APPLY_CENTERED_RMSPROP) {              \
+      const bool centered = w->code == APPLY_CENTERED_RMSPROP;                               \
+      T* restrict mg = centered ? w->var[1] : NULL;                                          \
+      T* restrict ms = w->var[centered ? 2 : 1];                                             \
+      T* restrict mom = w->var[centered ? 3 : 2];                                            \
+      const T lr = *(const T*)w->scalar[0], rho = *(const T*)w->scalar[1];                  \
+      const T momentum = *(const T*)w->scalar[2], eps = *(const T*)w->scalar[3];             \
+      for (int64_t i = 0; i < n; i++) {                                                      \
+        ms[i] = ms[i] * rho + g[i] * g[i] * ((T)1 - rho);                                    \
+        T denominator = ms[i] + eps;                                                         \
+        if (centered) {                                                                      \
+          mg[i] = mg[i] * rho + g[i] * ((T)1 - rho);                                         \
+          denominator = ms[i] - mg[i] * mg[i] + eps;                                         \
+        }                                                                                    \
+        mom[i] = mom[i] * momentum + lr * g[i] / SQRT(denominator);                          \
+        var[i] -= mom[i];                                                                    \
+      }                                                                                      \
+    } else if (w->code == APPLY_ADAGRAD_V2) {                                                \
+      T* restrict accum = w->var[1];                                                         \
+      const T lr = *(const T*)w->scalar[0], eps = *(const T*)w->scalar[1];                   \
+      for (int64_t i = 0; i < n; i++) {                                                      \
+        if (w->update_slots) accum[i] += g[i] * g[i];                                        \
+        var[i] -= lr * g[i] / (SQRT(accum[i]) + eps);                                        \
       }                                                                                      \
     } else {                                                                                 \
       T* restrict m = w->var[1];                                                             \
@@ -246,23 +300,34 @@ static const char* const kSgdNames[] = {"var", "alpha", "delta", NULL};
 static const char* const kMomentumNames[] = {"var", "accum", "lr", "grad", "momentum", NULL};
 static const char* const kAdamNames[] = {"var", "m", "v", "beta1_power", "beta2_power", "lr",
                                          "beta1", "beta2", "epsilon", "grad", NULL};
+static const char* const kRmsPropNames[] = {"var", "ms",      "mom",     "lr", "rho",
+                                            "momentum", "epsilon", "grad", NULL};
+static const char* const kCenteredRmsPropNames[] = {"var", "mg",       "ms",      "mom",  "lr",
+                                                    "rho", "momentum", "epsilon", "grad", NULL};
+static const char* const kAdagradNames[] = {"var", "accum", "lr", "epsilon", "grad", NULL};
+
+/* Per APPLY_* code: the input names, how many are variables, where the gradient is and which
+ * inputs are scalars (-1 ends the list). */
+static const char* const* const kApplyNames[APPLY_KINDS] = {
+    kSgdNames,     kMomentumNames,        kAdamNames,   kMomentumNames,
+    kRmsPropNames, kCenteredRmsPropNames, kAdagradNames};
+static const int kApplyVars[APPLY_KINDS] = {1, 2, 3, 2, 3, 4, 2};
+static const int kApplyGrad[APPLY_KINDS] = {2, 3, 9, 3, 7, 8, 4};
+static const int kApplyScalars[APPLY_KINDS][MAX_APPLY_SCALARS + 1] = {
+    {1, -1}, {2, 4, -1}, {3, 4, 5, 6, 7, 8, -1}, {2, 4, -1},
+    {3, 4, 5, 6, -1}, {4, 5, 6, 7, -1}, {2, 3, -1}};
 
 /* compute() of the optimizers: locks the variables (use_locking), takes their tensors, checks
  * dtypes and shapes, and queues the in-place step. */
 static void apply_compute(void* kernel, TF_OpKernelContext* ctx) {
   ApplyKernel* k = kernel;
-  static const int kVarInputs[MAX_APPLY_VARS] = {0, 1, 2};
-  const char* const* names = k->base.code == APPLY_SGD        ? kSgdNames
-                             : k->base.code == APPLY_MOMENTUM ? kMomentumNames
-                                                              : kAdamNames;
-  int vars = k->base.code == APPLY_SGD ? 1 : k->base.code == APPLY_MOMENTUM ? 2 : 3;
-  /* Position of the gradient among the inputs, and of the scalars. */
-  static const int kGrad[] = {2, 3, 9};
-  static const int kScalars[3][MAX_APPLY_SCALARS + 1] = {
-      {1, -1}, {2, 4, -1}, {3, 4, 5, 6, 7, 8, -1}};
-  int grad = kGrad[k->base.code];
+  static const int kVarInputs[MAX_APPLY_VARS] = {0, 1, 2, 3};
+  const char* const* names = kApplyNames[k->base.code];
+  int vars = kApplyVars[k->base.code];
+  const int* scalars = kApplyScalars[k->base.code];
+  int grad = kApplyGrad[k->base.code];
   XpuCompute c;
-  TF_Tensor* var[MAX_APPLY_VARS] = {NULL, NULL, NULL};
+  TF_Tensor* var[MAX_APPLY_VARS] = {NULL, NULL, NULL, NULL};
   TF_VariableInputLockHolder* holder = NULL;
   /* The resources are handles in host memory (bits 0..vars-1). */
   if (!xpu_compute_begin(&c, ctx, k->base.op, names, (1u << vars) - 1u)) {
@@ -304,8 +369,8 @@ static void apply_compute(void* kernel, TF_OpKernelContext* ctx) {
                     xpu_shape_str(want, b, sizeof b));
     }
   }
-  for (int j = 0; ok && kScalars[k->base.code][j] >= 0; j++) {
-    int i = kScalars[k->base.code][j];
+  for (int j = 0; ok && scalars[j] >= 0; j++) {
+    int i = scalars[j];
     if (c.in_shape[i].rank != 0) {
       ok = xpu_fail(&c, TF_INVALID_ARGUMENT, "'%s' must be a scalar, not %s", names[i],
                     xpu_shape_str(&c.in_shape[i], a, sizeof a));
@@ -317,15 +382,14 @@ static void apply_compute(void* kernel, TF_OpKernelContext* ctx) {
     } else {
       XpuDeviceRange ranges[MAX_APPLY_VARS];
       ApplyWork w = {.dtype = k->base.dtype, .code = k->base.code,
-                     .nesterov = k->use_nesterov, .count = shapes[0].count,
+                     .nesterov = k->use_nesterov, .update_slots = k->update_slots,
+                     .count = shapes[0].count,
                      .grad = xpu_data(c.in[grad])};
       for (int i = 0; i < vars; i++) {
         w.var[i] = TF_TensorData(var[i]);
         ranges[i] = (XpuDeviceRange){w.var[i], TF_TensorByteSize(var[i]), names[i]};
       }
-      for (int j = 0; kScalars[k->base.code][j] >= 0; j++) {
-        w.scalar[j] = xpu_data(c.in[kScalars[k->base.code][j]]);
-      }
+      for (int j = 0; scalars[j] >= 0; j++) w.scalar[j] = xpu_data(c.in[scalars[j]]);
       xpu_compute_enqueue_work_extra(&c, apply_work, &w, sizeof w, ranges, (size_t)vars);
     }
   }
@@ -349,6 +413,10 @@ static const XpuKernelDef kDefs[] = {
     DEF(ResourceApplyGradientDescent, apply_compute, "T", xpu_types_F),
     DEF(ResourceApplyMomentum, apply_compute, "T", xpu_types_F),
     DEF(ResourceApplyAdam, apply_compute, "T", xpu_types_F),
+    DEF(ResourceApplyKerasMomentum, apply_compute, "T", xpu_types_F),
+    DEF(ResourceApplyRMSProp, apply_compute, "T", xpu_types_F),
+    DEF(ResourceApplyCenteredRMSProp, apply_compute, "T", xpu_types_F),
+    DEF(ResourceApplyAdagradV2, apply_compute, "T", xpu_types_F),
 };
 
 void xpu_register_variable_kernels(void) {

@@ -14,7 +14,8 @@ from pluggable.errors import InternalError, InvalidArgumentError
 
 VARIABLE_KERNELS = ["AssignVariableOp", "AssignAddVariableOp", "AssignSubVariableOp",
                     "ResourceApplyGradientDescent", "ResourceApplyMomentum",
-                    "ResourceApplyAdam"]
+                    "ResourceApplyAdam", "ResourceApplyKerasMomentum", "ResourceApplyRMSProp",
+                    "ResourceApplyCenteredRMSProp", "ResourceApplyAdagradV2"]
 
 
 @pytest.mark.parametrize("op", VARIABLE_KERNELS)
@@ -91,16 +92,25 @@ def _optimizer_run(device, dtype, op, steps, nesterov):
     grads = [rng.standard_normal(shape).astype(dtype) for _ in range(steps)]
     with pluggable.device(device):
         var = pluggable.Variable(rng.standard_normal(shape).astype(dtype))
-        slots = [pluggable.Variable(np.zeros(shape, dtype)) for _ in range(
+        # Slots start above 0: the square roots of the RMSProp and Adagrad steps need it.
+        slots = [pluggable.Variable(np.full(shape, 0.25, dtype)) for _ in range(
             {"ResourceApplyGradientDescent": 0, "ResourceApplyMomentum": 1,
-             "ResourceApplyAdam": 2}[op])]
+             "ResourceApplyAdam": 2, "ResourceApplyKerasMomentum": 1,
+             "ResourceApplyRMSProp": 2, "ResourceApplyCenteredRMSProp": 3,
+             "ResourceApplyAdagradV2": 1}[op])]
         scalar = lambda x: np.asarray(x, dtype)  # noqa: E731
         for t, g in enumerate(grads, start=1):
             if op == "ResourceApplyGradientDescent":
                 dispatch.execute(op, [var, scalar(0.1), g])
-            elif op == "ResourceApplyMomentum":
+            elif op in ("ResourceApplyMomentum", "ResourceApplyKerasMomentum"):
                 dispatch.execute(op, [var, slots[0], scalar(0.05), g, scalar(0.9)],
                                  {"use_nesterov": nesterov})
+            elif op in ("ResourceApplyRMSProp", "ResourceApplyCenteredRMSProp"):
+                dispatch.execute(op, [var, *slots, scalar(0.01), scalar(0.9), scalar(0.5),
+                                      scalar(1e-3), g])
+            elif op == "ResourceApplyAdagradV2":
+                dispatch.execute(op, [var, slots[0], scalar(0.1), scalar(1e-3), g],
+                                 {"update_slots": not nesterov})
             else:
                 dispatch.execute(op, [var, slots[0], slots[1], scalar(0.9 ** t),
                                       scalar(0.999 ** t), scalar(0.01), scalar(0.9),
@@ -114,8 +124,15 @@ def _optimizer_run(device, dtype, op, steps, nesterov):
                                           ("ResourceApplyMomentum", False),
                                           ("ResourceApplyMomentum", True),
                                           ("ResourceApplyAdam", False),
-                                          ("ResourceApplyAdam", True)])
+                                          ("ResourceApplyAdam", True),
+                                          ("ResourceApplyKerasMomentum", False),
+                                          ("ResourceApplyKerasMomentum", True),
+                                          ("ResourceApplyRMSProp", False),
+                                          ("ResourceApplyCenteredRMSProp", False),
+                                          ("ResourceApplyAdagradV2", False),
+                                          ("ResourceApplyAdagradV2", True)])
 def test_optimizer_steps_on_the_xpu_match_the_cpu(dtype, op, nesterov, stream_delay):
+    # (For ResourceApplyAdagradV2, "nesterov" stands for update_slots=False.)
     stream_delay(200)
     on_xpu = _optimizer_run("xpu:0", dtype, op, 12, nesterov)
     on_cpu = _optimizer_run("CPU", dtype, op, 12, nesterov)

@@ -1,8 +1,10 @@
 """Resource variables: the state behind `pluggable.Variable`, and TensorFlow's
 resource-variable ops over it, which live here rather than in the op library because their
 host kernels read and write that state (VarHandleOp, ReadVariableOp, AssignVariableOp,
-AssignAddVariableOp, AssignSubVariableOp, DestroyResourceOp, ResourceApplyGradientDescent,
-ResourceApplyMomentum, ResourceApplyAdam).
+AssignAddVariableOp, AssignSubVariableOp, DestroyResourceOp, and the optimizers' updates
+ResourceApplyGradientDescent, ResourceApplyMomentum, ResourceApplyKerasMomentum,
+ResourceApplyAdam, ResourceApplyRMSProp, ResourceApplyCenteredRMSProp,
+ResourceApplyAdagradV2).
 
 A variable lives in the runtime library (kernels_experimental.c): a dtype, a lock and a value
 in the memory of one device (host memory for the CPU). A DT_RESOURCE tensor is its handle: a
@@ -462,3 +464,48 @@ _update_op("ResourceApplyMomentum", ("var", "accum"), ("lr", "grad", "momentum")
 _update_op("ResourceApplyAdam", ("var", "m", "v"),
            ("beta1_power", "beta2_power", "lr", "beta1", "beta2", "epsilon", "grad"), "T",
            [_LOCKING, _NESTEROV], _adam, _apply_shapes((0, 1, 2, 3, 4, 5), 6))
+
+
+def _keras_momentum(a, attrs):
+    var, accum, lr, grad, momentum = a
+    accum = accum * momentum - lr * grad
+    if attrs["use_nesterov"]:
+        return [var + (accum * momentum - lr * grad), accum]
+    return [var + accum, accum]
+
+
+def _rms_prop(a, attrs):
+    var, ms, mom, lr, rho, momentum, epsilon, grad = a
+    one = np.ones((), dtype=var.dtype)
+    ms = ms * rho + grad * grad * (one - rho)
+    mom = mom * momentum + lr * grad / np.sqrt(ms + epsilon)
+    return [var - mom, ms, mom]
+
+
+def _centered_rms_prop(a, attrs):
+    var, mg, ms, mom, lr, rho, momentum, epsilon, grad = a
+    one = np.ones((), dtype=var.dtype)
+    mg = mg * rho + grad * (one - rho)
+    ms = ms * rho + grad * grad * (one - rho)
+    mom = mom * momentum + lr * grad / np.sqrt(ms - mg * mg + epsilon)
+    return [var - mom, mg, ms, mom]
+
+
+def _adagrad_v2(a, attrs):
+    var, accum, lr, epsilon, grad = a
+    if attrs["update_slots"]:
+        accum = accum + grad * grad
+    return [var - lr * grad / (np.sqrt(accum) + epsilon), accum]
+
+
+_update_op("ResourceApplyKerasMomentum", ("var", "accum"), ("lr", "grad", "momentum"), "T",
+           [_LOCKING, _NESTEROV], _keras_momentum, _apply_shapes((0, 2), 1))
+_update_op("ResourceApplyRMSProp", ("var", "ms", "mom"),
+           ("lr", "rho", "momentum", "epsilon", "grad"), "T", [_LOCKING], _rms_prop,
+           _apply_shapes((0, 1, 2, 3), 4))
+_update_op("ResourceApplyCenteredRMSProp", ("var", "mg", "ms", "mom"),
+           ("lr", "rho", "momentum", "epsilon", "grad"), "T", [_LOCKING], _centered_rms_prop,
+           _apply_shapes((0, 1, 2, 3), 4))
+_update_op("ResourceApplyAdagradV2", ("var", "accum"), ("lr", "epsilon", "grad"), "T",
+           [_LOCKING, Attr("update_slots", "bool", True)], _adagrad_v2,
+           _apply_shapes((0, 1), 2))
