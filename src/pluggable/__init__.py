@@ -41,7 +41,7 @@ _TF_FUNCTIONS = (
     "reshape", "transpose", "shape", "size", "rank", "concat", "stack", "unstack", "split",
     "pad", "squeeze", "expand_dims", "tile", "broadcast_to", "reverse", "slice",
     "strided_slice", "gather", "gather_nd", "boolean_mask", "one_hot", "where")
-__all__ += [*_TF_FUNCTIONS, "random", "nn", "math"]
+__all__ += [*_TF_FUNCTIONS, "random", "nn", "math", "optimizers"]
 
 # Tensors need NumPy, which costs more to import than the rest of the package together:
 # they are imported on first use.
@@ -55,7 +55,7 @@ _LAZY = {"tensor": "tensors.tensor", "empty": "tensors.tensor",
          "to_dlpack": "tensors.dlpack", "from_dlpack": "tensors.dlpack", "Variable": "variables",
          "TensorShape": "base.shape"}
 _LAZY.update({name: "ops" for name in _TF_FUNCTIONS})
-_LAZY.update(random=None, nn=None, math=None)
+_LAZY.update(random=None, nn=None, math=None, optimizers=None)
 
 
 def __getattr__(name):
