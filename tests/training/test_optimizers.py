@@ -229,6 +229,21 @@ def test_a_gradient_on_another_device_is_moved_to_the_variable():
     np.testing.assert_allclose(v.numpy(), [1 - 2.125, 1 - 4.25], rtol=1e-6)
 
 
+def test_variables_on_two_devices_in_one_step():
+    """Each variable is updated on its own device, with its slots there: one step may span
+    devices, as in TensorFlow."""
+    optimizer = optimizers.Adam(0.1)
+    on_cpu = pluggable.Variable([1.0, 2.0], name="on_cpu")
+    on_one = pluggable.Variable([1.0, 2.0], name="on_one", device="/xpu:1")
+    for _ in range(2):
+        optimizer.apply_gradients([([0.5, -0.5], on_cpu), ([0.5, -0.5], on_one)])
+    assert optimizer.slot(on_cpu, "m").device == "/device:CPU:0"
+    assert optimizer.slot(on_one, "v").device == "/device:XPU:1"
+    assert optimizer.update_op(on_one) == "ResourceApplyAdam"
+    np.testing.assert_allclose(on_one.numpy(), on_cpu.numpy(), rtol=1e-6)
+    np.testing.assert_allclose(on_cpu.numpy(), [0.8, 2.2], rtol=1e-5)
+
+
 def test_a_slow_device_gives_the_same_steps(stream_delay):
     """With the XPU's streams slowed down, updates and reads stay ordered."""
     results = []
