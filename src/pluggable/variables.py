@@ -73,6 +73,8 @@ class Variable:
         else:
             declared = as_shape(value._shape if validate_shape else None)
         self._declared = declared
+        # The one shape assign accepts, as a plain tuple (compared in C), when it is known.
+        self._fixed_shape = tuple(declared) if declared.is_fully_defined() else None
         self._device = target if target is not None else _target_device([value])
         self._dtype = value.dtype
         self._name = name or "Variable"
@@ -176,7 +178,8 @@ class Variable:
         variable, or nothing with ``read_value=False``."""
         value = self._value_tensor(value)
         declared = self._declared
-        if value._shape != declared and not declared.is_compatible_with(value._shape):
+        if value._shape != self._fixed_shape and not (
+                self._fixed_shape is None and declared.is_compatible_with(value._shape)):
             raise InvalidArgumentError(
                 f"cannot assign a value of shape {value._shape} to variable {self._name!r} "
                 f"of shape {declared}; to let its shape change, make it with "
