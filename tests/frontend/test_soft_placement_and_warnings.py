@@ -61,17 +61,19 @@ def test_a_device_without_the_kernel_warns_at_the_users_line(fresh_warnings):
             second = raw_ops.Sin(x=values)                 # the raw_ops path
             third = ops.cumprod(values)                    # the ops path, with attributes
             fourth = ops.cos(values)                       # the one-call path
-    for op in ("RandomUniform", "Sin", "Cumprod", "Cos"):
+            fifth = ~pluggable.tensor([1, 2])              # an operator of Tensor
+    for op in ("RandomUniform", "Sin", "Cumprod", "Cos", "Invert"):
         assert "XPU" not in {k.device_type for k in config.list_kernels(op)}, op
     placed = [w for w in caught if w.category is PlacementWarning]
     assert [str(w.message).split(" has no")[0] for w in placed] == \
-        ["RandomUniform", "Sin", "Cumprod", "Cos"]
+        ["RandomUniform", "Sin", "Cumprod", "Cos", "Invert"]
     for w in placed:
         assert w.filename == __file__, (w.filename, str(w.message))
     assert first.device == "/device:XPU:0"  # the random numbers are moved where asked
     np.testing.assert_allclose(second.numpy(), np.sin(values), rtol=1e-6)
     np.testing.assert_allclose(third.numpy(), np.cumprod(values), rtol=1e-6)
     np.testing.assert_allclose(fourth.numpy(), np.cos(values), rtol=1e-6)
+    assert fifth.numpy().tolist() == [-2, -3]
     assert "RandomUniform has no XPU kernel for dtype=float32" in str(placed[0].message)
 
 
