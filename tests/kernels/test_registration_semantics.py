@@ -269,3 +269,37 @@ print(json.dumps({{"warnings": [str(w.message) for w in caught
     assert sum(line.startswith("refused  kernel 'Nowhere") for line in lines) == 40
     assert any(line.startswith("refused  op 'RegWithRef'") for line in lines)
     assert "40 kernel registration(s) and 1 op(s) refused" in doctor.stdout
+
+
+def _register_many(run_python, plugin, count: int) -> dict:
+    name = "SMALL" if count < 10_000 else "LARGE"
+    path = plugin(PLATFORM_NAME=f"REG_MANY_{name}", DEVICE_TYPE=f"REGMANY{name}", MANY=count)
+    return run(run_python, f"""
+import ctypes, time
+from pluggable.base import native
+comparisons = native.lib.pluggable_OpNameComparisons
+comparisons.restype = ctypes.c_int64
+before = comparisons()
+started = time.perf_counter()
+pluggable.load_plugin({path!r}, isolate=False)
+seconds = time.perf_counter() - started
+last = {count - 1}
+with pluggable.device("/device:REGMANY{name}:0"):
+    y = getattr(raw_ops, f"RegMany{{last}}")(x=np.array([1.5, -2.0], np.float32))
+print(json.dumps({{"comparisons": comparisons() - before, "seconds": seconds,
+                  "kernels": len(registry.registered_kernels(device_type="REGMANY{name}")),
+                  "y": y.numpy().tolist()}}))
+""")
+
+
+def test_registration_work_grows_linearly_with_the_number_of_ops_and_kernels(run_python,
+                                                                              plugin):
+    # Each op name is looked up among the ones registered before it: with a hash index the
+    # names compared grow with the count, where a scan grew with its square (16x for 4x).
+    small, large = (_register_many(run_python, plugin, n) for n in (5_000, 20_000))
+    assert small["kernels"] == 5_000 and large["kernels"] == 20_000
+    assert small["y"] == large["y"] == [-1.5, 2.0]
+    assert large["comparisons"] < 8 * max(1, small["comparisons"])
+    assert large["comparisons"] < 2 * 20_000
+    # Wall time is noisy on a shared machine: the bound only rules out the square (16x).
+    assert large["seconds"] < 10 * small["seconds"] + 1.0, (small, large)

@@ -19,6 +19,8 @@
  *                      RegTypeList  xs: Tin (list(type)) -> y: float; a kernel.
  *   REFUSED=n        n kernels for device type "NOWHERE" and an op with a reference input.
  *   QUANTIZED_NEG    Neg for T = qint8 ("NegQuantized"), a type tensors here cannot hold.
+ *   MANY=n           n ops RegMany0 .. RegMany<n-1> (x: float -> y: float), each with a
+ *                    kernel computing y = -x: the registration cost of a large plugin.
  */
 #include "test_plugin.c"
 
@@ -85,7 +87,7 @@ static void compute_neg_scaled(void* instance, TF_OpKernelContext* ctx) {
 }
 #endif
 
-#ifdef KINDS
+#if defined(KINDS) || defined(MANY)
 static void register_op(const char* name, const char* const* attrs, const char* const* inputs,
                         const char* output) {
   TF_Status* s = TF_NewStatus();
@@ -97,7 +99,9 @@ static void register_op(const char* name, const char* const* attrs, const char* 
   if (TF_GetCode(s) != TF_OK) fprintf(stderr, "%s: %s\n", name, TF_Message(s));
   TF_DeleteStatus(s);
 }
+#endif
 
+#ifdef KINDS
 /* RegScale: factors[0] read at construction. */
 static void* create_scale(TF_OpKernelConstruction* ctx) {
   float* factor = malloc(sizeof *factor);
@@ -181,6 +185,17 @@ void TF_InitKernel(void) {
   {
     static const TF_DataType qint8[] = {TF_QINT8};
     register_kernel("Neg", "NegQuantized", d, compute_same, 0, "T", qint8, 1);
+  }
+#endif
+#ifdef MANY
+  for (int i = 0; i < (MANY); i++) {
+    static const char* const none[] = {NULL};
+    static const char* const x[] = {"x: float", NULL};
+    char op[32], name[40];
+    snprintf(op, sizeof op, "RegMany%d", i);
+    snprintf(name, sizeof name, "RegManyKernel%d", i);
+    register_op(op, none, x, "y: float");
+    register_kernel(op, name, d, compute_neg, 0, "T", kFloat, 0);
   }
 #endif
 #ifdef REFUSED

@@ -49,6 +49,55 @@ static pthread_mutex_t ops_mu = PTHREAD_MUTEX_INITIALIZER;
 static PG_OpRegistration* ops;
 static int64_t ops_count, ops_capacity;
 
+/* Ops by name: an open-addressing table of indices into `ops` (-1 is an empty slot), at most
+ * half full, so that registering n ops costs O(n) name comparisons rather than O(n^2).
+ * `name_comparisons` counts the names each registration compared (for tests). */
+static int64_t* by_name;
+static int64_t by_name_capacity; /* a power of two, or 0 */
+static int64_t name_comparisons;
+
+static uint64_t name_hash(const char* name) {
+  uint64_t h = 1469598103934665603ULL; /* FNV-1a */
+  for (const unsigned char* c = (const unsigned char*)name; *c != '\0'; c++) {
+    h = (h ^ *c) * 1099511628211ULL;
+  }
+  return h;
+}
+
+/* The slot of `name` in `by_name`: the one holding it, or the empty one where it would go.
+ * Needs ops_mu and a table with at least one empty slot. */
+static int64_t name_slot(const char* name) {
+  int64_t mask = by_name_capacity - 1;
+  int64_t slot = (int64_t)(name_hash(name) & (uint64_t)mask);
+  while (by_name[slot] >= 0) {
+    name_comparisons++;
+    if (strcmp(ops[by_name[slot]].b->name, name) == 0) return slot;
+    slot = (slot + 1) & mask;
+  }
+  return slot;
+}
+
+/* Makes room for one more name (ops_mu held); false when out of host memory. */
+static bool reserve_name(void) {
+  if (2 * (ops_count + 1) <= by_name_capacity) return true;
+  int64_t capacity = by_name_capacity ? 2 * by_name_capacity : 32;
+  int64_t* table = malloc(sizeof *table * (size_t)capacity);
+  if (table == NULL) return false;
+  for (int64_t i = 0; i < capacity; i++) table[i] = -1;
+  free(by_name);
+  by_name = table;
+  by_name_capacity = capacity;
+  for (int64_t i = 0; i < ops_count; i++) by_name[name_slot(ops[i].b->name)] = i;
+  return true;
+}
+
+int64_t pluggable_OpNameComparisons(void) {
+  pthread_mutex_lock(&ops_mu);
+  int64_t n = name_comparisons;
+  pthread_mutex_unlock(&ops_mu);
+  return n;
+}
+
 static char* dup_string(const char* s) {
   if (s == NULL) return NULL;
   size_t n = strlen(s) + 1;
@@ -234,9 +283,14 @@ void TF_RegisterOpDefinition(TF_OpDefinitionBuilder* builder, TF_Status* status)
     goto fail;
   }
   pthread_mutex_lock(&ops_mu);
-  for (int64_t i = 0; i < ops_count; i++) {
-    const TF_OpDefinitionBuilder* other = ops[i].b;
-    if (strcmp(other->name, builder->name) != 0) continue;
+  if (!reserve_name()) {
+    pthread_mutex_unlock(&ops_mu);
+    TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "TF_RegisterOpDefinition: out of host memory");
+    goto fail;
+  }
+  int64_t slot = name_slot(builder->name);
+  if (by_name[slot] >= 0) {
+    const TF_OpDefinitionBuilder* other = ops[by_name[slot]].b;
     bool same = same_specs(&other->attrs, &builder->attrs) &&
                 same_specs(&other->inputs, &builder->inputs) &&
                 same_specs(&other->outputs, &builder->outputs);
@@ -262,6 +316,7 @@ void TF_RegisterOpDefinition(TF_OpDefinitionBuilder* builder, TF_Status* status)
   }
   ops[ops_count].b = builder;
   ops[ops_count].attr_ptrs = NULL;
+  by_name[slot] = ops_count;
   ops_count++;
   pthread_mutex_unlock(&ops_mu);
   return;

@@ -281,6 +281,8 @@ typedef struct PG_OpInfo {
 } PG_OpInfo;
 
 TF_CAPI_EXPORT int64_t pluggable_OpRegistrationCount(void);
+/* Op names compared while registering ops so far: registration's cost, for tests. */
+TF_CAPI_EXPORT int64_t pluggable_OpNameComparisons(void);
 /* Fills `info` (pointers stay valid for the life of the process); 0, or -1 for a bad id. */
 TF_CAPI_EXPORT int pluggable_OpRegistrationInfo(int64_t id, PG_OpInfo* info);
 
