@@ -147,3 +147,72 @@ def test_discovery_runs_once_under_concurrent_first_use(run_python, plugin_copy)
     """)
     result = run_python(code, env={"PLUGGABLE_PLUGIN_PATH": str(plugin_copy.parent)})
     assert result.stdout.split() == ["1", "2"]
+
+
+def test_an_entry_point_giving_a_relative_path_is_refused(plugin_copy, tmp_path):
+    # The plugin sits in the working directory, where a relative path would find it.
+    import subprocess
+    import sys
+
+    site = tmp_path / "site"
+    dist = site / "relplugin-1.0.dist-info"
+    dist.mkdir(parents=True)
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: relplugin\nVersion: 1.0\n")
+    (dist / "entry_points.txt").write_text("[pluggable.plugins]\nrel = relplugin_paths:path\n")
+    (site / "relplugin_paths.py").write_text(
+        f"def path():\n    return {plugin_copy.name!r}\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(site), os.environ.get("PYTHONPATH", "")]))
+    env.pop("PLUGGABLE_DISABLE_AUTOLOAD", None)
+    env.pop("PLUGGABLE_PLUGIN_PATH", None)
+    result = subprocess.run([sys.executable, "-c", REPORT], capture_output=True, text=True,
+                            env=env, cwd=str(plugin_copy.parent), timeout=120, check=True)
+    data = json.loads(result.stdout.splitlines()[-1])
+    assert not [r for r in data["records"] if r["platform"] == "PATH_DEV"]
+    assert "/physical_device:PATHDEV:0" not in data["devices"]
+    (warning,) = [m for c, m in data["warnings"] if c == "PluginLoadWarning"]
+    assert "entry point 'rel'" in warning and "relplugin_paths:path" in warning
+    assert f"gave the relative path {plugin_copy.name!r}, which is ignored" in warning
+    assert "Return an absolute path" in warning
+
+
+def _link_in(directory, target, mode):
+    directory.mkdir()
+    os.chmod(directory, mode)
+    link = directory / "libvia_link.so"
+    os.symlink(target, link)
+    return link
+
+
+def test_a_link_in_a_world_writable_directory_is_refused(run_python, plugin_copy, tmp_path):
+    link = _link_in(tmp_path / "open", plugin_copy, 0o777)
+    data = report(run_python, PLUGGABLE_PLUGIN_PATH=str(link))
+    (record,) = [r for r in data["records"] if r["path"] in (str(link), str(plugin_copy))]
+    assert record["status"] == "skipped" and record["step"] == "file check"
+    assert record["reason"] == (f"the directory {tmp_path / 'open'} of the link is "
+                                f"world-writable without the sticky bit; anyone could replace "
+                                f"the link (chmod o-w the directory)")
+    # What the warning says is what the record says; the plugin's own file is fine.
+    (warning,) = [m for c, m in data["warnings"] if c == "PluginLoadWarning"]
+    assert record["reason"] in warning
+    loaded = report(run_python, PLUGGABLE_PLUGIN_PATH=str(plugin_copy))
+    assert [r["status"] for r in loaded["records"] if r["platform"] == "PATH_DEV"] == ["loaded"]
+
+
+def test_a_link_in_a_sticky_directory_of_ones_own_loads(run_python, plugin_copy, tmp_path):
+    # As /tmp: anyone may write there, but only the link's owner (this user) may replace it.
+    link = _link_in(tmp_path / "sticky", plugin_copy, 0o1777)
+    data = report(run_python, PLUGGABLE_PLUGIN_PATH=str(link))
+    assert [r["status"] for r in data["records"] if r["platform"] == "PATH_DEV"] == ["loaded"]
+    assert data["warnings"] == []
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root can give a link to another user")
+def test_a_link_of_another_user_in_a_sticky_directory_is_refused(run_python, plugin_copy,
+                                                                 tmp_path):
+    link = _link_in(tmp_path / "sticky", plugin_copy, 0o1777)
+    os.lchown(link, 65534, 65534)
+    data = report(run_python, PLUGGABLE_PLUGIN_PATH=str(link))
+    (record,) = [r for r in data["records"] if r["path"] in (str(link), str(plugin_copy))]
+    assert record["status"] == "skipped" and record["step"] == "file check"
+    assert record["reason"].startswith(f"the link {link} belongs to user 65534, neither you")

@@ -11,6 +11,7 @@ import sysconfig
 
 from ..base.errors import warn
 from ..base.errors import PluginLoadWarning
+from ..base.limits import safe_text
 
 TYPE_CHECKING = False  # typing's constant, without importing typing at start-up
 if TYPE_CHECKING:
@@ -98,12 +99,26 @@ def _entry_point_candidates() -> Iterator[Tuple[str, str]]:
             value = point.load()
             if callable(value):
                 value = value()
-            yield os.fspath(value), source
+            path = os.fspath(value)
         except Exception as exc:
             warn(
                 f"pluggable: the entry point {point.name!r} of group {ENTRY_POINT_GROUP!r} "
-                f"({point.value}) could not give a plugin path: {type(exc).__name__}: {exc}. "
+                f"({point.value}) could not give a plugin path: {type(exc).__name__}: "
+                f"{safe_text(str(exc))}. "
                 f"Fix or uninstall the package that declares it, or set {DISABLE_VARIABLE}=1",
                 PluginLoadWarning)
+            continue
+        # Relative to what? The working directory changes from run to run, and a path found
+        # there could load whatever that directory holds; TensorFlow's discovery only reads
+        # absolute directories. The package knows where it lives: it gives the full path.
+        if not os.path.isabs(path):
+            warn(
+                f"pluggable: the entry point {point.name!r} of group {ENTRY_POINT_GROUP!r} "
+                f"({point.value}) gave the relative path {path!r}, which is ignored: it would "
+                f"be looked up in the working directory. Return an absolute path, e.g. "
+                f"os.path.join(os.path.dirname(__file__), {os.path.basename(path)!r})",
+                PluginLoadWarning)
+            continue
+        yield path, source
 
 

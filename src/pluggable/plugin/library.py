@@ -4,8 +4,9 @@ looking up its entry points (``SE_InitPlugin`` or ``SE_InitializePlugin``, ``TF_
 
 Before ``dlopen`` every candidate is resolved to its absolute real path and checked ("file
 check"): dangling links, files that are not regular, world-writable files or directories and
-files of another user are refused (`limits.unsafe_plugins_allowed` lets the last two
-through), as is a file built for another machine.
+files of another user are refused, and so are links on the way to the file that sit in such a
+directory or belong to another user (`limits.unsafe_plugins_allowed` lets these through), as
+is a file built for another machine.
 """
 from __future__ import annotations
 
@@ -98,6 +99,7 @@ def check_file(path: str) -> Tuple[str, os.stat_result]:
                 else "not a regular file")
         raise PluginCallError("file check", f"{real} is {kind}, not a shared library file")
     if not limits.unsafe_plugins_allowed():
+        _check_links(absolute)
         _check_ownership(real, info)
     from .elf import check_compatible
 
@@ -110,25 +112,51 @@ def check_file(path: str) -> Tuple[str, os.stat_result]:
     return real, info
 
 
-def _check_ownership(real: str, info: os.stat_result) -> None:
+_MAX_LINKS = 40  # as the kernel's own limit on links followed in one path
+
+
+def _check_links(path: str) -> None:
+    """Each symbolic link on the way from ``path`` to the file obeys the rules of the file
+    itself: a link that another user owns, or that sits in a directory anyone may write to,
+    could be pointed elsewhere by someone else."""
+    for _ in range(_MAX_LINKS):
+        try:
+            info = os.lstat(path)
+        except OSError:
+            return
+        if not stat.S_ISLNK(info.st_mode):
+            return
+        _check_owner(path, info, "the link")
+        _check_directory(os.path.dirname(path), "the link")
+        path = os.path.join(os.path.dirname(path), os.readlink(path))
+
+
+def _check_owner(path: str, info: os.stat_result, what: str) -> None:
     me = os.geteuid() if hasattr(os, "geteuid") else 0
     if info.st_uid not in (0, me):
         raise PluginCallError(
-            "file check", f"{real} belongs to user {info.st_uid}, neither you ({me}) nor root; "
-                          f"another user could change what this process runs")
-    if info.st_mode & stat.S_IWOTH:
-        raise PluginCallError(
-            "file check", f"{real} is world-writable (mode {stat.filemode(info.st_mode)}); "
-                          f"anyone could change what this process runs (chmod o-w it)")
-    directory = os.path.dirname(real)
+            "file check", f"{what} {path} belongs to user {info.st_uid}, neither you ({me}) "
+                          f"nor root; another user could change what this process runs")
+
+
+def _check_directory(directory: str, what: str) -> None:
     try:
         dir_info = os.stat(directory)
     except OSError:
         return
     if dir_info.st_mode & stat.S_IWOTH and not dir_info.st_mode & stat.S_ISVTX:
         raise PluginCallError(
-            "file check", f"its directory {directory} is world-writable without the sticky "
-                          f"bit; anyone could replace the plugin (chmod o-w the directory)")
+            "file check", f"the directory {directory} of {what} is world-writable without the "
+                          f"sticky bit; anyone could replace {what} (chmod o-w the directory)")
+
+
+def _check_ownership(real: str, info: os.stat_result) -> None:
+    _check_owner(real, info, "the file")
+    if info.st_mode & stat.S_IWOTH:
+        raise PluginCallError(
+            "file check", f"{real} is world-writable (mode {stat.filemode(info.st_mode)}); "
+                          f"anyone could change what this process runs (chmod o-w it)")
+    _check_directory(os.path.dirname(real), "the plugin")
 
 
 def refusal_of_tensorflow(tree: "dependencies.Tree") -> str:
