@@ -30,12 +30,23 @@
  *   codes in it), HOSTILE_ESCAPE_DEVICE_NAME (in SP_Device.hardware_name),
  *   HOSTILE_HUGE_DEVICE_MESSAGE (16 MiB in create_device's status)
  *
+ *   crashes after loading, in what a user does next (the probe must exercise each step)
+ *   HOSTILE_SEGV_IN_CREATE_STREAM, HOSTILE_BOGUS_ALLOCATE (allocate hands out an address
+ *   nothing is mapped at), HOSTILE_SEGV_IN_COMPUTE (a Neg kernel whose compute crashes),
+ *   HOSTILE_SEGV_IN_PROFILER_START (a profiler whose start crashes),
+ *   HOSTILE_SEGV_UNLESS_PROBE (SE_InitPlugin crashes unless its command line says "probe":
+ *   a plugin that behaves only where it thinks it is watched)
+ *
+ *   a kernel's failure text the host must bound and escape
+ *   HOSTILE_ESCAPE_KERNEL_MESSAGE (a Neg kernel failing with escape codes, CR and LF in 8 KiB)
+ *
  *   events and waits the host must bound (they load; the runtime tests use them)
  *   HOSTILE_EVENT_STATUS_77 (get_event_status returns a value outside SE_EventStatus),
  *   HOSTILE_EVENT_ERROR (every event completes with SE_EVENT_ERROR),
  *   HOSTILE_EVENT_NEVER_COMPLETES (SE_EVENT_PENDING for ever), HOSTILE_BLOCKING_HANGS (the
  *   blocking calls never return; the event statuses stay pending)
  */
+#include <fcntl.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -45,6 +56,21 @@
 
 #define NO_INIT_SYMBOL 1
 #include "test_plugin.c"
+
+#if defined(HOSTILE_SEGV_IN_COMPUTE) || defined(HOSTILE_ESCAPE_KERNEL_MESSAGE)
+#include "tensorflow/c/kernels.h"
+#define HOSTILE_KERNEL 1
+#endif
+#ifdef HOSTILE_SEGV_IN_PROFILER_START
+#include "tensorflow/c/experimental/pluggable_profiler/pluggable_profiler.h"
+#endif
+
+/* A real invalid write, not a raised signal; not NULL, so that UBSan's null check (in the
+ * sanitizer build) leaves the SIGSEGV to happen. */
+__attribute__((unused)) static void write_nowhere(void) {
+  volatile int* nowhere = (volatile int*)(uintptr_t)16;
+  *nowhere = 1;
+}
 
 /* Never returns, and uses no CPU while it waits to be killed. */
 static void hang_forever(void) {
@@ -98,6 +124,49 @@ __attribute__((visibility("default"))) void hostile_reset(void) {
   if (field_set[field]) (target) = (type)field_values[field]
 #else
 #define CONFIGURED(field, target, type) (void)0
+#endif
+
+#ifdef HOSTILE_SEGV_UNLESS_PROBE
+/* Whether this process's command line mentions "probe" anywhere. */
+static int command_line_says_probe(void) {
+  char line[65536];
+  int fd = open("/proc/self/cmdline", O_RDONLY);
+  if (fd < 0) return 0;
+  ssize_t n = read(fd, line, sizeof line - 1);
+  close(fd);
+  for (ssize_t i = 0; i < n; i++) {
+    if (line[i] == '\0') line[i] = ' ';
+  }
+  line[n > 0 ? n : 0] = '\0';
+  return strstr(line, "probe") != NULL;
+}
+#endif
+
+#ifdef HOSTILE_SEGV_IN_CREATE_STREAM
+static void hostile_create_stream(const SP_Device* device, SP_Stream* stream,
+                                  TF_Status* status) {
+  (void)device;
+  (void)stream;
+  (void)status;
+  write_nowhere();
+}
+#endif
+
+#ifdef HOSTILE_BOGUS_ALLOCATE
+/* An address aligned as the host asks, at which nothing is mapped. */
+static void hostile_allocate(const SP_Device* device, uint64_t size, int64_t memory_space,
+                             SP_DeviceMemoryBase* mem) {
+  (void)device;
+  (void)memory_space;
+  mem->struct_size = SP_DEVICE_MEMORY_BASE_STRUCT_SIZE;
+  mem->opaque = (void*)(uintptr_t)0x1000;
+  mem->size = size;
+}
+
+static void hostile_deallocate(const SP_Device* device, SP_DeviceMemoryBase* mem) {
+  (void)device;
+  mem->opaque = NULL;
+}
 #endif
 
 static void (*original_create_device)(const SP_Platform*, SE_CreateDeviceParams*, TF_Status*);
@@ -230,6 +299,13 @@ static void hostile_create_stream_executor(const SP_Platform* platform,
   (void)hostile_block_until_done;
   (void)hostile_synchronize;
 #endif
+#ifdef HOSTILE_SEGV_IN_CREATE_STREAM
+  se->create_stream = hostile_create_stream;
+#endif
+#ifdef HOSTILE_BOGUS_ALLOCATE
+  se->allocate = hostile_allocate;
+  se->deallocate = hostile_deallocate;
+#endif
 #if defined(HOSTILE_NEGATIVE_MEMORY) || defined(HOSTILE_FREE_ABOVE_TOTAL) || \
     defined(HOSTILE_CONFIGURABLE)
   se->device_memory_usage = hostile_memory_usage;
@@ -262,10 +338,10 @@ static void hostile_destroy_platform(SP_Platform* platform) {
 
 void SE_InitPlugin(SE_PlatformRegistrationParams* params, TF_Status* status) {
 #ifdef HOSTILE_SEGV_IN_INIT
-  /* A real invalid write, not a raised signal; not NULL, so that UBSan's null check (in the
-   * sanitizer build) leaves the SIGSEGV to happen. */
-  volatile int* nowhere = (volatile int*)(uintptr_t)16;
-  *nowhere = 1;
+  write_nowhere();
+#endif
+#ifdef HOSTILE_SEGV_UNLESS_PROBE
+  if (!command_line_says_probe()) write_nowhere();
 #endif
 #ifdef HOSTILE_ABORT_IN_INIT
   abort();
@@ -339,5 +415,96 @@ void TF_InitKernel(void) {
 #else
   hang_forever();
 #endif
+}
+#endif
+
+#ifdef HOSTILE_KERNEL
+/* Neg for float: y = -x (device memory is host memory here), or the variant's misdeed. */
+static void hostile_compute(void* instance, TF_OpKernelContext* ctx) {
+  (void)instance;
+#ifdef HOSTILE_SEGV_IN_COMPUTE
+  write_nowhere();
+#endif
+  TF_Status* s = TF_NewStatus();
+#ifdef HOSTILE_ESCAPE_KERNEL_MESSAGE
+  static char text[8192];
+  const char* evil = "\x1b[2J\x1b]0;pwned\x07kernel\rforged\nline ";
+  size_t n = strlen(evil), at = 0;
+  while (at + n < sizeof text) {
+    memcpy(text + at, evil, n);
+    at += n;
+  }
+  text[at] = '\0';
+  TF_SetStatus(s, TF_INTERNAL, text);
+  TF_OpKernelContext_Failure(ctx, s);
+#else
+  TF_Tensor* x = NULL;
+  TF_GetInput(ctx, 0, &x, s);
+  if (TF_GetCode(s) == TF_OK) {
+    int64_t dims[8];
+    int rank = TF_NumDims(x);
+    for (int i = 0; i < rank && i < 8; i++) dims[i] = TF_Dim(x, i);
+    int64_t count = TF_TensorElementCount(x);
+    TF_Tensor* y = TF_AllocateOutput(ctx, 0, TF_FLOAT, dims, rank,
+                                     (size_t)count * sizeof(float), s);
+    if (TF_GetCode(s) == TF_OK) {
+      const float* in = TF_TensorData(x);
+      float* out = TF_TensorData(y);
+      for (int64_t i = 0; i < count; i++) out[i] = -in[i];
+    }
+    TF_DeleteTensor(y);
+  }
+  TF_DeleteTensor(x);
+  if (TF_GetCode(s) != TF_OK) TF_OpKernelContext_Failure(ctx, s);
+#endif
+  TF_DeleteStatus(s);
+}
+
+void TF_InitKernel(void) {
+  TF_Status* s = TF_NewStatus();
+  TF_KernelBuilder* b =
+      TF_NewKernelBuilder("Neg", STRINGIFY(DEVICE_TYPE), NULL, hostile_compute, NULL);
+  TF_KernelBuilder_TypeConstraint(b, "T", TF_FLOAT, s);
+  TF_RegisterKernelBuilder("HostileNeg", b, s);
+  TF_DeleteStatus(s);
+}
+#endif
+
+#ifdef HOSTILE_SEGV_IN_PROFILER_START
+static void hostile_profiler_start(const TP_Profiler* profiler, TF_Status* status) {
+  (void)profiler;
+  (void)status;
+  write_nowhere();
+}
+
+static void hostile_profiler_stop(const TP_Profiler* profiler, TF_Status* status) {
+  (void)profiler;
+  TF_SetStatus(status, TF_OK, "");
+}
+
+static void hostile_profiler_collect(const TP_Profiler* profiler, uint8_t* buffer,
+                                     size_t* size_in_bytes, TF_Status* status) {
+  (void)profiler;
+  (void)buffer;
+  *size_in_bytes = 0;
+  TF_SetStatus(status, TF_OK, "");
+}
+
+static void hostile_destroy_profiler(TP_Profiler* profiler) { (void)profiler; }
+
+static void hostile_destroy_profiler_fns(TP_ProfilerFns* fns) { (void)fns; }
+
+void TF_InitProfiler(TF_ProfilerRegistrationParams* params, TF_Status* status) {
+  params->struct_size = TF_PROFILER_REGISTRATION_PARAMS_STRUCT_SIZE;
+  params->profiler->struct_size = TP_PROFILER_STRUCT_SIZE;
+  params->profiler->device_type = STRINGIFY(DEVICE_TYPE);
+  TP_ProfilerFns* fns = params->profiler_fns;
+  fns->struct_size = TP_PROFILER_FNS_STRUCT_SIZE;
+  fns->start = hostile_profiler_start;
+  fns->stop = hostile_profiler_stop;
+  fns->collect_data_xspace = hostile_profiler_collect;
+  params->destroy_profiler = hostile_destroy_profiler;
+  params->destroy_profiler_fns = hostile_destroy_profiler_fns;
+  TF_SetStatus(status, TF_OK, "");
 }
 #endif

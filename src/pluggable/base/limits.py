@@ -124,17 +124,29 @@ def cache_directory() -> str:
 
 
 _ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+# Besides the C0 and C1 controls: the line and paragraph separators, which end a line in
+# some terminals and editors, and the bidirectional controls, which reorder what is shown.
+_INVISIBLE = frozenset(chr(c) for c in (0x2028, 0x2029, 0x200E, 0x200F, *range(0x202A, 0x202F),
+                                         *range(0x2066, 0x206A)))
+
+
+def _unsafe(c: str) -> bool:
+    o = ord(c)
+    return o < 32 or 127 <= o < 160 or c in _INVISIBLE
 
 
 def safe_text(text: str, limit: int = MAX_MESSAGE_CHARS, total: Optional[int] = None) -> str:
-    """Plugin text made safe to print: control characters (terminal escape codes included)
-    escaped, and cut to ``limit`` characters with a note of how much was left out.
-    ``total``: the length of the original when ``text`` is already a prefix of it."""
+    """Plugin text made safe to print: control characters (terminal escape codes included),
+    line separators and bidirectional controls escaped, and cut to ``limit`` characters with
+    a note of how much was left out. ``total``: the length of the original when ``text`` is
+    already a prefix of it. Every message of a plugin goes through here before anyone sees
+    it: warnings, errors, ``doctor``, ``conformance`` and profile summaries."""
     cut = len(text) > limit or (total is not None and total > len(text))
     shown = text[:limit] if cut else text
-    if any(ord(c) < 32 or 127 <= ord(c) < 160 for c in shown):
-        shown = "".join(_ESCAPES.get(c) or (f"\\x{ord(c):02x}" if ord(c) < 32 or
-                                            127 <= ord(c) < 160 else c) for c in shown)
+    if not shown.isprintable() and any(map(_unsafe, shown)):  # isprintable: C's speed
+        shown = "".join(_ESCAPES.get(c) or (f"\\u{ord(c):04x}" if ord(c) > 255 else
+                                            f"\\x{ord(c):02x}") if _unsafe(c) else c
+                        for c in shown)
     if cut:
         shown += f"... [cut: {total or len(text)} in all, {min(limit, len(text))} shown]"
     return shown

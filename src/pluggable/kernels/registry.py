@@ -28,6 +28,7 @@ from array import array as _array
 from collections import namedtuple
 
 from ..base.errors import warn
+from ..base.limits import safe_text
 from ..base import native as _native
 from ..devices.handle import finalizer
 from ..abi.kernels import TF_InitKernel_fn
@@ -192,6 +193,11 @@ def free_host_output(address: int) -> None:
 _MISSING = object()
 
 
+def _text(raw: Optional[bytes]) -> str:
+    """A name or message a plugin registered, as the host shows it (`limits.safe_text`)."""
+    return safe_text((raw or b"").decode("utf-8", "replace"))
+
+
 def _type_code(value: Any) -> int:
     """A TF_DataType code from a DType, a TF_DataType, an int code or anything `as_dtype`
     takes."""
@@ -233,8 +239,8 @@ class KernelRegistration:
             return
         op, device_type, source, code, enabled = keys
         self.id = registration_id
-        self.op = op.decode("utf-8", "replace")
-        self.device_type = device_type.decode("utf-8", "replace")
+        self.op = _text(op)
+        self.device_type = _text(device_type)
         self.plugin = source.decode("utf-8", "surrogateescape")
         self.error_code = int(code)
         self._enabled = enabled == b"1"
@@ -257,16 +263,16 @@ class KernelRegistration:
                                        call="KernelRegistration")
         if keys:
             self.id = registration_id
-            self.op = (info.op or b"").decode("utf-8", "replace")
-            self.device_type = (info.device_type or b"").decode("utf-8", "replace")
+            self.op = _text(info.op)
+            self.device_type = _text(info.device_type)
             self.plugin = (info.source or b"").decode("utf-8", "surrogateescape")
             self.error_code = info.error_code
             self._enabled = bool(info.enabled)
-        self.kernel_name = (info.kernel_name or b"").decode("utf-8", "replace")
-        self.label = (info.label or b"").decode("utf-8", "replace")
+        self.kernel_name = _text(info.kernel_name)
+        self.label = _text(info.label)
         self.priority = info.priority
         self.is_async = bool(info.is_async)
-        self.error_message = (info.error_message or b"").decode("utf-8", "replace")
+        self.error_message = _text(info.error_message)
         constraints: Dict[str, FrozenSet[int]] = {}
         n = info.num_constraints
         if n:
@@ -545,7 +551,8 @@ def load_kernels(platform: "Platform",
         finally:
             _End()
         ops_made = plugin_ops.count() - ops_start
-        refused += [Refusal(platform.path, "op", name, name, "", reason)
+        refused += [Refusal(platform.path, "op", safe_text(name), safe_text(name), "",
+                            safe_text(reason))
                     for name, reason in plugin_ops.adopt(platform.path, ops_start)]
         _refresh()
         mine = [r for r in _registrations[start:] if r.plugin == platform.path]
@@ -856,6 +863,7 @@ class Kernel:
     def _error(self, executor: "StreamExecutor", code: int, message: str):
         r = self.registration
         label = executor.platform.label
+        message = safe_text(message)  # the fast path hands over the plugin's raw text
         return error_for_code(code)(
             f"{label}, device {executor.ordinal}: kernel {r.kernel_name} for {r.op} failed: "
             f"{message or '(the kernel gave no message)'}",

@@ -308,14 +308,20 @@ def doctor(path: str, timeout: Optional[float] = None) -> ProbeResult:
 
 
 def format_report(result: ProbeResult) -> str:
-    """``doctor``'s text: the verdict first, then every section of the report."""
+    """``doctor``'s text: the verdict first, then every section of the report. Each line is
+    passed through `limits.safe_text` (most of the report is the plugin's own text)."""
+    return "\n".join(limits.safe_text(line, 4 * limits.MAX_MESSAGE_CHARS)
+                     for line in _report_lines(result))
+
+
+def _report_lines(result: ProbeResult) -> List[str]:
     r = result.report
     lines = [f"plugin   {result.path}",
              f"verdict  {'OK' if result.ok else 'FAILED'}"
              + ("" if result.ok else f" at step {result.step!r}: {result.reason}"),
              f"steps    {' > '.join(result.steps) or '(none)'}  ({result.seconds:g} s)"]
     if not r:
-        return "\n".join(lines)
+        return lines
     exports = r.get("exports", {})
     if exports:
         lines.append("exports  " + ", ".join(f"{k} {'yes' if v else 'no'}"
@@ -343,7 +349,7 @@ def format_report(result: ProbeResult) -> str:
                      f"{relation}")
     callbacks = r.get("callbacks", {})
     if not callbacks:  # the probe stopped before the callbacks were read
-        return "\n".join(lines)
+        return lines
     missing_optional = [k for k, v in callbacks.items() if not v["present"] and not v["required"]]
     missing_required = [k for k, v in callbacks.items() if not v["present"] and v["required"]]
     lines.append(f"callbacks {sum(v['present'] for v in callbacks.values())} of "
@@ -367,4 +373,4 @@ def format_report(result: ProbeResult) -> str:
         if not r.get("refused") or "TF_InitKernel:" not in warning:
             lines.append(f"warning  {warning}")
     lines.append(f"profiler {'TF_InitProfiler exported' if r.get('profiler') else 'none'}")
-    return "\n".join(lines)
+    return lines

@@ -10,6 +10,7 @@ from collections import defaultdict
 from typing import Any, Dict, Iterator, List, Optional
 
 from ..base.errors import NotFoundError
+from ..base.limits import safe_text
 from .xspace import Event, iter_events, parse_xspace
 
 HOST_PLANE = "/host:CPU"
@@ -98,7 +99,7 @@ class ProfileResult:
             return "" if value is None else f"{value * scale:.{digits}f}"
 
         cells = [headers] + [
-            (r["device"], r["op"], str(r["count"]), cell(r["total_us"], digits=1),
+            (safe_text(r["device"], 200), safe_text(r["op"], 200), str(r["count"]), cell(r["total_us"], digits=1),
              cell(r["mean_us"]), cell(r["min_us"]), cell(r["max_us"]),
              cell(r["share"], 100, 1), cell(r["host_us"]))
             for r in rows]

@@ -25,6 +25,8 @@ import json
 import os
 from typing import Dict, List, Optional
 
+from ...base.limits import safe_text
+
 CHECKS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "checks.py")
 #: The exit status for a file that is not a plugin (pytest's own statuses are 0 to 5).
 NOT_A_PLUGIN = 2
@@ -66,11 +68,11 @@ class _Collector:
             if report.outcome != "passed" or report.when == "call":
                 entry["outcome"] = report.outcome
             if report.failed:
-                entry["message"] = str(report.longrepr.reprcrash.message
-                                       if hasattr(report.longrepr, "reprcrash")
-                                       else report.longrepr)[:2000]
+                entry["message"] = safe_text(str(report.longrepr.reprcrash.message
+                                                 if hasattr(report.longrepr, "reprcrash")
+                                                 else report.longrepr))
             elif report.skipped and isinstance(report.longrepr, tuple):
-                entry["message"] = str(report.longrepr[2])
+                entry["message"] = safe_text(str(report.longrepr[2]))
 
 
 def run(path: str, keyword: Optional[str] = None, json_path: Optional[str] = None,
