@@ -81,3 +81,46 @@ def test_discovery_probes_once_and_can_be_turned_off(run_python, tmp_path, build
     off = json.loads(run_python(REPORT, env={**env, "PLUGGABLE_PROBE": "0"}).stdout)
     assert off["records"]["PROBED_DEV"] == ["loaded", None, ""]
     assert cold["warnings"] == warm["warnings"] == off["warnings"] == []
+
+
+def test_the_child_cannot_tell_it_is_a_probe(tmp_path, monkeypatch, build_test_plugin):
+    # The plugin copies what it could look at (its command line, environment and open
+    # files) in SE_InitPlugin; none of it may differ from a user's process for the probe.
+    path = build_test_plugin(HOSTILE_SOURCE, HOSTILE_DUMP_PROCESS=True, PLATFORM_NAME="DUMP",
+                             DEVICE_TYPE="DUMP")
+    dump = tmp_path / "dump"
+    dump.mkdir()
+    monkeypatch.setenv("HOSTILE_DUMP_DIR", str(dump))
+    result = probe.run(path)
+    assert result.ok, result.reason
+    (cmdline,) = dump.glob("*.cmdline")
+    argv = cmdline.read_bytes().split(b"\0")[:-1]
+    assert argv[1:] == [b"-c", probe.CHILD_COMMAND.encode()]
+    for word in (b"probe", b"pluggable", path.encode()):
+        assert word not in cmdline.read_bytes()
+    (environ,) = dump.glob("*.environ")
+    child_env = dict(entry.split(b"=", 1) for entry in environ.read_bytes().split(b"\0")
+                     if b"=" in entry)
+    # The process's own environment, inherited as any child's (the C library's may hold a
+    # few variables os.environ does not, such as COLUMNS set by a terminal library).
+    mine = {k.encode(): v.encode() for k, v in os.environ.items()}
+    assert {k: child_env.get(k) for k in mine} == mine
+    assert not [k for k in child_env if k not in mine and (b"PROBE" in k or b"PLUGGABLE" in k)]
+    (fds,) = dump.glob("*.fds")
+    assert "probe" not in fds.read_text().replace(str(tmp_path), "")
+
+
+def test_the_probe_exercises_what_a_user_does_next():
+    xpu = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(probe.__file__))),
+                       os.pardir, "tensorflow-plugins", "libxpu_plugin.so")
+    result = probe.run(os.path.realpath(xpu))
+    assert result.ok, result.reason
+    after = result.steps[result.steps.index("kernels") + 1:]
+    assert after[:5] == ["stream", "event", "memory", "copies", "event record"]
+    exercised = result.report["exercised"]
+    ran = exercised["kernels_run"]
+    assert "XPU:MatMul:float" in ran and "XPU:Neg:float" in ran
+    assert [s for s in after if s.startswith("kernel ")] == [f"kernel {k}" for k in ran]
+    # Kernels without inputs to generate are named with the reason, not silently passed.
+    assert exercised["kernels_skipped"]["XPU:Add:float"] == "pluggable has no usable op 'Add'"
+    assert after[-4:] == ["profiler", "profiler start", "profiler stop", "shutdown"]

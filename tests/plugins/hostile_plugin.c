@@ -37,6 +37,10 @@
  *   HOSTILE_SEGV_UNLESS_PROBE (SE_InitPlugin crashes unless its command line says "probe":
  *   a plugin that behaves only where it thinks it is watched)
  *
+ *   HOSTILE_DUMP_PROCESS: SE_InitPlugin copies /proc/self/cmdline and /proc/self/environ, and
+ *   lists where its open descriptors lead, into $HOSTILE_DUMP_DIR/<pid>.{cmdline,environ,fds}:
+ *   what a plugin could look at to tell the probe from the user's process
+ *
  *   a kernel's failure text the host must bound and escape
  *   HOSTILE_ESCAPE_KERNEL_MESSAGE (a Neg kernel failing with escape codes, CR and LF in 8 KiB)
  *
@@ -46,6 +50,7 @@
  *   HOSTILE_EVENT_NEVER_COMPLETES (SE_EVENT_PENDING for ever), HOSTILE_BLOCKING_HANGS (the
  *   blocking calls never return; the event statuses stay pending)
  */
+#define _DEFAULT_SOURCE 1 /* readlink, under -std=c11 */
 #include <fcntl.h>
 #include <signal.h>
 #include <stdint.h>
@@ -139,6 +144,44 @@ static int command_line_says_probe(void) {
   }
   line[n > 0 ? n : 0] = '\0';
   return strstr(line, "probe") != NULL;
+}
+#endif
+
+#ifdef HOSTILE_DUMP_PROCESS
+#include <dirent.h>
+
+static void dump_file(const char* from, const char* dir, const char* suffix) {
+  char to[4096];
+  snprintf(to, sizeof to, "%s/%d.%s", dir, (int)getpid(), suffix);
+  int in = open(from, O_RDONLY);
+  int out = open(to, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  char buffer[4096];
+  ssize_t n;
+  while (in >= 0 && out >= 0 && (n = read(in, buffer, sizeof buffer)) > 0) {
+    if (write(out, buffer, (size_t)n) != n) break;
+  }
+  if (in >= 0) close(in);
+  if (out >= 0) close(out);
+}
+
+static void dump_process(void) {
+  const char* dir = getenv("HOSTILE_DUMP_DIR");
+  if (dir == NULL) return;
+  dump_file("/proc/self/cmdline", dir, "cmdline");
+  dump_file("/proc/self/environ", dir, "environ");
+  char to[4096];
+  snprintf(to, sizeof to, "%s/%d.fds", dir, (int)getpid());
+  FILE* out = fopen(to, "w");
+  DIR* fds = opendir("/proc/self/fd");
+  struct dirent* entry;
+  while (out != NULL && fds != NULL && (entry = readdir(fds)) != NULL) {
+    char link[300], target[4096];
+    snprintf(link, sizeof link, "/proc/self/fd/%s", entry->d_name);
+    ssize_t n = readlink(link, target, sizeof target - 1);
+    if (n > 0) fprintf(out, "%.*s\n", (int)n, target);
+  }
+  if (fds != NULL) closedir(fds);
+  if (out != NULL) fclose(out);
 }
 #endif
 
@@ -342,6 +385,9 @@ void SE_InitPlugin(SE_PlatformRegistrationParams* params, TF_Status* status) {
 #endif
 #ifdef HOSTILE_SEGV_UNLESS_PROBE
   if (!command_line_says_probe()) write_nowhere();
+#endif
+#ifdef HOSTILE_DUMP_PROCESS
+  dump_process();
 #endif
 #ifdef HOSTILE_ABORT_IN_INIT
   abort();

@@ -12,6 +12,8 @@ import os
 import sys
 import warnings
 
+import numpy as np
+
 from ..abi.stream_executor import SP_PlatformFns, SP_StreamExecutor
 from ..base import limits
 from ..base import native as _native
@@ -107,12 +109,144 @@ def inspect(path: str, step: Callable[[str], None],
         report["refused"] = [limits.safe_text(str(r))
                              for r in kernel_registry.refusals(platform.path)]
     report["kernels"] = kernels
+    if platform.device_count:
+        executor = platform._create_executor(0)
+        report["exercised"] = exercise(executor, accepted if library.kernel_init else [], step)
     step("profiler")
     report["profiler"] = library.profiler_init is not None
+    if library.profiler_init is not None:
+        exercise_profiler(library, step)
     step("shutdown")
     kernel_registry.close_all()
     platform.destroy()
     return report
+
+
+def exercise(executor, registrations, step: Callable[[str], None]) -> Dict[str, Any]:
+    """What a user does right after loading, each as a step of its own: a stream and an event
+    made and destroyed, memory allocated, copies both ways (the values must come back), an
+    event recorded and waited for, and each kernel in ``registrations`` run once on device 0.
+    Returns what was run and what was skipped, and why."""
+    step("stream")
+    stream = executor.create_stream()
+    stream.close()
+    step("event")
+    event = executor.create_event()
+    event.close()
+    step("memory")
+    sent = np.arange(256, dtype=np.uint32) * np.uint32(2654435761)
+    memory = executor.allocate(sent.nbytes)
+    step("copies")
+    executor.sync_memcpy_htod(memory, sent)
+    back = np.zeros_like(sent)
+    executor.sync_memcpy_dtoh(back, memory)
+    if not np.array_equal(back, sent):
+        wrong = int(np.argmax(back != sent))
+        raise PluginCallError("copies", f"a copy to device 0 and back changed the data: word "
+                                        f"{wrong} went out as {int(sent[wrong]):#x} and came "
+                                        f"back as {int(back[wrong]):#x}")
+    step("event record")
+    stream = executor.create_stream()
+    event = executor.create_event()
+    executor.memcpy_htod(stream, memory, sent)
+    event.record(stream)
+    event.synchronize()
+    stream.synchronize()
+    event.close()
+    memory.close()
+    ran, skipped = [], {}
+    for registration in registrations:
+        why = _run_once(executor, stream, registration, step)
+        if why:
+            skipped[registration.kernel_name] = why
+        else:
+            ran.append(registration.kernel_name)
+    stream.close()
+    return {"kernels_run": ran, "kernels_skipped": skipped}
+
+
+def _run_once(executor, stream, registration, step: Callable[[str], None]) -> str:
+    """Runs ``registration``'s kernel once on inputs from `samples.generate`; returns why it
+    was not run ("" when it was). A failing kernel raises (the step names it)."""
+    from ..base import dtypes as dt
+    from ..kernels.registry import KernelInput
+    from ..oplib import OPS, REQUIRED, samples
+
+    op = OPS.get(registration.op)
+    if op is None or op.missing:
+        return f"pluggable has no usable op {registration.op!r}"
+    constraints = registration.constraints
+    attr = next((a for a in ("T", "SrcT") if a in constraints), None)
+    codes = sorted(constraints.get(attr, ())) if attr else [int(dt.float32.tf_code)]
+    dtype = next((d for d in map(dt.from_code, codes) if dt.has_tensors(d)), None) \
+        if codes else None
+    if dtype is None:
+        return "no type of its constraints has tensors here"
+    generated = samples.generate(op.name, dtype, 0, {
+        name: dt.type_names(types) for name, types in constraints.items()})
+    if generated is None:
+        return f"no input generator for {op.name}"
+    arrays, attrs = generated
+    attrs = dict(attrs)
+    for arg, array in zip(op.inputs, arrays):
+        if arg.type_attr and arg.type_attr not in attrs:
+            attrs[arg.type_attr] = dt.as_dtype(np.asarray(array).dtype)
+    for spec in op.attrs:
+        if spec.name not in attrs:
+            if spec.default is REQUIRED:
+                return f"its attribute {spec.name} has no default"
+            attrs[spec.name] = spec.default
+    if not registration.matches(attrs):
+        return "the generated inputs do not match its constraints"
+    step(f"kernel {registration.kernel_name}")
+    inputs, keep = [], []
+    for arg, array in zip(op.flat_inputs(attrs), arrays):
+        array = np.asarray(array, order="C")  # (ascontiguousarray would make a scalar 1-d)
+        code = int(dt.as_dtype(array.dtype).tf_code)
+        if arg.host or arg.name in registration.host_memory:
+            keep.append(array)
+            inputs.append(KernelInput(array.ctypes.data, array.nbytes, code, array.shape, True))
+        else:
+            memory = executor.allocate(max(1, array.nbytes))
+            if array.nbytes:
+                executor.sync_memcpy_htod(memory, array)
+            keep.append(memory)
+            inputs.append(KernelInput(memory.address, array.nbytes, code, array.shape))
+    out_dtypes = [int((arg.dtype or attrs[arg.type_attr]).tf_code)
+                  for arg in op.flat_outputs(attrs)]
+    kernel = registration.instantiate(op.name, attrs)
+    try:
+        outputs = kernel.run(executor, stream, inputs, out_dtypes)
+        stream.synchronize()
+    finally:
+        kernel.close()
+    for output in outputs:
+        if output.owned and not output.host_memory:
+            executor.allocator.deallocate(output.address)
+    for held in keep:
+        if not isinstance(held, np.ndarray):
+            held.close()
+    return ""
+
+
+def exercise_profiler(library, step: Callable[[str], None]) -> None:
+    """The profiler started and stopped and its data collected, as a profiling session
+    would. A profiler that fails its checks is no load failure (the devices still work):
+    then there is nothing to start."""
+    from ..plugin.profiler import ProfilerLoadError, load_profiler
+
+    try:
+        profiler = load_profiler(library.path, library.profiler_init)
+    except ProfilerLoadError:
+        return
+    try:
+        step("profiler start")
+        profiler.start()
+        step("profiler stop")
+        profiler.stop()
+        profiler.collect()
+    finally:
+        profiler.destroy()
 
 
 def _present(view, name: str) -> bool:

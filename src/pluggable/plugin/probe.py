@@ -2,11 +2,19 @@
 first, so that a crash, an ``abort()``, an ``exit()`` or a hang costs a report, never the
 caller's process.
 
-The child (``python -m pluggable.loader.probe_child PLUGIN REPORT``, `pluggable.loader.probe_child`)
-runs the same loading code as the host (`PluginLibrary`, `Platform`, `load_kernels`) and appends one
-JSON line to ``REPORT`` before each step, so that when it dies the parent knows the last step
-reached. It runs in its own process group; past the time limit (`limits.probe_timeout`, 10 s
-by default) the whole group is killed. A negative return code names the signal.
+The child (`pluggable.loader.probe_child`) runs the same loading code as the host
+(`PluginLibrary`, `Platform`, `load_kernels`), then what a user does next (a stream, an event,
+memory, copies both ways, each kernel once, the profiler started and stopped), and appends one
+JSON line to a report file before each step, so that when it dies the parent knows the last
+step reached. It runs in its own process group; a step that lasts longer than the time limit
+(`limits.probe_timeout`, 10 s by default) gets the whole group killed. A negative return code
+names the signal.
+
+A plugin must not be able to tell the probe from the user's process: the child runs as
+``python -c "import sys; exec(sys.stdin.read())"`` with the user's environment unchanged, and
+reads its program from standard input; its report file has a plain temporary name. What it
+could still notice: its parent is the user's process, it leads a session of its own, its
+standard input is an emptied pipe and its output goes to a temporary file.
 
 Discovery asks for `verdict` before the first in-process load of each discovered plugin;
 verdicts are cached per file (real path, inode, size, mtime) in the user's cache directory
@@ -27,10 +35,11 @@ if TYPE_CHECKING:
     from typing import Any, Dict, List, Optional
 
 # Bumped when what the child checks changes: older cached verdicts are then ignored.
-PROTOCOL = 2
+PROTOCOL = 3
 _OUTPUT_TAIL = 600
 _STEPS = ("dlopen", "symbol lookup", "init", "validation", "device count", "device creation",
-          "kernels", "profiler", "shutdown")
+          "kernels", "stream", "event", "memory", "copies", "event record", "kernel NAME",
+          "profiler", "profiler start", "profiler stop", "shutdown")
 
 
 @record
@@ -64,37 +73,64 @@ def _package_parent() -> str:
     return os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
+# The child's command line: nothing in it, in its environment or in the names of the files
+# it holds open says "probe", so that a plugin cannot behave only while it is watched. The
+# program comes on standard input.
+CHILD_COMMAND = "import sys; exec(sys.stdin.read())"
+_CHILD_PROGRAM = """import sys
+sys.path.insert(0, {parent!r})
+from pluggable.loader.probe_child import child_main
+sys.exit(child_main([{path!r}, {report!r}]))
+"""
+
+
 def run(path: str, timeout: Optional[float] = None) -> ProbeResult:
-    """Probes ``path`` in a child process now (no cache)."""
+    """Probes ``path`` in a child process now (no cache). Each step has ``timeout`` seconds
+    (`limits.probe_timeout` by default): a child that stays longer in one step is killed."""
     import subprocess  # here, not at the top: a warm start never spawns anything
     import tempfile
     import time
 
     path = os.path.realpath(path)
     timeout = limits.probe_timeout() if timeout is None else float(timeout)
-    fd, report_path = tempfile.mkstemp(prefix="pluggable-probe-", suffix=".jsonl")
+    fd, report_path = tempfile.mkstemp()
     os.close(fd)
-    env = dict(os.environ)
-    env["PLUGGABLE_DISABLE_AUTOLOAD"] = "1"
-    env[limits.PROBE_VARIABLE] = "0"
-    env["PYTHONPATH"] = os.pathsep.join(
-        p for p in (_package_parent(), env.get("PYTHONPATH", "")) if p)
-    command = [sys.executable, "-m", "pluggable.loader.probe_child", path, report_path]
+    output_file = tempfile.TemporaryFile()
+    program = _CHILD_PROGRAM.format(parent=_package_parent(), path=path, report=report_path)
     started = time.monotonic()
     timed_out = False
     try:
-        child = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                 stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        # The user's own environment, unchanged; the child loads no plugin but this one.
+        child = subprocess.Popen([sys.executable, "-c", CHILD_COMMAND], stdin=subprocess.PIPE,
+                                 stdout=output_file, stderr=subprocess.STDOUT,
+                                 start_new_session=True)
         try:
-            output, _ = child.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            _kill_group(child.pid)
-            output, _ = child.communicate()
+            child.stdin.write(program.encode("utf-8"))
+            child.stdin.close()
+        except OSError:
+            pass  # it died before reading: its return code says how
+        seen, deadline = 0, time.monotonic() + timeout
+        while True:
+            try:
+                child.wait(timeout=0.02)
+                break
+            except subprocess.TimeoutExpired:
+                pass
+            steps = _count_steps(report_path)
+            if steps != seen:  # a new step: its own time limit
+                seen, deadline = steps, time.monotonic() + timeout
+            elif time.monotonic() > deadline:
+                timed_out = True
+                _kill_group(child.pid)
+                child.wait()
+                break
         returncode = child.returncode
         with open(report_path, "rb") as f:
             lines = f.read().splitlines()
+        output_file.seek(0)
+        output = output_file.read()
     finally:
+        output_file.close()
         try:
             os.unlink(report_path)
         except OSError:
@@ -103,6 +139,14 @@ def run(path: str, timeout: Optional[float] = None) -> ProbeResult:
                         output.decode("utf-8", "replace"))
     result.seconds = round(time.monotonic() - started, 3)
     return result
+
+
+def _count_steps(report_path: str) -> int:
+    """How far the child's report has grown: a new step makes it longer."""
+    try:
+        return os.stat(report_path).st_size
+    except OSError:
+        return 0
 
 
 def _kill_group(pid: int) -> None:
@@ -150,8 +194,8 @@ def _interpret(path: str, lines: List[bytes], returncode: int, timed_out: bool,
     said = f"; its last output: {tail}" if tail else ""
     if timed_out:
         result.timed_out = True
-        result.reason = (f"the probe child did not finish within {timeout:g} s (it was in step "
-                         f"{last!r} and was killed); a plugin must not block in this step. Raise "
+        result.reason = (f"the probe child did not finish within {timeout:g} s of starting step "
+                         f"{last!r} and was killed; a plugin must not block in this step. Raise "
                          f"the limit with {limits.PROBE_TIMEOUT_VARIABLE} if it is just slow")
     elif returncode < 0:
         result.signal = _signal_name(-returncode)
@@ -307,6 +351,24 @@ def doctor(path: str, timeout: Optional[float] = None) -> ProbeResult:
     return result
 
 
+def _steps_shown(steps: List[str]) -> List[str]:
+    """The steps, with a run of kernel steps as one ("250 kernels"; the last one named when
+    it is where the probe stopped)."""
+    shown: List[str] = []
+    run: List[str] = []
+    for name in steps + [""]:  # "": the end
+        if name.startswith("kernel "):
+            run.append(name)
+            continue
+        if run:
+            shown.append(f"{len(run)} kernel run(s)" if name
+                         else f"{len(run)} kernel run(s), stopped in {run[-1]!r}")
+            run = []
+        if name:
+            shown.append(name)
+    return shown
+
+
 def format_report(result: ProbeResult) -> str:
     """``doctor``'s text: the verdict first, then every section of the report. Each line is
     passed through `limits.safe_text` (most of the report is the plugin's own text)."""
@@ -319,7 +381,8 @@ def _report_lines(result: ProbeResult) -> List[str]:
     lines = [f"plugin   {result.path}",
              f"verdict  {'OK' if result.ok else 'FAILED'}"
              + ("" if result.ok else f" at step {result.step!r}: {result.reason}"),
-             f"steps    {' > '.join(result.steps) or '(none)'}  ({result.seconds:g} s)"]
+             f"steps    {' > '.join(_steps_shown(result.steps)) or '(none)'}  "
+             f"({result.seconds:g} s)"]
     if not r:
         return lines
     exports = r.get("exports", {})
@@ -372,5 +435,19 @@ def _report_lines(result: ProbeResult) -> List[str]:
     for warning in r.get("kernel_warnings", []):
         if not r.get("refused") or "TF_InitKernel:" not in warning:
             lines.append(f"warning  {warning}")
-    lines.append(f"profiler {'TF_InitProfiler exported' if r.get('profiler') else 'none'}")
+    exercised = r.get("exercised")
+    if exercised is not None:
+        skipped = exercised.get("kernels_skipped", {})
+        lines.append(f"ran      a stream, an event, memory, copies both ways, an event record; "
+                     f"{len(exercised.get('kernels_run', []))} kernel(s) once, "
+                     f"{len(skipped)} skipped")
+        by_reason: Dict[str, List[str]] = {}
+        for name, why in sorted(skipped.items()):
+            by_reason.setdefault(why, []).append(name)
+        for why, names in sorted(by_reason.items()):
+            shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if names[3:] else "")
+            lines.append(f"skipped  {len(names)} kernel(s), {why}: {shown}")
+    lines.append(f"profiler {'TF_InitProfiler exported' if r.get('profiler') else 'none'}"
+                 + (", started and stopped" if r.get("profiler") and
+                    "profiler stop" in result.steps else ""))
     return lines

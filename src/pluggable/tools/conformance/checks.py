@@ -19,6 +19,7 @@ import pytest
 import pluggable
 from pluggable import dtypes as dt
 from pluggable.errors import PluggableError, ResourceExhaustedError
+from pluggable.oplib.samples import REDUCTIONS, generate as _generate
 
 MiB = 1 << 20
 
@@ -488,78 +489,6 @@ class TestCrossDevice:
 
 
 # ---- tier 6: kernels -----------------------------------------------------------------------
-
-def _rng(seed: int):
-    return np.random.default_rng(seed)
-
-
-def _values(dtype: dt.DType, shape, seed: int, positive: bool = False) -> np.ndarray:
-    rng = _rng(seed)
-    np_type = dtype.numpy_dtype
-    if dtype == dt.bool_:
-        return rng.integers(0, 2, shape).astype(bool)
-    if dtype.is_integer:
-        low = 1 if positive else (0 if dtype.name.startswith("uint") else -20)
-        return rng.integers(low, 20, shape).astype(np_type)
-    if dtype.is_complex:
-        return (rng.normal(size=shape) + 1j * rng.normal(size=shape)).astype(np_type)
-    values = rng.uniform(0.5, 3.0, shape) if positive else rng.normal(size=shape)
-    return values.astype(np_type)
-
-
-UNARY_POSITIVE = {"Sqrt", "Rsqrt", "Log"}
-UNARY = {"Abs", "Neg", "Square", "Exp", "Tanh", "Sigmoid", "Relu", "Relu6", "Identity",
-         "ZerosLike", "OnesLike"} | UNARY_POSITIVE
-BINARY = {"AddV2", "Sub", "Mul", "RealDiv", "Maximum", "Minimum", "Equal", "Less", "Greater",
-          "NotEqual", "LessEqual", "GreaterEqual", "Pow", "FloorDiv", "FloorMod", "DivNoNan"}
-DIVIDES = {"RealDiv", "FloorDiv", "FloorMod", "DivNoNan"}
-REDUCTIONS = {"Sum", "Mean", "Max", "Min", "Prod"}
-
-def _generate(op: str, dtype: dt.DType, seed: int, constraints: Dict[str, tuple]):
-    """(inputs, attrs) for ``op`` with ``dtype``, from ``seed``; None for ops whose inputs
-    need more than a shape and a dtype (their check is skipped, saying so)."""
-    rng = _rng(seed)
-    shape = tuple(int(d) for d in rng.integers(1, 6, rng.integers(1, 4)))
-    if op in UNARY:
-        return [_values(dtype, shape, seed, op in UNARY_POSITIVE)], {}
-    if op in BINARY:
-        other = shape[-1:] if seed % 2 else shape  # broadcasting half of the time
-        return [_values(dtype, shape, seed), _values(dtype, other, seed + 1,
-                                                     op in DIVIDES or op == "Pow")], {}
-    if op in REDUCTIONS:
-        axis = np.array([int(rng.integers(0, len(shape)))], np.int32)
-        return [_values(dtype, shape, seed), axis], {"keep_dims": bool(seed % 2)}
-    if op in ("Softmax", "LogSoftmax"):
-        return [_values(dtype, (3, 5), seed)], {}
-    if op == "MatMul":
-        m, k, n = (int(v) for v in rng.integers(1, 33, 3))
-        return [_values(dtype, (m, k), seed), _values(dtype, (k, n), seed + 1)], {}
-    if op == "BatchMatMulV2":
-        return [_values(dtype, (2, 3, 4), seed), _values(dtype, (4, 5), seed + 1)], {}
-    if op == "BiasAdd":
-        return [_values(dtype, (4, 6), seed), _values(dtype, (6,), seed + 1)], {}
-    if op == "Select":
-        return [_values(dt.bool_, shape, seed), _values(dtype, shape, seed + 1),
-                _values(dtype, shape, seed + 2)], {}
-    if op == "Cast":
-        targets = constraints.get("DstT", ())
-        if not targets:
-            return None
-        target = dt.as_dtype(targets[seed % len(targets)])
-        return [_values(dtype, shape, seed)], {"DstT": target}
-    if op == "Reshape":
-        return [_values(dtype, (2, 6), seed), np.array([3, 4], np.int32)], {}
-    if op == "Transpose":
-        return [_values(dtype, (2, 3, 4), seed), np.array([2, 0, 1], np.int32)], {}
-    if op == "Fill":
-        return [np.array(shape, np.int32), _values(dtype, (), seed)], {}
-    if op == "Conv2D":
-        padding = "SAME" if seed % 2 else "VALID"
-        return [_values(dtype, (2, 6, 5, 3), seed), _values(dtype, (3, 2, 3, 4), seed + 1)], \
-            {"strides": [1, 1 + seed % 2, 1, 1], "padding": padding}
-    if op == "ArgMax":
-        return [_values(dtype, (4, 7), seed), np.array(1, np.int32)], {}
-    return None
 
 
 def pytest_generate_tests(metafunc):
