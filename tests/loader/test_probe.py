@@ -124,3 +124,20 @@ def test_the_probe_exercises_what_a_user_does_next():
     # Kernels without inputs to generate are named with the reason, not silently passed.
     assert exercised["kernels_skipped"]["XPU:Add:float"] == "pluggable has no usable op 'Add'"
     assert after[-4:] == ["profiler", "profiler start", "profiler stop", "shutdown"]
+
+
+def test_a_kernel_error_status_is_reported_by_doctor_without_refusing_the_plugin(
+        build_test_plugin):
+    # An error status is the kernel's answer to inputs it does not take; a crash is not.
+    path = build_test_plugin(HOSTILE_SOURCE, HOSTILE_ESCAPE_KERNEL_MESSAGE=True,
+                             PLATFORM_NAME="FAILING_KERNEL", DEVICE_TYPE="FAILKERNEL")
+    result = probe.run(path)
+    assert result.ok and result.step == "shutdown", result.reason
+    failed = result.report["exercised"]["kernels_failed"]
+    assert list(failed) == ["HostileNeg"]
+    assert "kernel HostileNeg for Neg failed: \\x1b[2J\\x1b]0;pwned\\x07" in failed["HostileNeg"]
+    report = probe.doctor(path)
+    assert not report.ok and report.step == "kernel HostileNeg"
+    assert report.reason.startswith("1 kernel(s) failed on generated inputs; the first: ")
+    text = probe.format_report(report)
+    assert "failed   kernel HostileNeg: " in text and "\x1b" not in text

@@ -17,6 +17,7 @@ import numpy as np
 from ..abi.stream_executor import SP_PlatformFns, SP_StreamExecutor
 from ..base import limits
 from ..base import native as _native
+from ..base.errors import PluggableError
 from ..devices.platform import Platform
 from ..kernels import registry as kernel_registry
 from ..kernels.registry import load_kernels
@@ -126,7 +127,8 @@ def exercise(executor, registrations, step: Callable[[str], None]) -> Dict[str, 
     """What a user does right after loading, each as a step of its own: a stream and an event
     made and destroyed, memory allocated, copies both ways (the values must come back), an
     event recorded and waited for, and each kernel in ``registrations`` run once on device 0.
-    Returns what was run and what was skipped, and why."""
+    Returns what was run, what was skipped and what failed with an error status, and why.
+    A crash or a hang ends the child in its step; an error of the API steps raises."""
     step("stream")
     stream = executor.create_stream()
     stream.close()
@@ -154,15 +156,23 @@ def exercise(executor, registrations, step: Callable[[str], None]) -> Dict[str, 
     stream.synchronize()
     event.close()
     memory.close()
-    ran, skipped = [], {}
+    ran, skipped, failed = [], {}, {}
     for registration in registrations:
-        why = _run_once(executor, stream, registration, step)
+        try:
+            why = _run_once(executor, stream, registration, step)
+        except PluggableError as exc:
+            # An error status is the kernel's own answer, not a broken plugin: doctor names
+            # it, loading goes on. The stream it failed on is replaced.
+            failed[registration.kernel_name] = limits.safe_text(str(exc))
+            stream.close()
+            stream = executor.create_stream()
+            continue
         if why:
             skipped[registration.kernel_name] = why
         else:
             ran.append(registration.kernel_name)
     stream.close()
-    return {"kernels_run": ran, "kernels_skipped": skipped}
+    return {"kernels_run": ran, "kernels_skipped": skipped, "kernels_failed": failed}
 
 
 def _run_once(executor, stream, registration, step: Callable[[str], None]) -> str:

@@ -342,6 +342,12 @@ def doctor(path: str, timeout: Optional[float] = None) -> ProbeResult:
         result.ok, result.step = False, "symbol lookup"
         result.reason = (f"the plugin uses {', '.join(report['missing_symbols'])}, which the "
                          f"host runtime does not provide")
+    elif result.ok and (report.get("exercised") or {}).get("kernels_failed"):
+        failed = report["exercised"]["kernels_failed"]
+        name, message = next(iter(failed.items()))
+        result.ok, result.step = False, f"kernel {name}"
+        result.reason = (f"{len(failed)} kernel(s) failed on generated inputs; the first: "
+                         f"{message}")
     elif result.ok and report.get("kernel_warnings"):
         result.ok, result.step = False, "kernels"
         refused = report.get("refused", [])
@@ -440,13 +446,16 @@ def _report_lines(result: ProbeResult) -> List[str]:
         skipped = exercised.get("kernels_skipped", {})
         lines.append(f"ran      a stream, an event, memory, copies both ways, an event record; "
                      f"{len(exercised.get('kernels_run', []))} kernel(s) once, "
-                     f"{len(skipped)} skipped")
+                     f"{len(exercised.get('kernels_failed', {}))} failed, {len(skipped)} "
+                     f"skipped")
         by_reason: Dict[str, List[str]] = {}
         for name, why in sorted(skipped.items()):
             by_reason.setdefault(why, []).append(name)
         for why, names in sorted(by_reason.items()):
             shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if names[3:] else "")
             lines.append(f"skipped  {len(names)} kernel(s), {why}: {shown}")
+        for name, message in sorted(exercised.get("kernels_failed", {}).items()):
+            lines.append(f"failed   kernel {name}: {message}")
     lines.append(f"profiler {'TF_InitProfiler exported' if r.get('profiler') else 'none'}"
                  + (", started and stopped" if r.get("profiler") and
                     "profiler stop" in result.steps else ""))
