@@ -1,9 +1,10 @@
-"""The child-process probe's child: ``python -m pluggable.loader.probe_child PLUGIN REPORT``.
+"""The child-process probe's child: `child_main` ([PLUGIN, REPORT]), started by
+`pluggable.plugin.probe` through a program on its standard input.
 
 It loads the plugin with the host's own loading steps (`PluginLibrary`, `Platform`,
-`load_kernels`), appending one JSON line to ``REPORT`` before each step, so that the parent
-(`pluggable.plugin.probe`) knows the last step reached when the child dies. A crash here is
-the child's, never the user's process.
+`load_kernels`), then makes the calls a user makes next (`exercise`, `exercise_profiler`),
+appending one JSON line to ``REPORT`` before each step, so that the parent knows the last
+step reached when the child dies. A crash here is the child's, never the user's process.
 """
 from __future__ import annotations
 
@@ -264,7 +265,7 @@ def _present(view, name: str) -> bool:
 
 
 def child_main(argv: List[str]) -> int:
-    """``python -m pluggable.loader.probe_child PLUGIN REPORT``: the child's whole life."""
+    """``child_main([PLUGIN, REPORT])``: the child's whole life."""
     import json
 
     path, report_path = argv

@@ -158,7 +158,8 @@ def _kill_group(pid: int) -> None:
         pass
 
 
-def _signal_name(number: int) -> str:
+def signal_name(number: int) -> str:
+    """``SIGSEGV`` for 11: the name of the signal that ended a child."""
     import signal
 
     try:
@@ -198,7 +199,7 @@ def _interpret(path: str, lines: List[bytes], returncode: int, timed_out: bool,
                          f"{last!r} and was killed; a plugin must not block in this step. Raise "
                          f"the limit with {limits.PROBE_TIMEOUT_VARIABLE} if it is just slow")
     elif returncode < 0:
-        result.signal = _signal_name(-returncode)
+        result.signal = signal_name(-returncode)
         result.reason = (f"the plugin crashed the probe child with {result.signal} during step "
                          f"{last!r}{said}")
     elif error is not None:

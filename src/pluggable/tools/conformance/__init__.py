@@ -107,6 +107,8 @@ def run(path: str, keyword: Optional[str] = None, json_path: Optional[str] = Non
     import sys
     import tempfile
 
+    from ...plugin import probe
+
     if not os.path.isfile(path):
         raise SystemExit(f"pluggable conformance: no such file: {path!r}; name the plugin's "
                          f"shared library (a .so file)")
@@ -141,7 +143,7 @@ def run(path: str, keyword: Optional[str] = None, json_path: Optional[str] = Non
             os.unlink(tier_results)
         status = child.returncode
         if status < 0 or status > 5:  # a signal, or an exit() no pytest run makes
-            how = (f"signal {_signal_name(-status)}" if status < 0
+            how = (f"signal {probe.signal_name(-status)}" if status < 0
                    else f"exit status {status}")
             message = (f"the plugin ended the child process running tier {tier} with {how}; "
                        f"the tier's remaining checks did not run")
@@ -159,15 +161,6 @@ def run(path: str, keyword: Optional[str] = None, json_path: Optional[str] = Non
         with open(json_path, "w") as f:
             json.dump(report, f, indent=2)
     return code
-
-
-def _signal_name(number: int) -> str:
-    import signal
-
-    try:
-        return signal.Signals(number).name
-    except ValueError:
-        return f"signal {number}"
 
 
 def run_tier(path: str, tier: str, keyword: Optional[str], results_path: str,
