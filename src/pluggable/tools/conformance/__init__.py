@@ -16,9 +16,9 @@ calls `run()`. The tiers, in order, are the classes of `checks.py`:
     TestKernels   every registered kernel against pluggable's NumPy reference
     TestProfiler  the plugin's profiler, when it has one
 
-Each tier runs in a child process of its own: a plugin that crashes or exits costs that
-tier (reported failed, with the signal), never the caller's process, and the other tiers
-still run. A check that fails names what the plugin did wrong; one defect fails the checks that use the
+The checks run in a child process: a plugin that crashes or exits costs the tier it was in
+(reported failed, with the signal and the check), never the caller's process, and a new
+child runs the tiers after it. A check that fails names what the plugin did wrong; one defect fails the checks that use the
 defective function and no others, so the first failing check is where to look.
 """
 from __future__ import annotations
@@ -58,12 +58,24 @@ def not_a_plugin(path: str) -> Optional[str]:
 
 
 class _Collector:
-    """Gathers each check's outcome for the JSON report, written to ``path`` after each
-    check (when set), so that what ran before a crash is kept."""
+    """Gathers each check's outcome for the JSON report; with ``state_path``, writes them and
+    the check that is running there whenever a check starts or ends, so that what ran before
+    a crash, and where it happened, are kept."""
 
-    def __init__(self):
+    def __init__(self, state_path: Optional[str] = None):
         self.results: Dict[str, Dict[str, str]] = {}
-        self.path: Optional[str] = None
+        self.state_path = state_path
+        self.running: Optional[str] = None
+        self._save()
+
+    def _save(self) -> None:
+        if self.state_path:
+            with open(self.state_path, "w") as f:
+                json.dump({"results": self.results, "running": self.running}, f)
+
+    def pytest_runtest_logstart(self, nodeid, location):
+        self.running = nodeid.split("::", 1)[-1]
+        self._save()
 
     def pytest_runtest_logreport(self, report):
         if report.when == "call" or report.outcome != "passed":
@@ -77,9 +89,9 @@ class _Collector:
                                                  else report.longrepr))
             elif report.skipped and isinstance(report.longrepr, tuple):
                 entry["message"] = safe_text(str(report.longrepr[2]))
-            if self.path:
-                with open(self.path, "w") as f:
-                    json.dump(self.results, f)
+        if report.when == "teardown":
+            self.running = None
+            self._save()
 
 
 #: The tiers, in the order they run: the classes of `checks.py`.
@@ -87,22 +99,21 @@ TIERS = ("TestLoading", "TestDevices", "TestMemory", "TestCopies", "TestStreams"
          "TestCrossDevice", "TestKernels", "TestProfiler")
 #: The exit status of a run in which a tier's child died (pytest's own statuses are 0 to 5).
 TIER_DIED = 6
-_TIER_PROGRAM = """import sys
+_CHILD_PROGRAM = """import sys
 sys.path.insert(0, {parent!r})
-from pluggable.tools.conformance import run_tier
-sys.exit(run_tier({path!r}, {tier!r}, {keyword!r}, {results!r}, {verbose!r}))
+from pluggable.tools.conformance import run_tiers
+sys.exit(run_tiers({path!r}, {tiers!r}, {keyword!r}, {results!r}, {verbose!r}))
 """
 
 
 def run(path: str, keyword: Optional[str] = None, json_path: Optional[str] = None,
         verbose: bool = True) -> int:
-    """Runs the suite against the plugin at ``path``, each tier in a child process of its
-    own, so that a plugin that crashes or exits takes down that tier's child, never this
-    process: the tier is reported failed, naming the signal, and the other tiers still run.
-    Returns 0 when every check passed or was skipped for a stated reason, else the first
-    tier's nonzero pytest status (`TIER_DIED` for a tier whose child died). ``json_path``
-    receives ``{"plugin": path, "exit_status": code, "results": {check: {"outcome",
-    "message"}}}``."""
+    """Runs the suite against the plugin at ``path`` in a child process, so that a plugin that
+    crashes or exits takes down the child, never this process: the tier it was in is reported
+    failed, naming the signal, and a new child runs the tiers after it. Returns 0 when every
+    check passed or was skipped for a stated reason, `TIER_DIED` when a tier's child died,
+    else pytest's status. ``json_path`` receives ``{"plugin": path, "exit_status": code,
+    "results": {check: {"outcome", "message"}}}``."""
     import subprocess
     import sys
     import tempfile
@@ -125,37 +136,37 @@ def run(path: str, keyword: Optional[str] = None, json_path: Optional[str] = Non
         os.path.abspath(__file__)))))
     results: Dict[str, Dict[str, str]] = {}
     code = 0
-    for tier in TIERS:
-        fd, tier_results = tempfile.mkstemp(suffix=".json")
+    tiers = list(TIERS)
+    while tiers:
+        fd, state_path = tempfile.mkstemp(suffix=".json")
         os.close(fd)
         try:
-            program = _TIER_PROGRAM.format(parent=parent, path=os.path.abspath(path),
-                                           tier=tier, keyword=keyword, results=tier_results,
-                                           verbose=verbose)
+            program = _CHILD_PROGRAM.format(parent=parent, path=os.path.abspath(path),
+                                            tiers=tiers, keyword=keyword, results=state_path,
+                                            verbose=verbose)
             sys.stdout.flush()
-            child = subprocess.run([sys.executable, "-c", program])
+            status = subprocess.run([sys.executable, "-c", program]).returncode
             try:
-                with open(tier_results) as f:
-                    results.update(json.load(f))
+                with open(state_path) as f:
+                    state = json.load(f)
             except (OSError, ValueError):
-                pass  # the child died before writing
+                state = {}  # it died before writing
         finally:
-            os.unlink(tier_results)
-        status = child.returncode
-        if status < 0 or status > 5:  # a signal, or an exit() no pytest run makes
-            how = (f"signal {probe.signal_name(-status)}" if status < 0
-                   else f"exit status {status}")
-            message = (f"the plugin ended the child process running tier {tier} with {how}; "
-                       f"the tier's remaining checks did not run")
-            results[f"{tier}::(tier)"] = {"outcome": "failed", "message": message}
-            print(f"pluggable conformance: {tier} FAILED: {message}", flush=True)
-            status = TIER_DIED
-        if status == 5:  # no check of this tier was selected (-k)
-            status = 0
-        if status and not code:
-            code = status
-    if not results:  # -k selected nothing in any tier
-        code = 5
+            os.unlink(state_path)
+        results.update(state.get("results", {}))
+        if 0 <= status <= 5:  # pytest finished: every tier asked for ran
+            code = code or (0 if status == 5 and results else status)
+            break
+        # A signal, or an exit() no pytest run makes: the tier of the check that was running.
+        running = state.get("running") or f"{tiers[0]}::"
+        tier = running.split("::", 1)[0]
+        how = f"signal {probe.signal_name(-status)}" if status < 0 else f"exit status {status}"
+        message = safe_text(f"the plugin ended the child process running tier {tier} with "
+                            f"{how} (in {running}); the tier's remaining checks did not run")
+        results[f"{tier}::(tier)"] = {"outcome": "failed", "message": message}
+        print(f"pluggable conformance: {tier} FAILED: {message}", flush=True)
+        code = TIER_DIED
+        tiers = tiers[tiers.index(tier) + 1:] if tier in tiers else []
     if json_path:
         report = {"plugin": os.path.abspath(path), "exit_status": code, "results": results}
         with open(json_path, "w") as f:
@@ -163,11 +174,12 @@ def run(path: str, keyword: Optional[str] = None, json_path: Optional[str] = Non
     return code
 
 
-def run_tier(path: str, tier: str, keyword: Optional[str], results_path: str,
-             verbose: bool = True) -> int:
-    """One tier of the suite against ``path``, in this process (a child `run` started);
-    writes ``{check: {"outcome", "message"}}`` to ``results_path``; returns pytest's
-    status."""
+def run_tiers(path: str, tiers: List[str], keyword: Optional[str], state_path: str,
+              verbose: bool = True) -> int:
+    """The ``tiers`` of the suite against ``path``, in this process (a child `run` started).
+    Writes ``{"results": {check: {"outcome", "message"}}, "running": check}`` to
+    ``state_path`` as checks start and end, so that the parent knows where a crash
+    happened; returns pytest's status."""
     import pytest
 
     # The pytest plugin by module name, whether or not its entry point ("pluggable") is
@@ -178,11 +190,9 @@ def run_tier(path: str, tier: str, keyword: Optional[str], results_path: str,
                        "error::pluggable.errors.PluggableWarning",
                        # pluggable is imported before pytest starts: nothing to rewrite there.
                        "-W", "ignore::pytest.PytestAssertRewriteWarning"]
-    args += ["-k", f"{tier} and ({keyword})" if keyword else tier]
-    collector = _Collector()
-    with open(results_path, "w") as f:  # rewritten after each check: a crash keeps the rest
-        json.dump({}, f)
-    collector.path = results_path
+    selected = " or ".join(tiers)
+    args += ["-k", f"({selected}) and ({keyword})" if keyword else selected]
+    collector = _Collector(state_path)
     # The suite's own settings, whatever configuration file the current directory has.
     return int(pytest.main(args + ["-c", os.devnull, "--rootdir", os.path.dirname(CHECKS)],
                            plugins=[collector]))
