@@ -35,3 +35,22 @@ def test_module_entry_point(run_python):
 def test_usage_error(run_python):
     result = run_python(None, args=("-m", "pluggable", "nonsense"), check=False)
     assert result.returncode == 2 and "invalid choice" in result.stderr
+
+
+def test_plugins_survives_a_plugin_that_crashes_unless_probed(run_python, tmp_path,
+                                                             build_test_plugin):
+    # It behaves where its command line says "probe" and crashes anywhere else; the probe's
+    # command line says nothing, so the probe sees the crash and the plugin is not loaded.
+    import os
+
+    hostile = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                           "plugins", "hostile_plugin.c")
+    shutil.copy(build_test_plugin(hostile, HOSTILE_SEGV_UNLESS_PROBE=True,
+                                  PLATFORM_NAME="SHY_DEV", DEVICE_TYPE="SHY"),
+                tmp_path / "libshy.so")
+    result = run_python(None, args=("-m", "pluggable", "plugins"),
+                        env={"PLUGGABLE_PLUGIN_PATH": str(tmp_path),
+                             "PLUGGABLE_CACHE_DIR": str(tmp_path / "cache")})
+    shy = next(line for line in result.stdout.splitlines() if "libshy.so" in line)
+    assert shy.startswith("skipped")
+    assert "init: the plugin crashed the probe child with SIGSEGV during step 'init'" in shy
