@@ -93,3 +93,25 @@ def test_a_kernel_registrations_names_are_shown_escaped(name):
     shown = _text(name.encode())
     assert _raw_controls(shown) == [] and len(shown) < MAX_MESSAGE_CHARS + 100
     assert _text(b"Neg") == "Neg"  # ordinary names are left alone
+
+
+def test_every_load_failure_reason_is_escaped_once_for_every_route(private_manager):
+    # A reason may quote the dynamic loader (a library name from the plugin's file), a status
+    # message or the probe child's output; the manager escapes it whatever the step.
+    import warnings
+
+    import pluggable
+    from pluggable.loader.plugin_manager import PluginRecord
+
+    record = PluginRecord(path="/nowhere/libx.so", source="test")
+    with pytest.raises(pluggable.PluginLoadError) as caught:
+        private_manager._fail(record, None, "dlopen", "lib\x1b[31mevil.so\r\n: not found",
+                              explicit=True)
+    assert caught.value.reason == "lib\\x1b[31mevil.so\\r\\n: not found"
+    assert "\x1b" not in str(caught.value) and record.reason == caught.value.reason
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        private_manager._fail(PluginRecord(path="/nowhere/liby.so", source="test"), None,
+                              "dlopen", "\u202egnp.so", explicit=False)
+    (warning,) = seen
+    assert "\\u202egnp.so" in str(warning.message) and "\u202e" not in str(warning.message)

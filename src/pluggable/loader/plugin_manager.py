@@ -32,6 +32,7 @@ import threading
 from ..base.errors import warn
 from ..base import native as _native  # noqa: F401  (loads the runtime library, RTLD_GLOBAL, before plugins)
 from ..base import limits
+from ..base.limits import safe_text
 from ..base.record import record
 from ..base.errors import PluggableError, PluginLoadError, PluginLoadWarning
 from ..devices.platform import Platform, PlatformRegistry
@@ -248,6 +249,11 @@ class PluginManager:
 
     def _fail(self, record: PluginRecord, key, step: str, reason: str,
               explicit: bool) -> None:
+        # Every reason carries plugin text (a status message, a library name the loader could
+        # not find, the probe child's output): escaped here, once for every route. Reasons
+        # already made safe pass unchanged (a cut one is within the larger limit).
+        step = safe_text(step, 200)
+        reason = safe_text(reason, 4 * limits.MAX_MESSAGE_CHARS)
         record.status, record.step, record.reason = "skipped", step, reason
         if key is None:
             self.records.append(record)
