@@ -303,3 +303,24 @@ def test_registration_work_grows_linearly_with_the_number_of_ops_and_kernels(run
     assert large["comparisons"] < 2 * 20_000
     # Wall time is noisy on a shared machine: the bound only rules out the square (16x).
     assert large["seconds"] < 10 * small["seconds"] + 1.0, (small, large)
+
+
+def test_refusing_many_kernels_rebuilds_the_kernel_index_once(run_python, plugin):
+    # Each refused kernel used to rebuild the whole index (registry.generation counts the
+    # rebuilds): refusing n kernels cost O(n^2), 60 s for 8 000.
+    path = plugin(PLATFORM_NAME="REG_REFUSING", DEVICE_TYPE="REGREFUSING", REFUSED=3000)
+    out = run(run_python, f"""
+import time
+warnings.simplefilter("ignore", pluggable.PluginLoadWarning)
+before = registry.generation
+started = time.perf_counter()
+pluggable.load_plugin({path!r}, isolate=False)
+print(json.dumps({{"rebuilds": registry.generation - before,
+                  "seconds": time.perf_counter() - started,
+                  "refused": len(pluggable.config.list_refused({path!r})),
+                  "enabled": [r.enabled for r in registry.all_registrations()
+                              if r.device_type == "NOWHERE"][:3]}}))
+""")
+    assert out["refused"] == 3001  # 3 000 kernels and the op with a reference input
+    assert out["enabled"] == [False, False, False]
+    assert out["rebuilds"] <= 2, out

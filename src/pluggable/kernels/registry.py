@@ -293,14 +293,19 @@ class KernelRegistration:
 
     def set_enabled(self, enabled: bool) -> None:
         """Enables or disables the kernel; a failed registration cannot be enabled."""
+        with _registry_lock:
+            self._set_enabled(enabled)
+            _rebuild_index()
+
+    def _set_enabled(self, enabled: bool) -> None:
+        # Without rebuilding the index: `load_kernels` disables any number of kernels and
+        # rebuilds once (once per kernel made refusing n kernels cost O(n^2)).
         if _SetEnabled(self.id, int(bool(enabled))):
             raise FailedPreconditionError(
                 f"kernel {self.kernel_name} for {self.op} on {self.device_type} failed to "
                 f"register ({self.error_message}) and cannot be enabled",
                 plugin=self.plugin, call="KernelRegistration.set_enabled")
-        with _registry_lock:
-            self._enabled = bool(enabled)
-            _rebuild_index()
+        self._enabled = bool(enabled)
 
     def matches(self, attrs: Mapping[str, Any]) -> bool:
         """Whether a node with ``attrs`` may use this kernel, as TensorFlow decides: every
@@ -566,12 +571,12 @@ def load_kernels(platform: "Platform",
                 reason = (f"TF_RegisterKernelBuilder failed with {_code_name(r.error_code)}: "
                           f"{r.error_message}")
             elif r.device_type == "CPU":
-                r.set_enabled(False)
+                r._set_enabled(False)
                 reason = (f"CPU is the host's own device, whose kernels are NumPy's; plugins "
                           f"register kernels for the device types they provide "
                           f"({platform.device_type})")
             else:  # a device type no loaded plugin provides
-                r.set_enabled(False)
+                r._set_enabled(False)
                 reason = (f"no loaded plugin provides device type {r.device_type!r} (loaded "
                           f"device types: {', '.join(sorted(known))}); register kernels for "
                           f"the plugin's own device type ({platform.device_type}), or load the "
