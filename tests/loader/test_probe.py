@@ -141,3 +141,15 @@ def test_a_kernel_error_status_is_reported_by_doctor_without_refusing_the_plugin
     assert report.reason.startswith("1 kernel(s) failed on generated inputs; the first: ")
     text = probe.format_report(report)
     assert "failed   kernel HostileNeg: " in text and "\x1b" not in text
+
+
+def test_slow_steps_cannot_add_up_to_a_hang(build_test_plugin):
+    # 40 kernels of 0.6 s each: every step keeps its limit (1.5 s), together they do not.
+    path = build_test_plugin(HOSTILE_SOURCE, HOSTILE_SLOW_KERNELS=True, PLATFORM_NAME="SLOW",
+                             DEVICE_TYPE="SLOW")
+    result = probe.run(path, timeout=1.5)
+    assert not result.ok and result.timed_out
+    assert result.step.startswith("kernel HostileNeg")
+    total = limits.PROBE_TOTAL_STEPS * 1.5
+    assert result.reason.startswith(f"the probe child did not finish within {total:g} s in all")
+    assert total <= result.seconds < total + 10

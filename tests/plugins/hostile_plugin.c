@@ -41,6 +41,9 @@
  *   lists where its open descriptors lead, into $HOSTILE_DUMP_DIR/<pid>.{cmdline,environ,fds}:
  *   what a plugin could look at to tell the probe from the user's process
  *
+ *   HOSTILE_SLOW_KERNELS: 40 Neg kernels whose compute each sleeps 600 ms: every step is
+ *   within its time limit, all of them together are not
+ *
  *   a kernel's failure text the host must bound and escape
  *   HOSTILE_ESCAPE_KERNEL_MESSAGE (a Neg kernel failing with escape codes, CR and LF in 8 KiB)
  *
@@ -62,7 +65,8 @@
 #define NO_INIT_SYMBOL 1
 #include "test_plugin.c"
 
-#if defined(HOSTILE_SEGV_IN_COMPUTE) || defined(HOSTILE_ESCAPE_KERNEL_MESSAGE)
+#if defined(HOSTILE_SEGV_IN_COMPUTE) || defined(HOSTILE_ESCAPE_KERNEL_MESSAGE) || \
+    defined(HOSTILE_SLOW_KERNELS)
 #include "tensorflow/c/kernels.h"
 #define HOSTILE_KERNEL 1
 #endif
@@ -471,6 +475,9 @@ static void hostile_compute(void* instance, TF_OpKernelContext* ctx) {
 #ifdef HOSTILE_SEGV_IN_COMPUTE
   write_nowhere();
 #endif
+#ifdef HOSTILE_SLOW_KERNELS
+  usleep(600 * 1000);
+#endif
   TF_Status* s = TF_NewStatus();
 #ifdef HOSTILE_ESCAPE_KERNEL_MESSAGE
   static char text[8192];
@@ -507,12 +514,23 @@ static void hostile_compute(void* instance, TF_OpKernelContext* ctx) {
 }
 
 void TF_InitKernel(void) {
-  TF_Status* s = TF_NewStatus();
-  TF_KernelBuilder* b =
-      TF_NewKernelBuilder("Neg", STRINGIFY(DEVICE_TYPE), NULL, hostile_compute, NULL);
-  TF_KernelBuilder_TypeConstraint(b, "T", TF_FLOAT, s);
-  TF_RegisterKernelBuilder("HostileNeg", b, s);
-  TF_DeleteStatus(s);
+#ifdef HOSTILE_SLOW_KERNELS
+  int count = 40;
+#else
+  int count = 1;
+#endif
+  for (int i = 0; i < count; i++) {
+    char name[32];
+    if (i == 0) snprintf(name, sizeof name, "HostileNeg");
+    else snprintf(name, sizeof name, "HostileNeg%d", i);
+    TF_Status* s = TF_NewStatus();
+    TF_KernelBuilder* b =
+        TF_NewKernelBuilder("Neg", STRINGIFY(DEVICE_TYPE), NULL, hostile_compute, NULL);
+    TF_KernelBuilder_TypeConstraint(b, "T", TF_FLOAT, s);
+    TF_KernelBuilder_Priority(b, i);
+    TF_RegisterKernelBuilder(name, b, s);
+    TF_DeleteStatus(s);
+  }
 }
 #endif
 

@@ -77,8 +77,13 @@ def probing_enabled() -> bool:
     return os.environ.get(PROBE_VARIABLE, "1").strip() not in ("0", "no", "off", "false")
 
 
+#: A whole probe may take this many times `probe_timeout` (each step may take it once).
+PROBE_TOTAL_STEPS = 10
+
+
 def probe_timeout() -> float:
-    """Seconds a probe child may take before it is killed."""
+    """Seconds a step of a probe child may take before the child is killed (the whole probe:
+    `PROBE_TOTAL_STEPS` times as long)."""
     if _probe_timeout is not None:
         return _probe_timeout
     return _from_environment(PROBE_TIMEOUT_VARIABLE, DEFAULT_PROBE_TIMEOUT, False)

@@ -86,7 +86,8 @@ sys.exit(child_main([{path!r}, {report!r}]))
 
 def run(path: str, timeout: Optional[float] = None) -> ProbeResult:
     """Probes ``path`` in a child process now (no cache). Each step has ``timeout`` seconds
-    (`limits.probe_timeout` by default): a child that stays longer in one step is killed."""
+    (`limits.probe_timeout` by default), the whole probe `limits.PROBE_TOTAL_STEPS` times
+    as long: a child that stays longer in one step, or in all, is killed."""
     import subprocess  # here, not at the top: a warm start never spawns anything
     import tempfile
     import time
@@ -98,7 +99,7 @@ def run(path: str, timeout: Optional[float] = None) -> ProbeResult:
     output_file = tempfile.TemporaryFile()
     program = _CHILD_PROGRAM.format(parent=_package_parent(), path=path, report=report_path)
     started = time.monotonic()
-    timed_out = False
+    timed_out = ""  # or which limit ended the child: "step", "in all"
     try:
         # The user's own environment, unchanged; the child loads no plugin but this one.
         child = subprocess.Popen([sys.executable, "-c", CHILD_COMMAND], stdin=subprocess.PIPE,
@@ -110,6 +111,8 @@ def run(path: str, timeout: Optional[float] = None) -> ProbeResult:
         except OSError:
             pass  # it died before reading: its return code says how
         seen, deadline = 0, time.monotonic() + timeout
+        # Many slow steps must not add up to a hang either.
+        last_call = time.monotonic() + limits.PROBE_TOTAL_STEPS * timeout
         while True:
             try:
                 child.wait(timeout=0.02)
@@ -117,10 +120,11 @@ def run(path: str, timeout: Optional[float] = None) -> ProbeResult:
             except subprocess.TimeoutExpired:
                 pass
             steps = _count_steps(report_path)
+            now = time.monotonic()
             if steps != seen:  # a new step: its own time limit
-                seen, deadline = steps, time.monotonic() + timeout
-            elif time.monotonic() > deadline:
-                timed_out = True
+                seen, deadline = steps, now + timeout
+            if now > deadline or now > last_call:
+                timed_out = "in all" if now > last_call else "step"
                 _kill_group(child.pid)
                 child.wait()
                 break
@@ -168,7 +172,7 @@ def signal_name(number: int) -> str:
         return f"signal {number}"
 
 
-def _interpret(path: str, lines: List[bytes], returncode: int, timed_out: bool,
+def _interpret(path: str, lines: List[bytes], returncode: int, timed_out: str,
                timeout: float, output: str) -> ProbeResult:
     import json
 
@@ -193,7 +197,14 @@ def _interpret(path: str, lines: List[bytes], returncode: int, timed_out: bool,
     last = steps[-1] if steps else "start"
     result = ProbeResult(path, False, last, steps=steps, report=report, output=tail)
     said = f"; its last output: {tail}" if tail else ""
-    if timed_out:
+    if timed_out == "in all":
+        result.timed_out = True
+        result.reason = (f"the probe child did not finish within "
+                         f"{limits.PROBE_TOTAL_STEPS * timeout:g} s in all ({limits.PROBE_TOTAL_STEPS} "
+                         f"times the time limit of a step) and was killed in step {last!r}; "
+                         f"its steps are too slow together. Raise the limit with "
+                         f"{limits.PROBE_TIMEOUT_VARIABLE} if the plugin is just slow")
+    elif timed_out:
         result.timed_out = True
         result.reason = (f"the probe child did not finish within {timeout:g} s of starting step "
                          f"{last!r} and was killed; a plugin must not block in this step. Raise "
