@@ -153,3 +153,17 @@ def test_slow_steps_cannot_add_up_to_a_hang(build_test_plugin):
     total = limits.PROBE_TOTAL_STEPS * 1.5
     assert result.reason.startswith(f"the probe child did not finish within {total:g} s in all")
     assert total <= result.seconds < total + 10
+
+
+def test_a_profiler_error_status_leaves_the_plugin_loadable(build_test_plugin):
+    # A profiler that refuses to start is left out of sessions with a warning; the devices
+    # still work, so the probe passes and doctor says why the profiler is out.
+    source = os.path.join(HERE, "..", "plugins", "profiler_plugin.c")
+    path = build_test_plugin(source, WITH_DEVICE=True, START_ERROR=True)
+    result = probe.run(path)
+    assert result.ok, result.reason
+    assert "profiler start" in result.steps
+    assert "TP_ProfilerFns.start failed: the test profiler refuses to start" in \
+        result.report["profiler_error"]
+    assert "profiler TF_InitProfiler exported; left out of sessions: " in \
+        probe.format_report(result)

@@ -117,7 +117,7 @@ def inspect(path: str, step: Callable[[str], None],
     step("profiler")
     report["profiler"] = library.profiler_init is not None
     if library.profiler_init is not None:
-        exercise_profiler(library, step)
+        report["profiler_error"] = exercise_profiler(library, step)
     step("shutdown")
     kernel_registry.close_all()
     platform.destroy()
@@ -240,24 +240,28 @@ def _run_once(executor, stream, registration, step: Callable[[str], None]) -> st
     return ""
 
 
-def exercise_profiler(library, step: Callable[[str], None]) -> None:
+def exercise_profiler(library, step: Callable[[str], None]) -> str:
     """The profiler started and stopped and its data collected, as a profiling session
-    would. A profiler that fails its checks is no load failure (the devices still work):
-    then there is nothing to start."""
+    would. A profiler that fails its checks or returns an error status is no load failure
+    (the devices still work, a session leaves it out with a warning): returns its error, ""
+    when it worked. A crash or a hang ends the child in its step."""
     from ..plugin.profiler import ProfilerLoadError, load_profiler
 
     try:
         profiler = load_profiler(library.path, library.profiler_init)
-    except ProfilerLoadError:
-        return
+    except ProfilerLoadError as exc:
+        return limits.safe_text(f"{exc.step}: {exc.reason}")
     try:
         step("profiler start")
         profiler.start()
         step("profiler stop")
         profiler.stop()
         profiler.collect()
+    except PluggableError as exc:
+        return limits.safe_text(str(exc))
     finally:
         profiler.destroy()
+    return ""
 
 
 def _present(view, name: str) -> bool:

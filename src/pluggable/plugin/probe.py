@@ -468,7 +468,10 @@ def _report_lines(result: ProbeResult) -> List[str]:
             lines.append(f"skipped  {len(names)} kernel(s), {why}: {shown}")
         for name, message in sorted(exercised.get("kernels_failed", {}).items()):
             lines.append(f"failed   kernel {name}: {message}")
-    lines.append(f"profiler {'TF_InitProfiler exported' if r.get('profiler') else 'none'}"
-                 + (", started and stopped" if r.get("profiler") and
-                    "profiler stop" in result.steps else ""))
+    profiler = "TF_InitProfiler exported" if r.get("profiler") else "none"
+    if r.get("profiler_error"):
+        profiler += f"; left out of sessions: {r['profiler_error']}"
+    elif r.get("profiler") and "profiler stop" in result.steps:
+        profiler += ", started and stopped"
+    lines.append(f"profiler {profiler}")
     return lines
