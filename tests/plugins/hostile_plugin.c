@@ -35,6 +35,20 @@
  *   HOSTILE_EVENT_ERROR (every event completes with SE_EVENT_ERROR),
  *   HOSTILE_EVENT_NEVER_COMPLETES (SE_EVENT_PENDING for ever), HOSTILE_BLOCKING_HANGS (the
  *   blocking calls never return; the event statuses stay pending)
+ *
+ *   what a plugin does wrong after loading (they load; tests/runtime/test_hostile_runtime.py)
+ *   HOSTILE_STREAM_DATA_LOSS (streams have handles of their own; work enqueued on a stream
+ *   while hostile_arm(1) is in force loses its data and makes that stream's
+ *   get_stream_status report TF_DATA_LOSS for good; hostile_arm(0) ends the fault),
+ *   HOSTILE_OVERLAPPING_ALLOCATE (allocate hands out blocks of one static arena, and from
+ *   the hostile_arm(1) call on starts again at its beginning, on every device),
+ *   HOSTILE_SHORT_ALLOCATE (allocate reports half the size asked),
+ *   HOSTILE_MISALIGNED_ALLOCATE (allocate returns an address 8 bytes past a 256-byte one),
+ *   HOSTILE_DESTROY_STREAM_HANGS, HOSTILE_PROFILER_START_HANGS, HOSTILE_COMPUTE_HANGS (the
+ *   call never returns once hostile_arm(1) was called), HOSTILE_WRITES_PAST_OUTPUT (its Neg
+ *   kernel writes 16 bytes past the end of its output). The COMPUTE_HANGS and
+ *   WRITES_PAST_OUTPUT variants register Neg (T=float) for their device; the
+ *   PROFILER_START_HANGS variant has a profiler.
  */
 #include <signal.h>
 #include <stdint.h>
@@ -195,6 +209,8 @@ static TF_Bool hostile_memory_usage(const SP_Device* device, int64_t* free_bytes
   return 1;
 }
 
+static void hostile_runtime_setup(SP_StreamExecutor* se);
+
 static void hostile_create_stream_executor(const SP_Platform* platform,
                                            SE_CreateStreamExecutorParams* params,
                                            TF_Status* status) {
@@ -221,6 +237,7 @@ static void hostile_create_stream_executor(const SP_Platform* platform,
   se->block_host_for_event = NULL;
   se->block_host_until_done = NULL;
 #endif
+  hostile_runtime_setup(se);
 #ifdef HOSTILE_BLOCKING_HANGS
   se->block_host_for_event = hostile_block_for_event;
   se->block_host_until_done = hostile_block_until_done;
@@ -339,5 +356,220 @@ void TF_InitKernel(void) {
 #else
   hang_forever();
 #endif
+}
+#endif
+
+/* ---- run-time misbehaviour ---------------------------------------------------------------- */
+#include <stdatomic.h>
+
+/* Set by hostile_arm(): the run-time variants misbehave only from then on, so the host's
+ * own setup (and the probe) sees a well-behaved plugin. */
+static atomic_int armed;
+
+__attribute__((visibility("default"))) void hostile_arm(int on) { atomic_store(&armed, on); }
+
+#ifdef HOSTILE_STREAM_DATA_LOSS
+typedef struct HostileStream {
+  atomic_int lost;
+} HostileStream;
+
+static void lossy_create_stream(const SP_Device* device, SP_Stream* stream, TF_Status* status) {
+  (void)device;
+  HostileStream* s = calloc(1, sizeof *s);
+  if (s == NULL) TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "out of memory");
+  *stream = (SP_Stream)s;
+}
+
+static void lossy_destroy_stream(const SP_Device* device, SP_Stream stream) {
+  (void)device;
+  free(stream);
+}
+
+/* Work on a stream while armed: its data is lost, the stream fails for good. */
+static int lose(SP_Stream stream) {
+  if (!atomic_load(&armed) || stream == NULL) return 0;
+  atomic_store(&((HostileStream*)stream)->lost, 1);
+  return 1;
+}
+
+static void lossy_stream_status(const SP_Device* device, SP_Stream stream, TF_Status* status) {
+  (void)device;
+  if (stream != NULL && atomic_load(&((HostileStream*)stream)->lost)) {
+    TF_SetStatus(status, TF_DATA_LOSS, "hostile: the stream lost its data");
+  }
+}
+
+static void lossy_memcpy_dtoh(const SP_Device* device, SP_Stream stream, void* host_dst,
+                              const SP_DeviceMemoryBase* device_src, uint64_t size,
+                              TF_Status* status) {
+  if (!lose(stream)) plugin_memcpy_dtoh(device, stream, host_dst, device_src, size, status);
+}
+
+static void lossy_memcpy_htod(const SP_Device* device, SP_Stream stream,
+                              SP_DeviceMemoryBase* device_dst, const void* host_src,
+                              uint64_t size, TF_Status* status) {
+  if (!lose(stream)) plugin_memcpy_htod(device, stream, device_dst, host_src, size, status);
+}
+
+static void lossy_memcpy_dtod(const SP_Device* device, SP_Stream stream,
+                              SP_DeviceMemoryBase* device_dst,
+                              const SP_DeviceMemoryBase* device_src, uint64_t size,
+                              TF_Status* status) {
+  if (!lose(stream)) plugin_memcpy_dtod(device, stream, device_dst, device_src, size, status);
+}
+#endif
+
+#if defined(HOSTILE_OVERLAPPING_ALLOCATE) || defined(HOSTILE_SHORT_ALLOCATE) || \
+    defined(HOSTILE_MISALIGNED_ALLOCATE)
+/* One arena for every device: blocks are carved from its start, 256-byte aligned. */
+#define ARENA_BYTES ((size_t)64 << 20)
+static _Alignas(256) unsigned char arena[ARENA_BYTES];
+static atomic_size_t arena_next;
+#ifdef HOSTILE_OVERLAPPING_ALLOCATE
+static atomic_int arena_restarted;
+#endif
+
+static void hostile_allocate(const SP_Device* device, uint64_t size, int64_t memory_space,
+                             SP_DeviceMemoryBase* mem) {
+  (void)device;
+  (void)memory_space;
+  mem->struct_size = SP_DEVICE_MEMORY_BASE_STRUCT_SIZE;
+  mem->opaque = NULL;
+  mem->size = 0;
+#ifdef HOSTILE_OVERLAPPING_ALLOCATE
+  if (atomic_load(&armed) && !atomic_exchange(&arena_restarted, 1)) atomic_store(&arena_next, 0);
+#endif
+  size_t rounded = ((size_t)size + 255) & ~(size_t)255;
+  size_t at = atomic_fetch_add(&arena_next, rounded + 256);
+  if (size > ARENA_BYTES || at + rounded + 256 > ARENA_BYTES) return;
+  mem->opaque = arena + at;
+  mem->size = size;
+#ifdef HOSTILE_SHORT_ALLOCATE
+  if (atomic_load(&armed)) mem->size = size / 2;
+#endif
+#ifdef HOSTILE_MISALIGNED_ALLOCATE
+  if (atomic_load(&armed)) mem->opaque = arena + at + 8;
+#endif
+}
+
+static void hostile_deallocate(const SP_Device* device, SP_DeviceMemoryBase* mem) {
+  (void)device;
+  (void)mem; /* the arena is never reused: a freed block cannot explain an overlap */
+}
+#endif
+
+#ifdef HOSTILE_DESTROY_STREAM_HANGS
+static void hanging_destroy_stream(const SP_Device* device, SP_Stream stream) {
+  (void)device;
+  (void)stream;
+  if (atomic_load(&armed)) hang_forever();
+}
+#endif
+
+static void hostile_runtime_setup(SP_StreamExecutor* se) {
+  (void)se;
+#ifdef HOSTILE_STREAM_DATA_LOSS
+  se->create_stream = lossy_create_stream;
+  se->destroy_stream = lossy_destroy_stream;
+  se->get_stream_status = lossy_stream_status;
+  se->memcpy_dtoh = lossy_memcpy_dtoh;
+  se->memcpy_htod = lossy_memcpy_htod;
+  se->memcpy_dtod = lossy_memcpy_dtod;
+#endif
+#if defined(HOSTILE_OVERLAPPING_ALLOCATE) || defined(HOSTILE_SHORT_ALLOCATE) || \
+    defined(HOSTILE_MISALIGNED_ALLOCATE)
+  se->allocate = hostile_allocate;
+  se->deallocate = hostile_deallocate;
+#endif
+#ifdef HOSTILE_DESTROY_STREAM_HANGS
+  se->destroy_stream = hanging_destroy_stream;
+#endif
+}
+
+#if defined(HOSTILE_COMPUTE_HANGS) || defined(HOSTILE_WRITES_PAST_OUTPUT)
+#include "tensorflow/c/kernels.h"
+#include "tensorflow/c/tf_tensor.h"
+
+/* Neg for float: y = -x, then the variant's misbehaviour. */
+static void hostile_neg(void* instance, TF_OpKernelContext* ctx) {
+  (void)instance;
+  TF_Status* s = TF_NewStatus();
+  TF_Tensor* x = NULL;
+  TF_Tensor* y = NULL;
+  TF_GetInput(ctx, 0, &x, s);
+  if (TF_GetCode(s) == TF_OK) {
+    int64_t dims[8];
+    int n = TF_NumDims(x);
+    for (int i = 0; i < n && i < 8; i++) dims[i] = TF_Dim(x, i);
+    int64_t count = TF_TensorElementCount(x);
+    y = TF_AllocateOutput(ctx, 0, TF_FLOAT, dims, n, (size_t)count * sizeof(float), s);
+  }
+  if (TF_GetCode(s) == TF_OK) {
+#ifdef HOSTILE_COMPUTE_HANGS
+    if (atomic_load(&armed)) hang_forever();
+#endif
+    const float* in = TF_TensorData(x);
+    float* out = TF_TensorData(y);
+    int64_t count = TF_TensorElementCount(x);
+    for (int64_t i = 0; i < count; i++) out[i] = -in[i];
+#ifdef HOSTILE_WRITES_PAST_OUTPUT
+    memset((char*)out + count * (int64_t)sizeof(float), 0xAB, 16);
+#endif
+  }
+  if (TF_GetCode(s) != TF_OK) TF_OpKernelContext_Failure(ctx, s);
+  TF_DeleteTensor(x);
+  TF_DeleteTensor(y);
+  TF_DeleteStatus(s);
+}
+
+void TF_InitKernel(void) {
+  TF_Status* s = TF_NewStatus();
+  TF_KernelBuilder* b = TF_NewKernelBuilder("Neg", STRINGIFY(DEVICE_TYPE), NULL, hostile_neg, NULL);
+  TF_KernelBuilder_TypeConstraint(b, "T", TF_FLOAT, s);
+  TF_RegisterKernelBuilder("HostileNeg", b, s);
+  TF_DeleteStatus(s);
+}
+#endif
+
+#ifdef HOSTILE_PROFILER_START_HANGS
+#include "tensorflow/c/experimental/pluggable_profiler/pluggable_profiler.h"
+
+static void hostile_profiler_start(const TP_Profiler* profiler, TF_Status* status) {
+  (void)profiler;
+  (void)status;
+  if (atomic_load(&armed)) hang_forever();
+}
+
+static void hostile_profiler_stop(const TP_Profiler* profiler, TF_Status* status) {
+  (void)profiler;
+  (void)status;
+}
+
+static void hostile_profiler_collect(const TP_Profiler* profiler, uint8_t* buffer,
+                                     size_t* size_in_bytes, TF_Status* status) {
+  (void)profiler;
+  (void)buffer;
+  (void)status;
+  *size_in_bytes = 0;
+}
+
+static void hostile_destroy_profiler(TP_Profiler* profiler) { (void)profiler; }
+
+static void hostile_destroy_profiler_fns(TP_ProfilerFns* fns) { (void)fns; }
+
+void TF_InitProfiler(TF_ProfilerRegistrationParams* params, TF_Status* status) {
+  (void)status;
+  params->struct_size = TF_PROFILER_REGISTRATION_PARAMS_STRUCT_SIZE;
+  params->major_version = TP_MAJOR;
+  params->minor_version = TP_MINOR;
+  params->patch_version = TP_PATCH;
+  params->profiler->struct_size = TP_PROFILER_STRUCT_SIZE;
+  params->profiler->device_type = STRINGIFY(DEVICE_TYPE);
+  params->profiler_fns->struct_size = TP_PROFILER_FNS_STRUCT_SIZE;
+  params->profiler_fns->start = hostile_profiler_start;
+  params->profiler_fns->stop = hostile_profiler_stop;
+  params->profiler_fns->collect_data_xspace = hostile_profiler_collect;
+  params->destroy_profiler = hostile_destroy_profiler;
+  params->destroy_profiler_fns = hostile_destroy_profiler_fns;
 }
 #endif

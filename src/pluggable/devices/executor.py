@@ -809,6 +809,7 @@ class StreamExecutor:
             limit = limits.deadline() if timeout is None else timeout
             if not limit and self._fns.get("block_host_until_done") is not None:
                 self._call("block_host_until_done", stream._handle)
+                stream.raise_if_error()  # a plugin may report failed work only there
             else:
                 # With a deadline the host polls an event (the event manager's pooled one): a
                 # blocking call that never returns could not be given up on.
@@ -819,8 +820,10 @@ class StreamExecutor:
                 except PluggableError:
                     stream.raise_if_error()  # the stream's own words, when it has them
                     raise
+                # The stream's own error even when the event completed: a plugin may report
+                # failed work only through get_stream_status.
+                stream.raise_if_error()
                 if state == SE_EventStatus.SE_EVENT_ERROR:
-                    stream.raise_if_error()
                     raise self._error(TF_Code.TF_INTERNAL, "the event completed with an error",
                                       "SP_StreamExecutor.get_event_status")
         finally:

@@ -498,8 +498,10 @@ def _wait_for_stream(device: PluggableDevice, stream, keep: Any = None,
         if buffer is not None and marker is not None:
             buffer.used_by(marker)
         raise
+    # The stream's own error, when it reports one: an event may complete normally after
+    # work that failed (a plugin whose failures show only in get_stream_status).
+    device.check_stream(stream)
     if state == _EVENT_ERROR:
-        device.check_stream(stream)  # raises the stream's own error, when it reports one
         raise device.executor._error(
             TF_Code.TF_INTERNAL, "the stream reached the point with an error",
             "SP_StreamExecutor.get_event_status")
