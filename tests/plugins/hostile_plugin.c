@@ -40,8 +40,9 @@
  *   HOSTILE_STREAM_DATA_LOSS (streams have handles of their own; work enqueued on a stream
  *   while hostile_arm(1) is in force loses its data and makes that stream's
  *   get_stream_status report TF_DATA_LOSS for good; hostile_arm(0) ends the fault),
- *   HOSTILE_OVERLAPPING_ALLOCATE (allocate hands out blocks of one static arena, and from
- *   the hostile_arm(1) call on starts again at its beginning, on every device),
+ *   HOSTILE_OVERLAPPING_ALLOCATE (allocate hands out blocks of one static arena for every
+ *   device; armed, it hands out the block it handed out last again, while that is in use;
+ *   DEVICE_COUNT=2 gives two devices),
  *   HOSTILE_SHORT_ALLOCATE (allocate reports half the size asked),
  *   HOSTILE_MISALIGNED_ALLOCATE (allocate returns an address 8 bytes past a 256-byte one),
  *   HOSTILE_DESTROY_STREAM_HANGS, HOSTILE_PROFILER_START_HANGS, HOSTILE_COMPUTE_HANGS (the
@@ -50,6 +51,7 @@
  *   WRITES_PAST_OUTPUT variants register Neg (T=float) for their device; the
  *   PROFILER_START_HANGS variant has a profiler.
  */
+#include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -127,7 +129,7 @@ static void hostile_device_count(const SP_Platform* platform, int* count, TF_Sta
 #ifdef HOSTILE_INT_MAX_DEVICES
   *count = INT32_MAX;
 #else
-  *count = 1;
+  *count = DEVICE_COUNT;
 #endif
   CONFIGURED(DEVICE_COUNT_FIELD, *count, int);
 }
@@ -421,13 +423,13 @@ static void lossy_memcpy_dtod(const SP_Device* device, SP_Stream stream,
 
 #if defined(HOSTILE_OVERLAPPING_ALLOCATE) || defined(HOSTILE_SHORT_ALLOCATE) || \
     defined(HOSTILE_MISALIGNED_ALLOCATE)
-/* One arena for every device: blocks are carved from its start, 256-byte aligned. */
+/* One arena for every device: blocks are carved from it one after the other, 256-byte
+ * aligned, and never reused. */
 #define ARENA_BYTES ((size_t)64 << 20)
 static _Alignas(256) unsigned char arena[ARENA_BYTES];
-static atomic_size_t arena_next;
-#ifdef HOSTILE_OVERLAPPING_ALLOCATE
-static atomic_int arena_restarted;
-#endif
+static size_t arena_next;
+static void* last_live; /* the block handed out last, while it is not given back */
+static pthread_mutex_t arena_mu = PTHREAD_MUTEX_INITIALIZER;
 
 static void hostile_allocate(const SP_Device* device, uint64_t size, int64_t memory_space,
                              SP_DeviceMemoryBase* mem) {
@@ -436,25 +438,32 @@ static void hostile_allocate(const SP_Device* device, uint64_t size, int64_t mem
   mem->struct_size = SP_DEVICE_MEMORY_BASE_STRUCT_SIZE;
   mem->opaque = NULL;
   mem->size = 0;
-#ifdef HOSTILE_OVERLAPPING_ALLOCATE
-  if (atomic_load(&armed) && !atomic_exchange(&arena_restarted, 1)) atomic_store(&arena_next, 0);
-#endif
+  pthread_mutex_lock(&arena_mu);
   size_t rounded = ((size_t)size + 255) & ~(size_t)255;
-  size_t at = atomic_fetch_add(&arena_next, rounded + 256);
-  if (size > ARENA_BYTES || at + rounded + 256 > ARENA_BYTES) return;
-  mem->opaque = arena + at;
-  mem->size = size;
+  if (size <= ARENA_BYTES && arena_next + rounded <= ARENA_BYTES) {
+    mem->opaque = arena + arena_next;
+    mem->size = size;
+    arena_next += rounded;
+#ifdef HOSTILE_OVERLAPPING_ALLOCATE
+    /* Armed: the block handed out last, again, while it is still in use. */
+    if (atomic_load(&armed) && last_live != NULL) mem->opaque = last_live;
+#endif
+    last_live = mem->opaque;
+  }
+  pthread_mutex_unlock(&arena_mu);
 #ifdef HOSTILE_SHORT_ALLOCATE
   if (atomic_load(&armed)) mem->size = size / 2;
 #endif
 #ifdef HOSTILE_MISALIGNED_ALLOCATE
-  if (atomic_load(&armed)) mem->opaque = arena + at + 8;
+  if (atomic_load(&armed) && mem->opaque != NULL) mem->opaque = (char*)mem->opaque + 8;
 #endif
 }
 
 static void hostile_deallocate(const SP_Device* device, SP_DeviceMemoryBase* mem) {
   (void)device;
-  (void)mem; /* the arena is never reused: a freed block cannot explain an overlap */
+  pthread_mutex_lock(&arena_mu);
+  if (mem->opaque == last_live) last_live = NULL;
+  pthread_mutex_unlock(&arena_mu);
 }
 #endif
 

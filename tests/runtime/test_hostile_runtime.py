@@ -123,3 +123,33 @@ def test_a_failed_user_stream_reports_once_and_recovers(run_hostile, deadline):
     assert r["sync"][0] == "DataLossError" and "lost its data" in r["sync"][1]
     assert r["sync2"] == ["ok", None] and r["sync3"] == ["ok", None]
     assert r["value"] == [9.0] * 4
+
+
+# -- dishonest allocate ----------------------------------------------------------------------
+ALLOCATE_CODE = """
+    before = pluggable.tensor(np.arange(4, dtype=np.float32), device="TEST:0")
+    arm(1)
+    results["upload"] = outcome(
+        lambda: pluggable.tensor(np.full(4, 7, np.float32), device=DEVICE).numpy())
+    results["before"] = outcome(before.numpy)   # never overwritten
+    arm(0)
+"""
+
+
+@pytest.mark.parametrize("variant, macros, device, fragment", [
+    ("OVERLAPPING_ALLOCATE", {"NO_BFC_ALLOCATOR": True}, "TEST:0",
+     "which overlaps memory it handed out before and that is still in use"),
+    ("OVERLAPPING_ALLOCATE", {"DEVICE_COUNT": 2}, "TEST:1",
+     "which overlaps memory it handed out before and that is still in use"),
+    ("SHORT_ALLOCATE", {"NO_BFC_ALLOCATOR": True}, "TEST:0",
+     "was asked for 256 bytes and reported a block of 128 bytes"),
+    ("MISALIGNED_ALLOCATE", {"NO_BFC_ALLOCATOR": True}, "TEST:0", "which is not 16-byte aligned"),
+])
+def test_memory_a_plugin_should_not_hand_out_is_refused(run_hostile, variant, macros, device,
+                                                         fragment):
+    r = run_hostile(variant, ALLOCATE_CODE.replace("DEVICE", repr(device)), **macros)
+    kind, message = r["upload"]
+    assert kind == "InternalError", r["upload"]
+    assert fragment in message and "the block was refused" in message
+    assert "TEST_DEV plugin" in message and f"device {device[-1]}" in message
+    assert r["before"] == ["ok", [0.0, 1.0, 2.0, 3.0]]

@@ -1185,6 +1185,13 @@ static PG_Buffer* allocate_buffer(TF_OpKernelContext* ctx, TF_DataType dtype,
     } else {
       data = pluggable_BFCAllocate(ctx->bfc, bytes);
     }
+    char refusal[480];
+    if (data == NULL && !host_memory &&
+        pluggable_BFCRefusal(ctx->bfc, refusal, sizeof refusal) > 0) {
+      set_statusf(status, TF_INTERNAL, "%s: allocating %" PRIu64 " bytes on device %s:%d: %s",
+                  what, bytes, ctx->kernel->reg->b->device_type, ctx->device_id, refusal);
+      return NULL;
+    }
     if (data == NULL) {
       set_statusf(status, TF_RESOURCE_EXHAUSTED,
                   "%s: out of %s memory allocating %" PRIu64 " bytes on device %s:%d", what,

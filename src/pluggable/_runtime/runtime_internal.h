@@ -71,6 +71,10 @@ TF_CAPI_EXPORT void* pluggable_BFCAllocate(PG_BFC* bfc, uint64_t size);
 /* 0 when `ptr` was a live allocation (NULL is a no-op), nonzero (and nothing changes) for
  * any other pointer. */
 TF_CAPI_EXPORT int pluggable_BFCDeallocate(PG_BFC* bfc, void* ptr);
+/* Why the last pluggable_BFCAllocate that failed refused a block the plugin handed out (its
+ * size, alignment, or an overlap with live memory of the platform), into buf (n bytes, cut
+ * and terminated); returns the full length, 0 when the failure refused no block. */
+TF_CAPI_EXPORT size_t pluggable_BFCRefusal(PG_BFC* bfc, char* buf, size_t n);
 /* The chunk size (request rounded up to 256) of a live allocation, 0 for anything else. */
 TF_CAPI_EXPORT uint64_t pluggable_BFCAllocatedSize(PG_BFC* bfc, const void* ptr);
 /* Fills the fields of `stats` that end within stats->struct_size. */
