@@ -150,7 +150,6 @@ def test_a_signal_handler_that_raises_ends_the_wait(hanging):
 @pytest.mark.parametrize("arguments, message", [
     ((0, 1, 1, 1.0), "fn_address is 0 (a NULL pointer)"),
     ((1, 0, 1, 1.0), "device_address is 0 (a NULL pointer)"),
-    ((1, 1, 0, 1.0), "status_address is 0 (a NULL pointer)"),
     ((-8, 1, 1, 1.0), "fn_address must be an address from 1 to 2**64-1, not -8"),
     ((1, 2**64, 1, 1.0), "device_address must be an address from 1 to 2**64-1"),
     ((1, 1, 1, -0.5), "timeout must be 0 or more seconds, not -0.5"),

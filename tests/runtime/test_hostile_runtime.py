@@ -153,3 +153,120 @@ def test_memory_a_plugin_should_not_hand_out_is_refused(run_hostile, variant, ma
     assert fragment in message and "the block was refused" in message
     assert "TEST_DEV plugin" in message and f"device {device[-1]}" in message
     assert r["before"] == ["ok", [0.0, 1.0, 2.0, 3.0]]
+
+
+# -- calls that never return -----------------------------------------------------------------
+def test_a_compute_that_never_returns_is_ended_by_the_deadline(run_hostile):
+    r = run_hostile("COMPUTE_HANGS", """
+        pluggable.config.set_deadline(1)
+        x = pluggable.tensor(np.arange(3, dtype=np.float32), device="TEST:0")
+        with pluggable.device("TEST:0"):
+            results["before"] = outcome(lambda: pluggable.raw_ops.Neg(x=x).numpy())
+            arm(1)
+            started = time.monotonic()
+            results["hung"] = outcome(lambda: pluggable.raw_ops.Neg(x=x).numpy())
+            results["seconds"] = time.monotonic() - started
+            arm(0)
+            results["later"] = outcome(lambda: pluggable.raw_ops.Neg(x=x).numpy())
+    """)
+    assert r["before"] == ["ok", [-0.0, -1.0, -2.0]]
+    kind, message = r["hung"]
+    assert kind == "DeadlineExceededError", r["hung"]
+    assert "kernel 'HostileNeg' (op Neg) did not return from its compute within the deadline " \
+           "of 1 s" in message and "marked stuck" in message
+    assert 0.9 <= r["seconds"] < 5
+    # The plugin is not called again: a clear error at once, not a second hang.
+    assert r["later"][0] == "DeadlineExceededError" and "found stuck" in r["later"][1]
+
+
+CTRL_C = textwrap.dedent("""
+    import ctypes, os, time
+    import numpy as np
+    import pluggable
+    arm = ctypes.CDLL(os.environ["PLUGGABLE_PLUGIN_PATH"]).hostile_arm
+    x = pluggable.tensor(np.arange(3, dtype=np.float32), device="TEST:0")
+    with pluggable.device("TEST:0"):
+        pluggable.raw_ops.Neg(x=x).numpy()
+        arm(1)
+        print("HANGING", flush=True)
+        started = time.monotonic()
+        try:
+            pluggable.raw_ops.Neg(x=x)
+        except KeyboardInterrupt:
+            print("INTERRUPTED", round(time.monotonic() - started, 1), flush=True)
+    print("XPU", pluggable.raw_ops.Neg(x=pluggable.tensor([1.0], device="XPU:0")).numpy())
+""")
+
+
+def test_ctrl_c_interrupts_a_compute_that_never_returns(build_test_plugin, tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    path = build_test_plugin(HOSTILE_SOURCE, HOSTILE_COMPUTE_HANGS=True)
+    env = dict(os.environ, PLUGGABLE_PLUGIN_PATH=path, PLUGGABLE_PROBE="0",
+               PLUGGABLE_DEADLINE="600")
+    child = subprocess.Popen([sys.executable, "-c", CTRL_C], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        assert child.stdout.readline().strip() == "HANGING"
+        time.sleep(0.5)
+        child.send_signal(signal.SIGINT)
+        out, err = child.communicate(timeout=30)
+    finally:
+        if child.poll() is None:
+            child.kill()
+    assert child.returncode == 0, err
+    lines = out.splitlines()
+    assert lines[0].startswith("INTERRUPTED") and float(lines[0].split()[1]) < 10
+    assert lines[1] == "XPU [-1.]"
+
+
+def test_a_destroy_stream_that_never_returns_marks_the_device_stuck(run_hostile):
+    r = run_hostile("DESTROY_STREAM_HANGS", """
+        pluggable.config.set_deadline(1)
+        executor = pluggable.get_device("TEST:0").executor
+        stream = executor.create_stream()
+        arm(1)
+        started = time.monotonic()
+        results["close"] = outcome(stream.close)
+        results["seconds"] = time.monotonic() - started
+        results["again"] = outcome(executor.create_stream)
+    """)
+    kind, message = r["close"]
+    assert kind == "DeadlineExceededError", r["close"]
+    assert "destroy_stream did not finish within the deadline of 1 s" in message
+    assert "marked stuck" in message and "TEST_DEV plugin" in message
+    assert 0.9 <= r["seconds"] < 5
+    assert r["again"][0] == "DeadlineExceededError" and "marked stuck" in r["again"][1]
+
+
+def test_a_profiler_start_that_never_returns_is_left_out_of_the_session(run_hostile):
+    r = run_hostile("PROFILER_START_HANGS", """
+        pluggable.config.set_deadline(1)
+        pluggable.get_device("TEST:0")
+        arm(1)
+        started = time.monotonic()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            pluggable.profiler.start(None)
+            y = pluggable.ops.add(pluggable.tensor([1.0], device="XPU:0"), 2.0).numpy()
+            result = pluggable.profiler.stop(save=False)
+        results["seconds"] = time.monotonic() - started
+        results["warnings"] = [str(w.message) for w in caught]
+        results["value"] = y.tolist()
+        results["planes"] = list(result.planes)
+        # Never called again: the next session leaves it out at once.
+        started = time.monotonic()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            pluggable.profiler.start(None)
+            pluggable.profiler.stop(save=False)
+        results["second"] = time.monotonic() - started
+    """)
+    assert 0.9 <= r["seconds"] < 5 and r["second"] < 0.9
+    assert any("TP_ProfilerFns.start did not return within the deadline of 1 s" in w
+               and "marked stuck" in w for w in r["warnings"]), r["warnings"]
+    assert r["value"] == [3.0]
+    assert any("XPU" in name for name in r["planes"]), r["planes"]

@@ -25,6 +25,9 @@
  * tensors and functions, rendezvous, deferred ops, asynchronous kernels) are in
  * kernel_stubs.c; each fails with TF_UNIMPLEMENTED naming itself.
  */
+#define _POSIX_C_SOURCE 200809L
+#include "watchdog.h"
+
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -309,6 +312,7 @@ typedef struct PG_Registration {
   char* kernel_name;
   char* source;
   int enabled;
+  atomic_int stuck; /* its plugin was found stuck in a kernel's compute: never run again */
   TF_Code error_code;
   char* error_message;
   /* PG_KernelInfo's arrays, made once. */
@@ -325,6 +329,9 @@ static int64_t session_start;
 static const char kEmpty[] = "";
 
 /* The registration `id`, or NULL; registrations never move or go away. */
+/* Marks every kernel of the plugin `source` stuck. */
+static void mark_plugin_stuck(const char* source);
+
 static PG_Registration* registration_get(int64_t id) {
   pthread_mutex_lock(&registry_mu);
   PG_Registration* r = id >= 0 && id < registry_count ? registry[id] : NULL;
@@ -1511,6 +1518,13 @@ int pluggable_KernelRun(const int64_t* request) {
     return TF_INVALID_ARGUMENT;
   }
   const TF_KernelBuilder* b = kernel->reg->b;
+  if (atomic_load_explicit(&kernel->reg->stuck, memory_order_relaxed)) {
+    set_statusf(status, TF_DEADLINE_EXCEEDED,
+                "kernel '%s' is not run: its plugin (%s) was found stuck in a kernel's compute "
+                "earlier and is no longer used in this process; restart the process to use it "
+                "again", kernel->reg->kernel_name, kernel->reg->source ? kernel->reg->source : "?");
+    return TF_DEADLINE_EXCEEDED;
+  }
   if (b->compute == NULL) {
     set_statusf(status, TF_UNIMPLEMENTED,
                 "kernel '%s' is asynchronous (TF_NewAsyncKernelBuilder); running asynchronous "
@@ -1584,7 +1598,34 @@ int pluggable_KernelRun(const int64_t* request) {
     w += 5 + in->num_dims;
   }
 
+  PG_Watch* volatile watch = pg_watch_slot();
+  if (watch != NULL && sigsetjmp(watch->env, 0) != 0) {
+    /* The watchdog (deadline) or Ctrl-C abandoned the call where it was. */
+    pg_watch_recover();
+    int interrupted = atomic_load(&watch->escape) == PG_WATCH_INTERRUPTED;
+    mark_plugin_stuck(kernel->reg->source);
+    if (interrupted) {
+      set_statusf(status, TF_CANCELLED,
+                  "kernel '%s' (op %s) was interrupted (Ctrl-C) inside its compute; its plugin "
+                  "(%s) is no longer used in this process, since the call was abandoned where "
+                  "it was", kernel->reg->kernel_name, b->op,
+                  kernel->reg->source ? kernel->reg->source : "?");
+    } else {
+      set_statusf(status, TF_DEADLINE_EXCEEDED,
+                  "kernel '%s' (op %s) did not return from its compute within the deadline of "
+                  "%g s; its plugin (%s) is marked stuck and no longer used in this process. "
+                  "Give kernels longer with pluggable.config.set_deadline(seconds) or "
+                  "PLUGGABLE_DEADLINE (0 turns the deadline off)", kernel->reg->kernel_name,
+                  b->op, pg_watch_deadline(),
+                  kernel->reg->source ? kernel->reg->source : "?");
+    }
+    code = TF_GetCode(status);
+    /* What the kernel made is abandoned with it: outputs set are not handed out. */
+    goto done;
+  }
+  if (watch != NULL) pg_watch_begin(watch);
   b->compute(kernel->instance, &ctx);
+  if (watch != NULL) pg_watch_end(watch);
 
   if (ctx.code != TF_OK) {
     TF_SetStatus(status, ctx.code, ctx.message);
@@ -1623,4 +1664,16 @@ done:
   if (ctx.inputs != inline_inputs) free(ctx.inputs);
   if (ctx.outputs != inline_outputs) free(ctx.outputs);
   return code;
+}
+
+static void mark_plugin_stuck(const char* source) {
+  pthread_mutex_lock(&registry_mu);
+  for (int64_t i = 0; i < registry_count; i++) {
+    PG_Registration* r = registry[i];
+    if (r != NULL && (r->source == source ||
+                      (r->source != NULL && source != NULL && strcmp(r->source, source) == 0))) {
+      atomic_store(&r->stuck, 1);
+    }
+  }
+  pthread_mutex_unlock(&registry_mu);
 }

@@ -99,12 +99,24 @@ def deadline() -> float:
     return _from_environment(DEADLINE_VARIABLE, DEFAULT_DEADLINE, True)
 
 
+_deadline_listeners: list = []
+
+
+def on_deadline_change(listener) -> None:
+    """Calls ``listener(seconds)`` now and whenever `set_deadline` changes the deadline
+    (the runtime library's watchdog keeps a copy)."""
+    _deadline_listeners.append(listener)
+    listener(deadline())
+
+
 def set_deadline(seconds: Optional[float]) -> None:
     """Sets the deadline of host waits (0: none; None: back to ``PLUGGABLE_DEADLINE``)."""
     global _deadline
     with _lock:
         _deadline = None if seconds is None else _seconds(seconds, "the deadline",
                                                           allow_zero=True)
+    for listener in _deadline_listeners:
+        listener(deadline())
 
 
 def exit_timeout() -> float:

@@ -16,6 +16,7 @@ import threading
 
 from ..abi.tf_status import TF_Code
 from .errors import InternalError
+from . import limits as _limits
 from .limits import MAX_MESSAGE_CHARS, safe_text
 
 # The libraries are built into the package's top folder (setup.py).
@@ -92,6 +93,18 @@ def _load_compiled():
 
 
 compiled = _load_compiled()
+
+
+def _tell_runtime_the_deadline(seconds: float) -> None:
+    """The runtime's watchdog (_runtime/watchdog.c) bounds a kernel's compute by the deadline
+    too; it learns the deadline here, at import and whenever it changes."""
+    lib.pluggable_SetCallDeadline(ctypes.c_double(seconds),
+                                  threading.current_thread() is threading.main_thread())
+
+
+lib.pluggable_SetCallDeadline.restype = None
+lib.pluggable_SetCallDeadline.argtypes = (ctypes.c_double, ctypes.c_int)
+_limits.on_deadline_change(_tell_runtime_the_deadline)
 
 TF_NewStatus = lib.TF_NewStatus
 TF_DeleteStatus = lib.TF_DeleteStatus

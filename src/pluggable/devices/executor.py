@@ -325,8 +325,14 @@ class StreamExecutor:
         finally:
             _native.release_status(status)
 
+    #: Why the executor is no longer used: a call of its plugin never returned; "" if none.
+    stuck = ""
+
     def _check_open(self) -> None:
         if self._closed:
+            if self.stuck:
+                raise DeadlineExceededError(self.stuck, plugin=self.platform.label,
+                                            call="StreamExecutor")
             raise FailedPreconditionError(
                 f"{self.name} is closed; its memory, streams and events can no longer be used",
                 plugin=self.platform.label, call="StreamExecutor")
@@ -359,13 +365,36 @@ class StreamExecutor:
         elif kind in ("host_memory_deallocate", "unified_memory_deallocate"):
             self._fns[kind](self._device_ptr, handle)
         elif kind == "destroy_stream":
-            self._fns["destroy_stream"](self._device_ptr, handle)
+            self._destroy_stream(handle)
         elif kind == "destroy_event":
             self._fns["destroy_event"](self._device_ptr, handle)
         elif kind == "destroy_timer":
             self._fns["destroy_timer"](self._device_ptr, handle)
         else:
             raise AssertionError(kind)
+
+    def _destroy_stream(self, handle: Any) -> None:
+        """``destroy_stream``, which finishes the stream's work and may block: on a helper
+        thread, bounded by the deadline (`_compiled.bounded_call`). A call that does not
+        return in time is abandoned and the device is marked stuck: closed, its plugin
+        objects left to the operating system, every further use a DeadlineExceededError."""
+        limit = limits.deadline()
+        if not limit:
+            self._fns["destroy_stream"](self._device_ptr, handle)
+            return
+        address = self._fn_addresses.get("destroy_stream")
+        if address is None:
+            address = self._fn_addresses["destroy_stream"] = ctypes.cast(
+                self._fn("destroy_stream"), ctypes.c_void_p).value
+        started = time.monotonic()
+        if not _native.compiled.bounded_call(address, self._device_address, handle or 0,
+                                             limit):
+            error = self._deadline_error("destroy_stream", limit, time.monotonic() - started)
+            self.stuck = (f"{error}. The device is marked stuck: it is no longer used in this "
+                          f"process, and what it holds is left to the operating system")
+            self._closed = True
+            raise DeadlineExceededError(self.stuck, plugin=self.platform.label,
+                                        call="SP_StreamExecutor.destroy_stream")
 
     def _defer_warning(self, message: str, category: type) -> None:
         """Keeps a warning raised on a plugin's thread for the user's next synchronisation."""
