@@ -270,3 +270,27 @@ def test_a_profiler_start_that_never_returns_is_left_out_of_the_session(run_host
                and "marked stuck" in w for w in r["warnings"]), r["warnings"]
     assert r["value"] == [3.0]
     assert any("XPU" in name for name in r["planes"]), r["planes"]
+
+
+# -- a kernel that writes past its output ------------------------------------------------------
+def test_a_kernel_writing_past_its_output_is_caught_in_the_sync_every_op_mode(run_hostile):
+    r = run_hostile("WRITES_PAST_OUTPUT", """
+        x = pluggable.tensor(np.arange(3, dtype=np.float32), device="TEST:0")
+        with pluggable.device("TEST:0"):
+            results["unchecked"] = outcome(lambda: pluggable.raw_ops.Neg(x=x).numpy())
+            pluggable.config.set_sync_every_op(True)
+            results["checked"] = outcome(lambda: pluggable.raw_ops.Neg(x=x))
+            pluggable.config.set_sync_every_op(False)
+        pluggable.config.set_sync_every_op(True)  # an honest plugin passes the check
+        results["xpu_synced"] = outcome(
+            lambda: pluggable.raw_ops.Neg(x=pluggable.tensor([1.0, 2.0], device="XPU:0")).numpy())
+        pluggable.config.set_sync_every_op(False)
+    """)
+    # Without the mode nothing checks (the write lands in memory the host owns).
+    assert r["unchecked"] == ["ok", [-0.0, -1.0, -2.0]]
+    kind, message = r["checked"]
+    assert kind == "InternalError", r["checked"]
+    assert message.startswith("Neg on /device:TEST:0: kernel 'HostileNeg' (op Neg) wrote past "
+                              "the end of its output 0 (12 bytes)")
+    assert "guard bytes" in message
+    assert r["xpu_synced"] == ["ok", [-1.0, -2.0]]

@@ -971,6 +971,7 @@ struct TF_OpKernelContext {
   TF_Code code; /* the first failure */
   char message[1024];
   char device_name[128]; /* TF_GetDeviceName, made on first use */
+  int allocating_output; /* the output TF_AllocateOutput is allocating, for its guard */
 };
 
 static atomic_uint_fast64_t run_serial;
@@ -1147,6 +1148,84 @@ static bool set_output(TF_OpKernelContext* ctx, int index, TF_DataType dtype,
 
 /* New memory for a tensor of `dtype` and shape `dims` in host or device memory, as a buffer
  * with one reference. NULL with a status on failure; `what` names the call. */
+/* ---- guard bytes (the synchronise-after-every-op mode) -----------------------------------
+ * With guards on, a device output is allocated PG_GUARD_BYTES longer and the plugin's
+ * sync_memcpy_htod fills the extra bytes with a pattern; after the op's device work is done the
+ * host reads them back (pluggable_CheckOutputGuards): a kernel that wrote past the end of its
+ * output changed them. The outputs of the thread's last run are checked. */
+#define PG_GUARD_BYTES 64
+#define PG_GUARD_PATTERN 0xA5
+#define PG_GUARDED_MAX 16
+static atomic_int output_guards;
+
+typedef struct GuardedOutput {
+  uint64_t address, bytes;
+  const SP_Device* device;
+  const SP_StreamExecutor* se;
+  const PG_Kernel* kernel;
+  int index;
+} GuardedOutput;
+static _Thread_local GuardedOutput guarded[PG_GUARDED_MAX];
+static _Thread_local int guarded_count;
+
+void pluggable_SetOutputGuards(int on) { atomic_store(&output_guards, on != 0); }
+
+/* The SP_DeviceMemoryBase of `bytes` at `address`, for the plugin's copies. */
+static SP_DeviceMemoryBase guard_memory(uint64_t address, uint64_t bytes) {
+  SP_DeviceMemoryBase m;
+  memset(&m, 0, sizeof m);
+  m.struct_size = SP_DEVICE_MEMORY_BASE_STRUCT_SIZE;
+  m.opaque = (void*)(uintptr_t)address;
+  m.size = bytes;
+  return m;
+}
+
+/* Fills the guard after a new output of `bytes` at `data`; false when the plugin cannot. */
+static bool guard_output(TF_OpKernelContext* ctx, void* data, uint64_t bytes, int index) {
+  if (ctx->se == NULL || ctx->se->sync_memcpy_htod == NULL || ctx->se->sync_memcpy_dtoh == NULL)
+    return false;
+  unsigned char pattern[PG_GUARD_BYTES];
+  memset(pattern, PG_GUARD_PATTERN, sizeof pattern);
+  SP_DeviceMemoryBase m = guard_memory((uint64_t)(uintptr_t)data + bytes, PG_GUARD_BYTES);
+  TF_Status* s = TF_NewStatus();
+  ctx->se->sync_memcpy_htod(ctx->device, &m, pattern, PG_GUARD_BYTES, s);
+  bool ok = TF_GetCode(s) == TF_OK;
+  TF_DeleteStatus(s);
+  if (ok && guarded_count < PG_GUARDED_MAX) {
+    guarded[guarded_count++] = (GuardedOutput){(uint64_t)(uintptr_t)data, bytes, ctx->device,
+                                               ctx->se, ctx->kernel, index};
+  }
+  return ok;
+}
+
+size_t pluggable_CheckOutputGuards(char* report, size_t n) {
+  size_t length = 0;
+  if (n > 0) report[0] = '\0';
+  for (int i = 0; i < guarded_count; i++) {
+    const GuardedOutput* g = &guarded[i];
+    unsigned char seen[PG_GUARD_BYTES];
+    SP_DeviceMemoryBase m = guard_memory(g->address + g->bytes, PG_GUARD_BYTES);
+    TF_Status* s = TF_NewStatus();
+    g->se->sync_memcpy_dtoh(g->device, seen, &m, PG_GUARD_BYTES, s);
+    bool read = TF_GetCode(s) == TF_OK;
+    TF_DeleteStatus(s);
+    int last = -1;
+    for (int j = 0; read && j < PG_GUARD_BYTES; j++) {
+      if (seen[j] != PG_GUARD_PATTERN) last = j;
+    }
+    if (last >= 0 && length < n) {
+      int wrote = snprintf(report + length, n - length,
+                           "%skernel '%s' (op %s) wrote past the end of its output %d (%" PRIu64
+                           " bytes): at least %d of the %d guard bytes after it were changed",
+                           length ? "; " : "", g->kernel->reg->kernel_name,
+                           g->kernel->reg->b->op, g->index, g->bytes, last + 1, PG_GUARD_BYTES);
+      if (wrote > 0) length += (size_t)wrote;
+    }
+  }
+  guarded_count = 0;
+  return length < n ? length : n;
+}
+
 static PG_Buffer* allocate_buffer(TF_OpKernelContext* ctx, TF_DataType dtype,
                                   const int64_t* dims, int num_dims, bool host_memory,
                                   const char* what, TF_Status* status) {
@@ -1190,7 +1269,10 @@ static PG_Buffer* allocate_buffer(TF_OpKernelContext* ctx, TF_DataType dtype,
                   "%s: the host gave this run no device allocator", what);
       return NULL;
     } else {
-      data = pluggable_BFCAllocate(ctx->bfc, bytes);
+      bool guard = atomic_load_explicit(&output_guards, memory_order_relaxed) &&
+                   strcmp(what, "TF_AllocateOutput") == 0;
+      data = pluggable_BFCAllocate(ctx->bfc, guard ? bytes + PG_GUARD_BYTES : bytes);
+      if (data != NULL && guard) guard_output(ctx, data, bytes, ctx->allocating_output);
     }
     char refusal[480];
     if (data == NULL && !host_memory &&
@@ -1226,6 +1308,7 @@ static PG_Buffer* allocate_buffer(TF_OpKernelContext* ctx, TF_DataType dtype,
 static TF_Tensor* allocate_output(TF_OpKernelContext* ctx, int index, const int64_t* dims,
                                   int num_dims, const char* what, TF_Status* status) {
   PG_OutputSlot* o = &ctx->outputs[index];
+  ctx->allocating_output = index;
   PG_Buffer* buf = allocate_buffer(ctx, o->expected, dims, num_dims, o->host_memory, what,
                                    status);
   if (buf == NULL) return NULL;
@@ -1548,6 +1631,7 @@ int pluggable_KernelRun(const int64_t* request) {
   ctx.code = TF_OK;
   ctx.message[0] = '\0';
   ctx.device_name[0] = '\0';
+  ctx.allocating_output = -1;
   ctx.inputs = num_inputs <= PG_RUN_INLINE_ARGS ? inline_inputs
                                                 : malloc(sizeof(PG_InputSlot) * (size_t)num_inputs);
   ctx.outputs = num_outputs <= PG_RUN_INLINE_ARGS
@@ -1598,6 +1682,7 @@ int pluggable_KernelRun(const int64_t* request) {
     w += 5 + in->num_dims;
   }
 
+  guarded_count = 0; /* the guards checked after a run are its own */
   PG_Watch* volatile watch = pg_watch_slot();
   if (watch != NULL && sigsetjmp(watch->env, 0) != 0) {
     /* The watchdog (deadline) or Ctrl-C abandoned the call where it was. */

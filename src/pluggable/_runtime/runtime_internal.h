@@ -71,6 +71,13 @@ TF_CAPI_EXPORT void* pluggable_BFCAllocate(PG_BFC* bfc, uint64_t size);
 /* 0 when `ptr` was a live allocation (NULL is a no-op), nonzero (and nothing changes) for
  * any other pointer. */
 TF_CAPI_EXPORT int pluggable_BFCDeallocate(PG_BFC* bfc, void* ptr);
+/* Guard bytes after every device output a kernel allocates (TF_AllocateOutput), for the
+ * synchronise-after-every-op mode (kernels.c): on or off for the process. */
+TF_CAPI_EXPORT void pluggable_SetOutputGuards(int on);
+/* Reads back the guards of the calling thread's last kernel run, once its device work is
+ * done: writes what each kernel that wrote past its output's end did into `report` (n bytes,
+ * cut and terminated) and returns its length (0: every guard intact); forgets the run. */
+TF_CAPI_EXPORT size_t pluggable_CheckOutputGuards(char* report, size_t n);
 /* Why the last pluggable_BFCAllocate that failed refused a block the plugin handed out (its
  * size, alignment, or an overlap with live memory of the platform), into buf (n bytes, cut
  * and terminated); returns the full length, 0 when the failure refused no block. */

@@ -35,6 +35,7 @@ from ..base.errors import (InternalError, InvalidArgumentError, NotFoundError, P
                            PluggableError, ResourceExhaustedError, UnimplementedError, warn)
 from ..oplib.core import OPS, REQUIRED, OpDef, TensorMeta, bad, select_condition_shape
 from ..base.native import compiled as _compiled
+from ..kernels.registry import output_guard_report, set_output_guards
 from ..tensors.placement import (CPU_DEVICE, device, device_scope, scoped_device,  # noqa: F401
                                  soft_placement)
 from ..tensors.tensor import CHECKED_BYTES, Tensor, check_fits, tensor as make_tensor
@@ -52,6 +53,7 @@ _SYNC_VARIABLE = "PLUGGABLE_SYNC_EVERY_OP"
 _settings = {"soft": True, "log": False,
              "sync": os.environ.get(_SYNC_VARIABLE, "") not in ("", "0")}
 _settings["general"] = _settings["sync"]
+set_output_guards(_settings["sync"])
 _warned: set = set()
 _warned_lock = threading.Lock()
 # The host tracer of a running profiling session, or None (set by pluggable.profiler): the
@@ -96,6 +98,7 @@ def set_sync_every_op(enabled: bool) -> None:
     start-up."""
     _settings["sync"] = bool(enabled)
     _settings["general"] = _settings["log"] or _settings["sync"]
+    set_output_guards(_settings["sync"])
 
 
 def get_sync_every_op() -> bool:
@@ -103,13 +106,22 @@ def get_sync_every_op() -> bool:
 
 
 def _synchronize_after(op: OpDef, target: PluggableDevice) -> None:
-    """The synchronise-after-every-op mode's wait: the error of failed work names the op."""
+    """The synchronise-after-every-op mode's wait: the error of failed work names the op;
+    then the guard bytes after the op's outputs (a kernel that wrote past an output's end)."""
     try:
         target.synchronize()
     except PluggableError as exc:
+        output_guard_report()  # the run's guards: its outputs are not handed out
         raise type(exc)(f"{op.name} on {target.name}: the device work it enqueued failed "
                         f"(found by synchronising after every op): {exc}", plugin=exc.plugin,
                         call=op.name, plugin_message=exc.plugin_message) from exc
+    overwritten = output_guard_report()
+    if overwritten:
+        raise InternalError(
+            f"{op.name} on {target.name}: {overwritten} (found by the guard bytes of the "
+            f"synchronise-after-every-op mode); the memory after the output may belong to "
+            f"another tensor, so values on {target.name} are not to be trusted. Report this "
+            f"to the plugin's authors", plugin=target.platform.label, call=op.name)
 
 
 # -- attributes ---------------------------------------------------------------------------
