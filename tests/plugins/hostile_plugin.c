@@ -47,7 +47,9 @@
  *   HOSTILE_MISALIGNED_ALLOCATE (allocate returns an address 8 bytes past a 256-byte one),
  *   HOSTILE_DESTROY_STREAM_HANGS, HOSTILE_PROFILER_START_HANGS, HOSTILE_COMPUTE_HANGS (the
  *   call never returns once hostile_arm(1) was called), HOSTILE_WRITES_PAST_OUTPUT (its Neg
- *   kernel writes 16 bytes past the end of its output). The COMPUTE_HANGS and
+ *   kernel writes 16 bytes past the end of its output), HOSTILE_LATE_CALLBACK (host_callback
+ *   invokes the callback from a thread of its own 300 ms later, after the stream reports the
+ *   work done). The COMPUTE_HANGS and
  *   WRITES_PAST_OUTPUT variants register Neg (T=float) for their device; the
  *   PROFILER_START_HANGS variant has a profiler.
  */
@@ -57,6 +59,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #define NO_INIT_SYMBOL 1
@@ -475,8 +478,47 @@ static void hanging_destroy_stream(const SP_Device* device, SP_Stream stream) {
 }
 #endif
 
+#ifdef HOSTILE_LATE_CALLBACK
+typedef struct LateCall {
+  SE_StatusCallbackFn fn;
+  void* arg;
+} LateCall;
+
+/* Calls the host callback 300 ms after the stream reported its work done. */
+static void* call_late(void* p) {
+  LateCall* call = p;
+  struct timespec pause = {0, 300 * 1000000L};
+  nanosleep(&pause, NULL);
+  TF_Status* status = TF_NewStatus();
+  call->fn(call->arg, status);
+  TF_DeleteStatus(status);
+  free(call);
+  return NULL;
+}
+
+static TF_Bool late_host_callback(const SP_Device* device, SP_Stream stream,
+                                  SE_StatusCallbackFn callback_fn, void* callback_arg) {
+  (void)device;
+  (void)stream;
+  LateCall* call = malloc(sizeof *call);
+  if (call == NULL) return 0;
+  call->fn = callback_fn;
+  call->arg = callback_arg;
+  pthread_t thread;
+  if (pthread_create(&thread, NULL, call_late, call) != 0) {
+    free(call);
+    return 0;
+  }
+  pthread_detach(thread);
+  return 1;
+}
+#endif
+
 static void hostile_runtime_setup(SP_StreamExecutor* se) {
   (void)se;
+#ifdef HOSTILE_LATE_CALLBACK
+  se->host_callback = late_host_callback;
+#endif
 #ifdef HOSTILE_STREAM_DATA_LOSS
   se->create_stream = lossy_create_stream;
   se->destroy_stream = lossy_destroy_stream;

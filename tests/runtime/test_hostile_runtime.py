@@ -294,3 +294,21 @@ def test_a_kernel_writing_past_its_output_is_caught_in_the_sync_every_op_mode(ru
                               "the end of its output 0 (12 bytes)")
     assert "guard bytes" in message
     assert r["xpu_synced"] == ["ok", [-1.0, -2.0]]
+
+
+# -- a host callback invoked late --------------------------------------------------------------
+def test_synchronize_waits_for_a_host_callback_the_plugin_invokes_late(run_hostile):
+    r = run_hostile("LATE_CALLBACK", """
+        device = pluggable.get_device("TEST:0")
+        executor = device.executor
+        ran = []
+        with executor.create_stream() as stream:
+            stream.host_callback(lambda: ran.append("stream"))
+            stream.synchronize()
+            results["after_stream_sync"] = list(ran)
+        device.compute_stream.host_callback(lambda: ran.append("device"))
+        device.synchronize()
+        results["after_device_sync"] = list(ran)
+    """)
+    assert r["after_stream_sync"] == ["stream"]
+    assert r["after_device_sync"] == ["stream", "device"]

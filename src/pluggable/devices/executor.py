@@ -126,6 +126,36 @@ class _CallbackRegistry:
             if self._entries.pop(token, None) is not None:
                 _native.compiled.host_callback_dropped()
 
+    def wait_until_run(self, executor: "StreamExecutor", before: int,
+                       tokens: Optional[set] = None) -> None:
+        """Waits until every callable of ``executor`` registered before token ``before``
+        (and, given ``tokens``, among them) has run or been discarded: a plugin may invoke a
+        host callback after its stream reports the work done, and a wait must not return
+        before the callback ran. Bounded by the deadline (`DeadlineExceededError`)."""
+        def pending() -> bool:
+            with self._lock:
+                return any(token < before and entry[1] is executor
+                           and (tokens is None or token in tokens)
+                           for token, entry in self._entries.items())
+
+        if not self._entries or not pending():
+            return
+        limit = limits.deadline()
+        started = time.monotonic()
+        delay = 0.00005
+        while pending():
+            waited = time.monotonic() - started
+            if limit and waited > limit:
+                raise executor._deadline_error("host_callback (the plugin has not invoked a "
+                                               "host callback of work that is done)",
+                                               limit, waited)
+            time.sleep(delay)
+            delay = min(delay * 2, 0.002)
+
+    @property
+    def next_token(self) -> int:
+        return self._next
+
     def _run(self, arg: int, status_address: int) -> bool:
         """Runs the callable of token ``arg``; whether there was one (the C caller counts it
         out once it has given the GIL back)."""
@@ -824,10 +854,12 @@ class StreamExecutor:
                               "SP_StreamExecutor.host_callback")
 
     def synchronize_all_activity(self, timeout: Optional[float] = None) -> None:
-        """Waits until every stream of the device is done, at most the deadline
-        (`pluggable.config.set_deadline`; ``timeout`` overrides it)."""
+        """Waits until every stream of the device is done, and its host callbacks have run,
+        at most the deadline (`pluggable.config.set_deadline`; ``timeout`` overrides it)."""
         self._check_open()
+        before = CALLBACKS.next_token
         self._bounded_call("synchronize_all_activity", timeout)
+        CALLBACKS.wait_until_run(self, before)
         self._flush_warnings()
 
     def block_host_until_done(self, stream: "Stream", timeout: Optional[float] = None) -> None:

@@ -97,8 +97,13 @@ class Stream(PluginHandle):
         by their device (`PluggableDevice.recover_streams`)."""
         self._check_open()
         mark = self._ledger.mark()
+        from .executor import CALLBACKS
+
+        before = CALLBACKS.next_token
         try:
             self.executor.block_host_until_done(self)
+            if self._callback_tokens:  # work done; its host callbacks too
+                CALLBACKS.wait_until_run(self.executor, before, self._callback_tokens)
         except PluggableError as exc:
             if (self.name is None and not isinstance(exc, DeadlineExceededError)
                     and not self.is_closed and not self.status().ok):
