@@ -49,7 +49,8 @@
  *   call never returns once hostile_arm(1) was called), HOSTILE_WRITES_PAST_OUTPUT (its Neg
  *   kernel writes 16 bytes past the end of its output), HOSTILE_LATE_CALLBACK (host_callback
  *   invokes the callback from a thread of its own 300 ms later, after the stream reports the
- *   work done). The COMPUTE_HANGS and
+ *   work done), HOSTILE_LATE_STATUS_WRITE (create_event keeps its TF_Status*, and the next
+ *   record_event writes an error into it). The COMPUTE_HANGS and
  *   WRITES_PAST_OUTPUT variants register Neg (T=float) for their device; the
  *   PROFILER_START_HANGS variant has a profiler.
  */
@@ -514,8 +515,31 @@ static TF_Bool late_host_callback(const SP_Device* device, SP_Stream stream,
 }
 #endif
 
+#ifdef HOSTILE_LATE_STATUS_WRITE
+/* create_event keeps its TF_Status*; the next record_event writes an error into it. */
+static TF_Status* kept_status;
+
+static void keeping_create_event(const SP_Device* device, SP_Event* event, TF_Status* status) {
+  plugin_create_event(device, event, status);
+  if (atomic_load(&armed)) kept_status = status;
+}
+
+static void late_writing_record_event(const SP_Device* device, SP_Stream stream,
+                                      SP_Event event, TF_Status* status) {
+  if (kept_status != NULL) {
+    TF_SetStatus(kept_status, TF_INTERNAL, "hostile: a late error for create_event");
+    kept_status = NULL;
+  }
+  plugin_record_event(device, stream, event, status);
+}
+#endif
+
 static void hostile_runtime_setup(SP_StreamExecutor* se) {
   (void)se;
+#ifdef HOSTILE_LATE_STATUS_WRITE
+  se->create_event = keeping_create_event;
+  se->record_event = late_writing_record_event;
+#endif
 #ifdef HOSTILE_LATE_CALLBACK
   se->host_callback = late_host_callback;
 #endif

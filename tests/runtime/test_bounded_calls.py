@@ -80,7 +80,8 @@ def test_a_plugin_error_comes_back_in_the_status(xpu, faults):
             xpu.synchronize_all_activity()
         assert "SP_StreamExecutor.synchronize_all_activity failed" in str(info.value)
         assert "injected fault" in info.value.plugin_message
-        assert _native._local.pool == pool  # the status went back to the pool
+        after = list(_native._local.pool)  # the status went back to the pool
+        assert all(any(s is t for t in after) for s in pool) and len(after) - len(pool) in (0, 1)
 
 
 def test_a_call_that_never_returns_is_given_up_on_and_the_next_gets_a_helper(hanging, xpu):

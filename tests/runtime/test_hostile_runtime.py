@@ -312,3 +312,25 @@ def test_synchronize_waits_for_a_host_callback_the_plugin_invokes_late(run_hosti
     """)
     assert r["after_stream_sync"] == ["stream"]
     assert r["after_device_sync"] == ["stream", "device"]
+
+
+# -- a TF_Status* kept and written after its call returned ------------------------------------
+def test_a_status_written_after_its_call_is_refused_not_blamed_on_a_later_call(run_hostile):
+    r = run_hostile("LATE_STATUS_WRITE", """
+        executor = pluggable.get_device("TEST:0").executor
+        stream = executor.create_stream()
+        arm(1)
+        event = executor.create_event()   # the plugin keeps this call's status
+        arm(0)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            results["record"] = outcome(lambda: event.record(stream))  # writes the kept one
+            results["sync"] = outcome(stream.synchronize)
+        results["warnings"] = [str(w.message) for w in caught]
+        event.close()
+        stream.close()
+    """)
+    assert r["record"] == ["ok", None] and r["sync"] == ["ok", None]
+    assert any("wrote a TF_Status 1 time(s) after the call it was given to had returned" in w
+               and "hostile: a late error for create_event" in w and "refused" in w
+               for w in r["warnings"]), r["warnings"]

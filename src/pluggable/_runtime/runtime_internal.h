@@ -11,6 +11,13 @@ extern "C" {
 
 /* Makes `s` OK again, dropping its message and payloads, so one status serves many calls. */
 TF_CAPI_EXPORT void pluggable_ResetStatus(TF_Status* s);
+/* Resets `s` and seals it until pluggable_LendStatus: a write to a sealed status (a plugin
+ * that kept the TF_Status* of a call that returned) is refused and counted, never attributed
+ * to the next call that gets the status. */
+TF_CAPI_EXPORT void pluggable_SealStatus(TF_Status* s);
+TF_CAPI_EXPORT void pluggable_LendStatus(TF_Status* s);
+/* The number of writes refused so far; the last one's code and message (n bytes, cut). */
+TF_CAPI_EXPORT unsigned long long pluggable_LateStatusWrites(int* code, char* message, size_t n);
 
 /* ---- plugins' log lines (logging.c) ----
  * Waits up to `timeout_ms` for the oldest queued line of TF_Log/TF_VLog: 1 with its Python

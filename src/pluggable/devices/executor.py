@@ -177,6 +177,22 @@ class _CallbackRegistry:
 
 CALLBACKS = _CallbackRegistry()
 
+_late_writes_reported = [0]
+
+
+def _report_late_status_writes() -> None:
+    """Warns, at a synchronisation, of TF_Status writes the runtime refused because they came
+    after the call the status was given to had returned (`base.native.late_status_writes`)."""
+    count, code, message = _native.late_status_writes()
+    if count > _late_writes_reported[0]:
+        new = count - _late_writes_reported[0]
+        _late_writes_reported[0] = count
+        warn(
+            f"a plugin wrote a TF_Status {new} time(s) after the call it was given to had "
+            f"returned (last: {TF_Code(code).name if code in TF_Code._value2member_map_ else code}"
+            f" {message!r}); the write was refused, so it is not blamed on a later call. A "
+            f"plugin must not keep the TF_Status* of a call", PluggableWarning)
+
 
 class _ScratchMemoryBase(threading.local):
     """A SP_DeviceMemoryBase per thread that small copies fill with a device address for
@@ -432,6 +448,7 @@ class StreamExecutor:
             self._deferred_warnings.append((message, category))
 
     def _flush_warnings(self) -> None:
+        _report_late_status_writes()
         if not self._deferred_warnings:
             return
         with self._lock:
