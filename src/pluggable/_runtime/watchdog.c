@@ -119,7 +119,12 @@ static void start(void) {
   sigemptyset(&escape.sa_mask);
   sigaction(escape_signal, &escape, NULL);
   struct sigaction current;
-  if (sigaction(SIGINT, NULL, &current) == 0 && current.sa_handler != SIG_IGN) {
+  /* Wrapped only when a handler is installed (Python's): SIG_DFL and SIG_IGN stay as they
+   * are, so Ctrl-C still ends (or still does not end) a process that chose them. */
+  if (sigaction(SIGINT, NULL, &current) == 0 &&
+      ((current.sa_flags & SA_SIGINFO) ? current.sa_sigaction != NULL
+                                       : current.sa_handler != SIG_IGN &&
+                                             current.sa_handler != SIG_DFL)) {
     previous_sigint = current;
     struct sigaction wrapped;
     memset(&wrapped, 0, sizeof wrapped);
