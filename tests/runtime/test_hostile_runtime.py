@@ -334,3 +334,25 @@ def test_a_status_written_after_its_call_is_refused_not_blamed_on_a_later_call(r
     assert any("wrote a TF_Status 1 time(s) after the call it was given to had returned" in w
                and "hostile: a late error for create_event" in w and "refused" in w
                for w in r["warnings"]), r["warnings"]
+
+
+@pytest.mark.parametrize("variant, fragment", [
+    ("OVERLAPPING_ALLOCATE", "which overlaps memory it handed out before"),
+    ("SHORT_ALLOCATE", "was asked for 64 bytes and reported a block of 32 bytes"),
+    ("MISALIGNED_ALLOCATE", "which is not 16-byte aligned"),
+])
+def test_stream_executor_allocate_makes_the_same_checks(run_hostile, variant, fragment):
+    r = run_hostile(variant, """
+        executor = pluggable.get_device("TEST:0").executor
+        first = executor.allocate(64)
+        arm(1)
+        results["second"] = outcome(lambda: executor.allocate(64) and None)
+        arm(0)
+        first.close()
+        third = executor.allocate(64)   # a block given back may be handed out again
+        results["third"] = third.size
+        third.close()
+    """, NO_BFC_ALLOCATOR=True)
+    assert r["second"][0] == "InternalError" and fragment in r["second"][1]
+    assert "TEST_DEV plugin" in r["second"][1] and "device 0" in r["second"][1]
+    assert r["third"] == 64

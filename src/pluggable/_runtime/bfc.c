@@ -460,11 +460,15 @@ static void live_release(uintptr_t platform, uint64_t start) {
   pthread_mutex_unlock(&live_mu);
 }
 
-static uintptr_t platform_key(const SP_StreamExecutor* se) {
+/* A platform's key: its allocate function (the devices of one plugin share it). */
+static uintptr_t allocate_key(void (*allocate)(const SP_Device*, uint64_t, int64_t,
+                                               SP_DeviceMemoryBase*)) {
   uintptr_t key;
-  memcpy(&key, &se->allocate, sizeof key < sizeof se->allocate ? sizeof key : sizeof se->allocate);
+  memcpy(&key, &allocate, sizeof key < sizeof allocate ? sizeof key : sizeof allocate);
   return key;
 }
+
+static uintptr_t platform_key(const SP_StreamExecutor* se) { return allocate_key(se->allocate); }
 
 /* The alignment a plugin's device memory must have: what malloc guarantees. */
 #define DEVICE_MEMORY_ALIGN 16u
@@ -473,39 +477,59 @@ static uintptr_t platform_key(const SP_StreamExecutor* se) {
  * no overlap with live memory of the platform (then claimed). On a refusal writes why into
  * b->refusal and returns false; `give_back` says whether the block may go back to the plugin
  * (not when it overlaps live memory: freeing it could free that memory too). */
+static bool check_block(uintptr_t key, const SP_DeviceMemoryBase* mem, uint64_t bytes,
+                        bool* give_back, char* why, size_t why_size);
+
 static bool check_region(struct PG_BFC* b, const SP_DeviceMemoryBase* mem, uint64_t bytes,
                          bool* give_back) {
+  return check_block(platform_key(b->se), mem, bytes, give_back, b->refusal,
+                     sizeof b->refusal);
+}
+
+int pluggable_ClaimDeviceMemory(const void* allocate_fn, const SP_DeviceMemoryBase* mem,
+                                uint64_t bytes, char* why, size_t n) {
+  bool give_back;
+  if (check_block((uintptr_t)allocate_fn, mem, bytes, &give_back, why, n)) return 1;
+  return give_back ? 0 : -1;
+}
+
+void pluggable_ReleaseDeviceMemory(const void* allocate_fn, const void* opaque) {
+  live_release((uintptr_t)allocate_fn, (uint64_t)(uintptr_t)opaque);
+}
+
+static bool check_block(uintptr_t key, const SP_DeviceMemoryBase* mem, uint64_t bytes,
+                        bool* give_back, char* why, size_t why_size) {
   uint64_t base = (uint64_t)(uintptr_t)mem->opaque;
   *give_back = true;
   if (mem->struct_size >= TF_OFFSET_OF_END(SP_DeviceMemoryBase, size) && mem->size != 0 &&
       mem->size < bytes) {
-    snprintf(b->refusal, sizeof b->refusal,
+    snprintf(why, why_size,
              "SP_StreamExecutor.allocate was asked for %" PRIu64 " bytes and reported a block "
              "of %" PRIu64 " bytes at 0x%" PRIx64 "; the block was refused", bytes, mem->size,
              base);
     return false;
   }
   if (base % DEVICE_MEMORY_ALIGN != 0) {
-    snprintf(b->refusal, sizeof b->refusal,
+    snprintf(why, why_size,
              "SP_StreamExecutor.allocate returned 0x%" PRIx64 ", which is not %u-byte "
              "aligned (device memory must be at least as aligned as malloc's); the block "
              "was refused", base, DEVICE_MEMORY_ALIGN);
     return false;
   }
   if (base > UINT64_MAX - bytes) {
-    snprintf(b->refusal, sizeof b->refusal,
+    snprintf(why, why_size,
              "SP_StreamExecutor.allocate returned 0x%" PRIx64 ", where %" PRIu64 " bytes do "
              "not fit below the top of the address space; the block was refused", base, bytes);
     return false;
   }
   LiveRange other;
-  if (!live_claim(platform_key(b->se), base, base + bytes, &other)) {
+  if (!live_claim(key, base, base + bytes, &other)) {
     if (other.end == 0) {
-      snprintf(b->refusal, sizeof b->refusal, "out of host memory tracking device memory");
+      snprintf(why, why_size, "out of host memory tracking device memory");
       return false;
     }
     *give_back = false;
-    snprintf(b->refusal, sizeof b->refusal,
+    snprintf(why, why_size,
              "SP_StreamExecutor.allocate returned [0x%" PRIx64 ", 0x%" PRIx64 ") for %" PRIu64
              " bytes, which overlaps memory it handed out before and that is still in use "
              "([0x%" PRIx64 ", 0x%" PRIx64 "), on this or another device of the platform); "

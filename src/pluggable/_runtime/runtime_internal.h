@@ -85,6 +85,16 @@ TF_CAPI_EXPORT void pluggable_SetOutputGuards(int on);
  * done: writes what each kernel that wrote past its output's end did into `report` (n bytes,
  * cut and terminated) and returns its length (0: every guard intact); forgets the run. */
 TF_CAPI_EXPORT size_t pluggable_CheckOutputGuards(char* report, size_t n);
+/* The checks pluggable_BFCAllocate makes of a region, for a block SP_StreamExecutor.allocate
+ * returned outside the allocator (StreamExecutor.allocate), for the platform whose allocate
+ * function is `allocate_fn`: 1 when the block is usable (then
+ * claimed as live memory of the platform until pluggable_ReleaseDeviceMemory), 0 when it is
+ * refused and may go back to the plugin, -1 when refused and it must not (it overlaps live
+ * memory); why it was refused in `why` (n bytes). */
+TF_CAPI_EXPORT int pluggable_ClaimDeviceMemory(const void* allocate_fn,
+                                               const SP_DeviceMemoryBase* mem, uint64_t bytes,
+                                               char* why, size_t n);
+TF_CAPI_EXPORT void pluggable_ReleaseDeviceMemory(const void* allocate_fn, const void* opaque);
 /* Why the last pluggable_BFCAllocate that failed refused a block the plugin handed out (its
  * size, alignment, or an overlap with live memory of the platform), into buf (n bytes, cut
  * and terminated); returns the full length, 0 when the failure refused no block. */

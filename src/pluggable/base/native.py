@@ -93,7 +93,9 @@ def _load_compiled():
                             for name in ("pluggable_KernelRun", "TF_NewStatus",
                                          "TF_DeleteStatus", "TF_Message",
                                          "pluggable_BFCDeallocate", "pluggable_BFCAllocate",
-                                         "TF_GetCode", "pluggable_ResetStatus")})
+                                         "TF_GetCode", "pluggable_ResetStatus",
+                                         "pluggable_ClaimDeviceMemory",
+                                         "pluggable_ReleaseDeviceMemory")})
     _compiled.bind_errors(InternalError)
     return _compiled
 

@@ -463,7 +463,12 @@ class StreamExecutor:
             self._check_open()
             self.flush_releases()
         # In C: the struct is a fresh one inside the new DeviceMemory, and close() hands it back.
-        memory = self._plugin_allocate(self, size, memory_space)
+        try:
+            memory = self._plugin_allocate(self, size, memory_space)
+        except InternalError as exc:  # the block failed the checks the BFC makes too
+            raise InternalError(f"{self.platform.label}, device {self.ordinal}: {exc}",
+                                plugin=self.platform.label,
+                                call="SP_StreamExecutor.allocate") from None
         if memory is None:
             free_total = self.memory_usage()
             detail = (f"; {free_total[0]} of {free_total[1]} bytes are free"
