@@ -118,3 +118,29 @@ def test_bad_fault_spec_is_refused(xpu_control):
     assert xpu_control.XPU_SetFaults(b"teleport") == -1
     assert "unknown kind 'teleport'" in xpu_control.XPU_LastControlError().decode()
     assert xpu_control.XPU_SetFaults(None) == 0
+
+
+def test_a_stream_failure_reaches_another_stream_only_through_a_dependency_naming_it(xpu,
+                                                                                     faults):
+    with xpu.create_stream() as failing, xpu.create_stream() as waiting, \
+            xpu.create_stream() as independent, xpu.allocate(16) as memory, \
+            xpu.allocate(16) as other, xpu.create_event() as event:
+        faults("stream:1")
+        xpu.memset(failing, memory, 1)
+        event.record(failing)
+        event.wait(waiting)                  # an explicit dependency
+        xpu.memset(waiting, memory, 2)
+        faults("")
+        xpu.memset(independent, other, 3)    # none
+        independent.synchronize()
+        with pytest.raises(InternalError) as info:
+            waiting.synchronize()
+        # The dependent stream's error says it waited for failed work, and which.
+        assert "the awaited work failed" in str(info.value)
+        assert "injected fault" in str(info.value)
+        with pytest.raises(InternalError, match="injected fault"):
+            failing.synchronize()
+        out = np.zeros(16, np.uint8)
+        xpu.sync_memcpy_dtoh(out, other, 16)
+        assert out.tolist() == [3] * 16
+    device_still_works(xpu)
