@@ -356,3 +356,49 @@ def test_stream_executor_allocate_makes_the_same_checks(run_hostile, variant, fr
     assert r["second"][0] == "InternalError" and fragment in r["second"][1]
     assert "TEST_DEV plugin" in r["second"][1] and "device 0" in r["second"][1]
     assert r["third"] == 64
+
+
+CTRL_C_DESTROY = textwrap.dedent("""
+    import ctypes, os, time
+    import pluggable
+    arm = ctypes.CDLL(os.environ["PLUGGABLE_PLUGIN_PATH"]).hostile_arm
+    executor = pluggable.get_device("TEST:0").executor
+    stream = executor.create_stream()
+    arm(1)
+    print("HANGING", flush=True)
+    started = time.monotonic()
+    try:
+        stream.close()
+    except KeyboardInterrupt:
+        print("INTERRUPTED", round(time.monotonic() - started, 1), flush=True)
+    try:
+        executor.create_stream()
+    except pluggable.errors.DeadlineExceededError as e:
+        print("STUCK", "interrupted" in str(e), flush=True)
+    print("XPU", pluggable.raw_ops.Neg(x=pluggable.tensor([1.0], device="XPU:0")).numpy())
+""")
+
+
+def test_ctrl_c_interrupts_a_destroy_stream_that_never_returns(build_test_plugin):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    path = build_test_plugin(HOSTILE_SOURCE, HOSTILE_DESTROY_STREAM_HANGS=True)
+    env = dict(os.environ, PLUGGABLE_PLUGIN_PATH=path, PLUGGABLE_PROBE="0",
+               PLUGGABLE_DEADLINE="600")
+    child = subprocess.Popen([sys.executable, "-c", CTRL_C_DESTROY], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        assert child.stdout.readline().strip() == "HANGING"
+        time.sleep(0.5)
+        child.send_signal(signal.SIGINT)
+        out, err = child.communicate(timeout=30)
+    finally:
+        if child.poll() is None:
+            child.kill()
+    assert child.returncode == 0, err
+    lines = out.splitlines()
+    assert lines[0].startswith("INTERRUPTED") and float(lines[0].split()[1]) < 10
+    assert lines[1] == "STUCK True" and lines[2] == "XPU [-1.]"

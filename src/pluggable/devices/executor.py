@@ -433,8 +433,16 @@ class StreamExecutor:
             address = self._fn_addresses["destroy_stream"] = ctypes.cast(
                 self._fn("destroy_stream"), ctypes.c_void_p).value
         started = time.monotonic()
-        if not _native.compiled.bounded_call(address, self._device_address, handle or 0,
-                                             limit):
+        try:
+            returned = _native.compiled.bounded_call(address, self._device_address,
+                                                     handle or 0, limit)
+        except BaseException:  # Ctrl-C while waiting: the call goes on, its device is lost
+            self.stuck = (f"{self.platform.label}, device {self.ordinal}: destroy_stream was "
+                          f"interrupted before it returned; the device is marked stuck and no "
+                          f"longer used in this process")
+            self._closed = True
+            raise
+        if not returned:
             error = self._deadline_error("destroy_stream", limit, time.monotonic() - started)
             self.stuck = (f"{error}. The device is marked stuck: it is no longer used in this "
                           f"process, and what it holds is left to the operating system")
