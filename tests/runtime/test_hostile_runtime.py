@@ -402,3 +402,48 @@ def test_ctrl_c_interrupts_a_destroy_stream_that_never_returns(build_test_plugin
     lines = out.splitlines()
     assert lines[0].startswith("INTERRUPTED") and float(lines[0].split()[1]) < 10
     assert lines[1] == "STUCK True" and lines[2] == "XPU [-1.]"
+
+
+CTRL_C_PROFILER = textwrap.dedent("""
+    import ctypes, os, time, warnings
+    import pluggable
+    arm = ctypes.CDLL(os.environ["PLUGGABLE_PLUGIN_PATH"]).hostile_arm
+    pluggable.get_device("TEST:0")
+    arm(1)
+    print("HANGING", flush=True)
+    started = time.monotonic()
+    try:
+        pluggable.profiler.start(None)
+    except KeyboardInterrupt:
+        print("INTERRUPTED", round(time.monotonic() - started, 1), flush=True)
+    with warnings.catch_warnings(record=True) as caught:  # left out of the next session
+        warnings.simplefilter("always")
+        pluggable.profiler.start(None)
+        pluggable.profiler.stop(save=False)
+    print("LEFT OUT", any("interrupted" in str(w.message) for w in caught), flush=True)
+""")
+
+
+def test_ctrl_c_interrupts_a_profiler_start_that_never_returns(build_test_plugin):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    path = build_test_plugin(HOSTILE_SOURCE, HOSTILE_PROFILER_START_HANGS=True)
+    env = dict(os.environ, PLUGGABLE_PLUGIN_PATH=path, PLUGGABLE_PROBE="0",
+               PLUGGABLE_DEADLINE="600")
+    child = subprocess.Popen([sys.executable, "-c", CTRL_C_PROFILER], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        assert child.stdout.readline().strip() == "HANGING"
+        time.sleep(0.5)
+        child.send_signal(signal.SIGINT)
+        out, err = child.communicate(timeout=30)
+    finally:
+        if child.poll() is None:
+            child.kill()
+    assert child.returncode == 0, err
+    lines = out.splitlines()
+    assert lines[0].startswith("INTERRUPTED") and float(lines[0].split()[1]) < 10
+    assert lines[1] == "LEFT OUT True"
