@@ -9,6 +9,7 @@ tests/frontend/test_ops_names.py checks every signature against TensorFlow 2.21'
 from __future__ import annotations
 
 import builtins
+import operator
 from typing import List, Sequence
 
 import numpy as np
@@ -838,6 +839,14 @@ def one_hot(indices, depth, on_value=None, off_value=None, axis=None, dtype=None
     target = as_dtype(dtype)
     on = np.asarray(1 if on_value is None else on_value)
     off = np.asarray(0 if off_value is None else off_value)
+    try:
+        depth = operator.index(depth)
+    except TypeError:
+        raise InvalidArgumentError(f"one_hot: depth must be an integer, not {depth!r}",
+                                   call="OneHot") from None
+    if not 0 <= depth < 2**31:
+        raise InvalidArgumentError(f"one_hot: depth must be in [0, 2**31), got {depth}",
+                                   call="OneHot")
     return _one("OneHot", [indices, np.int32(depth), on.astype(target.numpy_dtype),
                            off.astype(target.numpy_dtype)],
                 {"axis": -1 if axis is None else int(axis)})

@@ -52,26 +52,48 @@
  *   HOSTILE_EVENT_ERROR (every event completes with SE_EVENT_ERROR),
  *   HOSTILE_EVENT_NEVER_COMPLETES (SE_EVENT_PENDING for ever), HOSTILE_BLOCKING_HANGS (the
  *   blocking calls never return; the event statuses stay pending)
+ *
+ *   what a plugin does wrong after loading (they load; tests/runtime/test_hostile_runtime.py)
+ *   HOSTILE_STREAM_DATA_LOSS (streams have handles of their own; work enqueued on a stream
+ *   while hostile_arm(1) is in force loses its data and makes that stream's
+ *   get_stream_status report TF_DATA_LOSS for good; hostile_arm(0) ends the fault),
+ *   HOSTILE_OVERLAPPING_ALLOCATE (allocate hands out blocks of one static arena for every
+ *   device; armed, it hands out the block it handed out last again, while that is in use;
+ *   DEVICE_COUNT=2 gives two devices),
+ *   HOSTILE_SHORT_ALLOCATE (allocate reports half the size asked),
+ *   HOSTILE_MISALIGNED_ALLOCATE (allocate returns an address 8 bytes past a 256-byte one),
+ *   HOSTILE_DESTROY_STREAM_HANGS, HOSTILE_PROFILER_START_HANGS, HOSTILE_COMPUTE_HANGS (the
+ *   call never returns once hostile_arm(1) was called), HOSTILE_WRITES_PAST_OUTPUT (its Neg
+ *   kernel writes 16 bytes past the end of its output), HOSTILE_LATE_CALLBACK (host_callback
+ *   invokes the callback from a thread of its own 300 ms later, after the stream reports the
+ *   work done), HOSTILE_LATE_STATUS_WRITE (create_event keeps its TF_Status*, and the next
+ *   record_event writes an error into it). The COMPUTE_HANGS and
+ *   WRITES_PAST_OUTPUT variants register Neg (T=float) for their device; the
+ *   PROFILER_START_HANGS variant has a profiler.
  */
 #define _DEFAULT_SOURCE 1 /* readlink, under -std=c11 */
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #define NO_INIT_SYMBOL 1
 #include "test_plugin.c"
 
 #if defined(HOSTILE_SEGV_IN_COMPUTE) || defined(HOSTILE_ESCAPE_KERNEL_MESSAGE) || \
-    defined(HOSTILE_SLOW_KERNELS)
+    defined(HOSTILE_SLOW_KERNELS) || defined(HOSTILE_COMPUTE_HANGS) ||                    \
+    defined(HOSTILE_WRITES_PAST_OUTPUT)
 #include "tensorflow/c/kernels.h"
 #define HOSTILE_KERNEL 1
 #endif
-#ifdef HOSTILE_SEGV_IN_PROFILER_START
+#if defined(HOSTILE_SEGV_IN_PROFILER_START) || defined(HOSTILE_PROFILER_START_HANGS)
 #include "tensorflow/c/experimental/pluggable_profiler/pluggable_profiler.h"
+#define HOSTILE_PROFILER 1
 #endif
 
 /* A real invalid write, not a raised signal; not NULL, so that UBSan's null check (in the
@@ -229,7 +251,7 @@ static void hostile_device_count(const SP_Platform* platform, int* count, TF_Sta
 #ifdef HOSTILE_INT_MAX_DEVICES
   *count = INT32_MAX;
 #else
-  *count = 1;
+  *count = DEVICE_COUNT;
 #endif
   CONFIGURED(DEVICE_COUNT_FIELD, *count, int);
 }
@@ -311,6 +333,8 @@ static TF_Bool hostile_memory_usage(const SP_Device* device, int64_t* free_bytes
   return 1;
 }
 
+static void hostile_runtime_setup(SP_StreamExecutor* se);
+
 static void hostile_create_stream_executor(const SP_Platform* platform,
                                            SE_CreateStreamExecutorParams* params,
                                            TF_Status* status) {
@@ -337,6 +361,7 @@ static void hostile_create_stream_executor(const SP_Platform* platform,
   se->block_host_for_event = NULL;
   se->block_host_until_done = NULL;
 #endif
+  hostile_runtime_setup(se);
 #ifdef HOSTILE_BLOCKING_HANGS
   se->block_host_for_event = hostile_block_for_event;
   se->block_host_until_done = hostile_block_until_done;
@@ -468,6 +493,202 @@ void TF_InitKernel(void) {
 }
 #endif
 
+/* ---- run-time misbehaviour ---------------------------------------------------------------- */
+#include <stdatomic.h>
+
+/* Set by hostile_arm(): the run-time variants misbehave only from then on, so the host's
+ * own setup (and the probe) sees a well-behaved plugin. */
+static atomic_int armed;
+
+__attribute__((visibility("default"))) void hostile_arm(int on) { atomic_store(&armed, on); }
+
+#ifdef HOSTILE_STREAM_DATA_LOSS
+typedef struct HostileStream {
+  atomic_int lost;
+} HostileStream;
+
+static void lossy_create_stream(const SP_Device* device, SP_Stream* stream, TF_Status* status) {
+  (void)device;
+  HostileStream* s = calloc(1, sizeof *s);
+  if (s == NULL) TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "out of memory");
+  *stream = (SP_Stream)s;
+}
+
+static void lossy_destroy_stream(const SP_Device* device, SP_Stream stream) {
+  (void)device;
+  free(stream);
+}
+
+/* Work on a stream while armed: its data is lost, the stream fails for good. */
+static int lose(SP_Stream stream) {
+  if (!atomic_load(&armed) || stream == NULL) return 0;
+  atomic_store(&((HostileStream*)stream)->lost, 1);
+  return 1;
+}
+
+static void lossy_stream_status(const SP_Device* device, SP_Stream stream, TF_Status* status) {
+  (void)device;
+  if (stream != NULL && atomic_load(&((HostileStream*)stream)->lost)) {
+    TF_SetStatus(status, TF_DATA_LOSS, "hostile: the stream lost its data");
+  }
+}
+
+static void lossy_memcpy_dtoh(const SP_Device* device, SP_Stream stream, void* host_dst,
+                              const SP_DeviceMemoryBase* device_src, uint64_t size,
+                              TF_Status* status) {
+  if (!lose(stream)) plugin_memcpy_dtoh(device, stream, host_dst, device_src, size, status);
+}
+
+static void lossy_memcpy_htod(const SP_Device* device, SP_Stream stream,
+                              SP_DeviceMemoryBase* device_dst, const void* host_src,
+                              uint64_t size, TF_Status* status) {
+  if (!lose(stream)) plugin_memcpy_htod(device, stream, device_dst, host_src, size, status);
+}
+
+static void lossy_memcpy_dtod(const SP_Device* device, SP_Stream stream,
+                              SP_DeviceMemoryBase* device_dst,
+                              const SP_DeviceMemoryBase* device_src, uint64_t size,
+                              TF_Status* status) {
+  if (!lose(stream)) plugin_memcpy_dtod(device, stream, device_dst, device_src, size, status);
+}
+#endif
+
+#if defined(HOSTILE_OVERLAPPING_ALLOCATE) || defined(HOSTILE_SHORT_ALLOCATE) || \
+    defined(HOSTILE_MISALIGNED_ALLOCATE)
+/* One arena for every device: blocks are carved from it one after the other, 256-byte
+ * aligned, and never reused. */
+#define ARENA_BYTES ((size_t)64 << 20)
+static _Alignas(256) unsigned char arena[ARENA_BYTES];
+static size_t arena_next;
+static void* last_live; /* the block handed out last, while it is not given back */
+static pthread_mutex_t arena_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static void hostile_allocate(const SP_Device* device, uint64_t size, int64_t memory_space,
+                             SP_DeviceMemoryBase* mem) {
+  (void)device;
+  (void)memory_space;
+  mem->struct_size = SP_DEVICE_MEMORY_BASE_STRUCT_SIZE;
+  mem->opaque = NULL;
+  mem->size = 0;
+  pthread_mutex_lock(&arena_mu);
+  size_t rounded = ((size_t)size + 255) & ~(size_t)255;
+  if (size <= ARENA_BYTES && arena_next + rounded <= ARENA_BYTES) {
+    mem->opaque = arena + arena_next;
+    mem->size = size;
+    arena_next += rounded;
+#ifdef HOSTILE_OVERLAPPING_ALLOCATE
+    /* Armed: the block handed out last, again, while it is still in use. */
+    if (atomic_load(&armed) && last_live != NULL) mem->opaque = last_live;
+#endif
+    last_live = mem->opaque;
+  }
+  pthread_mutex_unlock(&arena_mu);
+#ifdef HOSTILE_SHORT_ALLOCATE
+  if (atomic_load(&armed)) mem->size = size / 2;
+#endif
+#ifdef HOSTILE_MISALIGNED_ALLOCATE
+  if (atomic_load(&armed) && mem->opaque != NULL) mem->opaque = (char*)mem->opaque + 8;
+#endif
+}
+
+static void hostile_deallocate(const SP_Device* device, SP_DeviceMemoryBase* mem) {
+  (void)device;
+  pthread_mutex_lock(&arena_mu);
+  if (mem->opaque == last_live) last_live = NULL;
+  pthread_mutex_unlock(&arena_mu);
+}
+#endif
+
+#ifdef HOSTILE_DESTROY_STREAM_HANGS
+static void hanging_destroy_stream(const SP_Device* device, SP_Stream stream) {
+  (void)device;
+  (void)stream;
+  if (atomic_load(&armed)) hang_forever();
+}
+#endif
+
+#ifdef HOSTILE_LATE_CALLBACK
+typedef struct LateCall {
+  SE_StatusCallbackFn fn;
+  void* arg;
+} LateCall;
+
+/* Calls the host callback 300 ms after the stream reported its work done. */
+static void* call_late(void* p) {
+  LateCall* call = p;
+  struct timespec pause = {0, 300 * 1000000L};
+  nanosleep(&pause, NULL);
+  TF_Status* status = TF_NewStatus();
+  call->fn(call->arg, status);
+  TF_DeleteStatus(status);
+  free(call);
+  return NULL;
+}
+
+static TF_Bool late_host_callback(const SP_Device* device, SP_Stream stream,
+                                  SE_StatusCallbackFn callback_fn, void* callback_arg) {
+  (void)device;
+  (void)stream;
+  LateCall* call = malloc(sizeof *call);
+  if (call == NULL) return 0;
+  call->fn = callback_fn;
+  call->arg = callback_arg;
+  pthread_t thread;
+  if (pthread_create(&thread, NULL, call_late, call) != 0) {
+    free(call);
+    return 0;
+  }
+  pthread_detach(thread);
+  return 1;
+}
+#endif
+
+#ifdef HOSTILE_LATE_STATUS_WRITE
+/* create_event keeps its TF_Status*; the next record_event writes an error into it. */
+static TF_Status* kept_status;
+
+static void keeping_create_event(const SP_Device* device, SP_Event* event, TF_Status* status) {
+  plugin_create_event(device, event, status);
+  if (atomic_load(&armed)) kept_status = status;
+}
+
+static void late_writing_record_event(const SP_Device* device, SP_Stream stream,
+                                      SP_Event event, TF_Status* status) {
+  if (kept_status != NULL) {
+    TF_SetStatus(kept_status, TF_INTERNAL, "hostile: a late error for create_event");
+    kept_status = NULL;
+  }
+  plugin_record_event(device, stream, event, status);
+}
+#endif
+
+static void hostile_runtime_setup(SP_StreamExecutor* se) {
+  (void)se;
+#ifdef HOSTILE_LATE_STATUS_WRITE
+  se->create_event = keeping_create_event;
+  se->record_event = late_writing_record_event;
+#endif
+#ifdef HOSTILE_LATE_CALLBACK
+  se->host_callback = late_host_callback;
+#endif
+#ifdef HOSTILE_STREAM_DATA_LOSS
+  se->create_stream = lossy_create_stream;
+  se->destroy_stream = lossy_destroy_stream;
+  se->get_stream_status = lossy_stream_status;
+  se->memcpy_dtoh = lossy_memcpy_dtoh;
+  se->memcpy_htod = lossy_memcpy_htod;
+  se->memcpy_dtod = lossy_memcpy_dtod;
+#endif
+#if defined(HOSTILE_OVERLAPPING_ALLOCATE) || defined(HOSTILE_SHORT_ALLOCATE) || \
+    defined(HOSTILE_MISALIGNED_ALLOCATE)
+  se->allocate = hostile_allocate;
+  se->deallocate = hostile_deallocate;
+#endif
+#ifdef HOSTILE_DESTROY_STREAM_HANGS
+  se->destroy_stream = hanging_destroy_stream;
+#endif
+}
+
 #ifdef HOSTILE_KERNEL
 /* Neg for float: y = -x (device memory is host memory here), or the variant's misdeed. */
 static void hostile_compute(void* instance, TF_OpKernelContext* ctx) {
@@ -501,9 +722,15 @@ static void hostile_compute(void* instance, TF_OpKernelContext* ctx) {
     TF_Tensor* y = TF_AllocateOutput(ctx, 0, TF_FLOAT, dims, rank,
                                      (size_t)count * sizeof(float), s);
     if (TF_GetCode(s) == TF_OK) {
+#ifdef HOSTILE_COMPUTE_HANGS
+      if (atomic_load(&armed)) hang_forever();
+#endif
       const float* in = TF_TensorData(x);
       float* out = TF_TensorData(y);
       for (int64_t i = 0; i < count; i++) out[i] = -in[i];
+#ifdef HOSTILE_WRITES_PAST_OUTPUT
+      memset((char*)out + count * (int64_t)sizeof(float), 0xAB, 16);
+#endif
     }
     TF_DeleteTensor(y);
   }
@@ -534,11 +761,15 @@ void TF_InitKernel(void) {
 }
 #endif
 
-#ifdef HOSTILE_SEGV_IN_PROFILER_START
+#ifdef HOSTILE_PROFILER
 static void hostile_profiler_start(const TP_Profiler* profiler, TF_Status* status) {
   (void)profiler;
   (void)status;
+#ifdef HOSTILE_SEGV_IN_PROFILER_START
   write_nowhere();
+#else
+  if (atomic_load(&armed)) hang_forever();
+#endif
 }
 
 static void hostile_profiler_stop(const TP_Profiler* profiler, TF_Status* status) {
@@ -559,16 +790,18 @@ static void hostile_destroy_profiler(TP_Profiler* profiler) { (void)profiler; }
 static void hostile_destroy_profiler_fns(TP_ProfilerFns* fns) { (void)fns; }
 
 void TF_InitProfiler(TF_ProfilerRegistrationParams* params, TF_Status* status) {
+  (void)status;
   params->struct_size = TF_PROFILER_REGISTRATION_PARAMS_STRUCT_SIZE;
+  params->major_version = TP_MAJOR;
+  params->minor_version = TP_MINOR;
+  params->patch_version = TP_PATCH;
   params->profiler->struct_size = TP_PROFILER_STRUCT_SIZE;
   params->profiler->device_type = STRINGIFY(DEVICE_TYPE);
-  TP_ProfilerFns* fns = params->profiler_fns;
-  fns->struct_size = TP_PROFILER_FNS_STRUCT_SIZE;
-  fns->start = hostile_profiler_start;
-  fns->stop = hostile_profiler_stop;
-  fns->collect_data_xspace = hostile_profiler_collect;
+  params->profiler_fns->struct_size = TP_PROFILER_FNS_STRUCT_SIZE;
+  params->profiler_fns->start = hostile_profiler_start;
+  params->profiler_fns->stop = hostile_profiler_stop;
+  params->profiler_fns->collect_data_xspace = hostile_profiler_collect;
   params->destroy_profiler = hostile_destroy_profiler;
   params->destroy_profiler_fns = hostile_destroy_profiler_fns;
-  TF_SetStatus(status, TF_OK, "");
 }
 #endif

@@ -68,15 +68,39 @@ def test_null_status_is_harmless():
 
 
 def test_thread_pool_hands_out_distinct_statuses():
+    from pluggable.devices import executor
+
     a = _native.acquire_status()
     b = _native.acquire_status()
     assert a is not b
     a.set(TF_Code.TF_ABORTED, "x")
     _native.release_status(a)
+    # Sealed after its call: not handed out again at once, and a late write is refused.
     again = _native.acquire_status()
-    assert again is a and again.ok
-    _native.release_status(again)
-    _native.release_status(b)
+    assert again is not a and again.ok
+    before = _native.late_status_writes()[0]
+    try:
+        a.set(TF_Code.TF_INTERNAL, "written after the call returned")
+        assert a.ok
+        count, code, message = _native.late_status_writes()
+        assert count == before + 1 and code == TF_Code.TF_INTERNAL
+        assert message == "written after the call returned"
+    finally:
+        # This test's own late write is not reported later as a plugin's.
+        executor._late_writes_reported[0] = _native.late_status_writes()[0]
+    for status in (again, b):
+        _native.release_status(status)
+    # Statuses come back into use, unsealed, once enough later ones were given back.
+    taken = [_native.acquire_status() for _ in range(40)]
+    for status in taken:
+        _native.release_status(status)
+    reused = [_native.acquire_status() for _ in range(8)]
+    assert len({id(status) for status in reused}) == 8
+    for status in reused:
+        assert status.ok
+        status.set(TF_Code.TF_ABORTED, "its own call's error")
+        assert status.code == TF_Code.TF_ABORTED
+        _native.release_status(status)
 
 
 @pytest.mark.parametrize("code, builtin", [

@@ -242,8 +242,12 @@ def test_a_raising_callback_fails_the_stream_and_warns(xpu, xpu_platform):
     with pytest.warns(CallbackWarning, match="'broken' raised KeyError"):
         with pytest.raises(InternalError, match="'broken' raised KeyError"):
             stream.synchronize()
-    state = stream.status()
-    assert not state.ok and "KeyError" in state.message
+    # Reported once: the stream goes on with a new plugin stream, and works.
+    assert stream.status().ok
+    ran = []
+    stream.host_callback(lambda: ran.append(1))
+    stream.synchronize()
+    assert ran == [1]
     stream.close()
     # The device is fine: a new stream works.
     with xpu.create_stream() as fresh:

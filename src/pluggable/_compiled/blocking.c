@@ -1,5 +1,6 @@
 /* Blocking plugin calls with a deadline: `bounded_call` runs `void fn(const SP_Device*,
- * TF_Status*)` (SP_StreamExecutor.synchronize_all_activity, which has no status to poll) on a
+ * TF_Status*)` (SP_StreamExecutor.synchronize_all_activity, which has no status to poll), or a
+ * call of the same shape (destroy_stream's device and stream handle, two pointers), on a
  * helper thread, and the caller gives up when the call has not returned within its timeout.
  * A call given up on is abandoned, not cancelled: it goes on on its helper, and the status it
  * was given stays its own (the caller must neither free nor reuse it).
@@ -263,8 +264,8 @@ static int wait_for(Job* job, uint64_t started, uint64_t deadline, PyThreadState
   return done;
 }
 
-/* An address argument: a nonzero int that fits a pointer. */
-static int address_argument(PyObject* value, const char* name, void** out) {
+/* An address argument: an int that fits a pointer, nonzero unless `may_be_null`. */
+static int address_argument(PyObject* value, const char* name, void** out, int may_be_null) {
   if (!PyLong_Check(value)) {
     PyErr_Format(PyExc_TypeError, "bounded_call: %s must be an int (an address), not %.100s",
                  name, Py_TYPE(value)->tp_name);
@@ -276,7 +277,7 @@ static int address_argument(PyObject* value, const char* name, void** out) {
                  "not %R", name, value);
     return -1;
   }
-  if (address == 0) {
+  if (address == 0 && !may_be_null) {
     PyErr_Format(PyExc_ValueError, "bounded_call: %s is 0 (a NULL pointer)", name);
     return -1;
   }
@@ -297,9 +298,11 @@ static PyObject* fast_bounded_call(PyObject* self, PyObject* const* args, Py_ssi
     return NULL;
   }
   void *fn, *device, *status;
-  if (address_argument(args[0], "fn_address", &fn) < 0 ||
-      address_argument(args[1], "device_address", &device) < 0 ||
-      address_argument(args[2], "status_address", &status) < 0) {
+  /* The second argument may be NULL: destroy_stream(device, stream) is called this way too,
+   * and a plugin may use NULL as a stream handle. */
+  if (address_argument(args[0], "fn_address", &fn, 0) < 0 ||
+      address_argument(args[1], "device_address", &device, 0) < 0 ||
+      address_argument(args[2], "status_address", &status, 1) < 0) {
     return NULL;
   }
   double timeout = PyFloat_AsDouble(args[3]);

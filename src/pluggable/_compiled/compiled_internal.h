@@ -31,6 +31,8 @@ typedef struct {
   int (*code)(const TF_Status*);
   void (*reset)(TF_Status*);
   void* (*bfc_allocate)(PG_BFC*, uint64_t);
+  int (*claim_memory)(const void*, const SP_DeviceMemoryBase*, uint64_t, char*, size_t);
+  void (*release_memory)(const void*, const void*);
 } PgRuntime;
 extern PgRuntime pg_runtime;
 unsigned long long pg_epoch(void);

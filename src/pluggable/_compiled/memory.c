@@ -35,8 +35,18 @@ typedef struct {
   SP_DeviceMemoryBase base;
   const SP_Device* device; /* while OWNING: what deallocate takes */
   DeallocateFn deallocate;
+  const void* platform;    /* while claimed: the plugin's allocate, its platform's key */
   int state;
+  int claimed;             /* counted as live memory of the platform (pg_runtime.claim_memory) */
 } MemoryObject;
+
+/* Forgets the claim on the block before it goes back to the plugin. */
+static void unclaim(MemoryObject* self) {
+  if (self->claimed && pg_runtime.release_memory != NULL) {
+    pg_runtime.release_memory(self->platform, self->base.opaque);
+  }
+  self->claimed = 0;
+}
 
 static PyTypeObject MemoryType;
 static PyObject *s_closed, *s_queue_release, *s_deallocate, *s_is_closed;
@@ -56,6 +66,7 @@ static int executor_closed(PyObject* executor) {
 static void queue_release(MemoryObject* self) {
   if (self->state != OWNING || self->executor == NULL) return;
   self->state = FREED;
+  unclaim(self);
   PyObject *type, *value, *traceback;
   PyErr_Fetch(&type, &value, &traceback);
   int closed = executor_closed(self->executor);
@@ -148,6 +159,7 @@ static PyObject* memory_close(MemoryObject* self, PyObject* unused) {
   if (closed < 0) return NULL;
   if (self->state != OWNING) Py_RETURN_NONE; /* reading `_closed` may have run other code */
   self->state = FREED;
+  unclaim(self);
   if (!closed) {
     Py_BEGIN_ALLOW_THREADS
     self->deallocate(self->device, &self->base);
@@ -335,6 +347,25 @@ static PyObject* allocator_allocate(PluginAllocatorObject* self, PyObject* const
   Py_BEGIN_ALLOW_THREADS
   self->allocate(self->device, size, memory_space, &memory->base);
   Py_END_ALLOW_THREADS
+  if (memory->base.opaque != NULL && size != 0 && pg_runtime.claim_memory != NULL) {
+    /* The checks the BFC makes of its regions: size, alignment, no overlap with live memory
+     * of the platform. A refused block is not used. */
+    char why[480];
+    int claimed = pg_runtime.claim_memory((const void*)(uintptr_t)self->allocate,
+                                          &memory->base, size, why, sizeof why);
+    if (claimed != 1) {
+      if (claimed == 0) {
+        Py_BEGIN_ALLOW_THREADS
+        self->deallocate(self->device, &memory->base);
+        Py_END_ALLOW_THREADS
+      }
+      Py_DECREF(memory);
+      PyErr_SetString(pg_internal_error != NULL ? pg_internal_error : PyExc_RuntimeError, why);
+      return NULL;
+    }
+    memory->claimed = 1;
+    memory->platform = (const void*)(uintptr_t)self->allocate;
+  }
   if (memory->base.opaque != NULL) {
     memory->device = self->device;
     memory->deallocate = self->deallocate;

@@ -1411,7 +1411,11 @@ static PyObject* fast_bind_runtime(PyObject* self, PyObject* functions) {
   void* alloc = dealloc ? address_of(functions, "pluggable_BFCAllocate") : NULL;
   void* code = alloc ? address_of(functions, "TF_GetCode") : NULL;
   void* reset = code ? address_of(functions, "pluggable_ResetStatus") : NULL;
-  if (reset == NULL) return NULL;
+  void* claim = reset ? address_of(functions, "pluggable_ClaimDeviceMemory") : NULL;
+  void* release = claim ? address_of(functions, "pluggable_ReleaseDeviceMemory") : NULL;
+  if (release == NULL) return NULL;
+  *(void**)&pg_runtime.claim_memory = claim;
+  *(void**)&pg_runtime.release_memory = release;
   *(void**)&pg_runtime.reset = reset;
   *(void**)&pg_runtime.new_status = create;
   *(void**)&pg_runtime.delete_status = destroy;

@@ -145,6 +145,7 @@ struct PG_BFC {
   int64_t num_allocs, live_allocs, bytes_in_use, peak_bytes_in_use, largest_alloc_size;
   int64_t bytes_reserved, peak_bytes_reserved;
   uint64_t failed_allocs, sub_failures, last_sub_failure_bytes;
+  char refusal[480]; /* why the last region the plugin handed out was refused; "" if none */
 };
 
 /* ---- small helpers ---------------------------------------------------------------------- */
@@ -386,6 +387,159 @@ static void map_erase_at(PtrMap* m, size_t i) {
   m->count--;
 }
 
+/* ---- the platform's live device memory ----------------------------------------------------
+ * Every region a plugin's allocate handed out and the host holds, on every device of every
+ * platform, in one array sorted by (platform, start): a new region that overlaps a live one
+ * of its platform is refused (a dishonest allocator would otherwise give two tensors the same
+ * bytes). A platform is told apart by its allocate function: the devices of one plugin share
+ * it. Regions are rare (BFC pooling), so a sorted array with binary search is enough; with
+ * use_bfc_allocator = 0 each allocation is a region and the cost is O(log n) plus a move. */
+typedef struct LiveRange {
+  uintptr_t platform;
+  uint64_t start, end; /* [start, end) */
+} LiveRange;
+
+static pthread_mutex_t live_mu = PTHREAD_MUTEX_INITIALIZER;
+static LiveRange* live_ranges;
+static size_t live_count, live_capacity;
+
+/* The index of the first range of `platform` whose (platform, start) is >= (platform, start). */
+static size_t live_lower_bound(uintptr_t platform, uint64_t start) {
+  size_t lo = 0, hi = live_count;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    const LiveRange* r = &live_ranges[mid];
+    if (r->platform < platform || (r->platform == platform && r->start < start)) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  return lo;
+}
+
+/* Adds [start, end) for `platform` unless it overlaps a live range of it: then returns false
+ * and writes the range it overlaps to `*other`. Also false (other->end == 0) when out of host
+ * memory. */
+static bool live_claim(uintptr_t platform, uint64_t start, uint64_t end, LiveRange* other) {
+  bool ok = false;
+  other->end = 0;
+  pthread_mutex_lock(&live_mu);
+  size_t at = live_lower_bound(platform, start);
+  if (at > 0 && live_ranges[at - 1].platform == platform && live_ranges[at - 1].end > start) {
+    *other = live_ranges[at - 1];
+  } else if (at < live_count && live_ranges[at].platform == platform &&
+             live_ranges[at].start < end) {
+    *other = live_ranges[at];
+  } else {
+    if (live_count == live_capacity) {
+      size_t capacity = live_capacity ? live_capacity * 2 : 64;
+      LiveRange* grown = realloc(live_ranges, capacity * sizeof *grown);
+      if (grown == NULL) goto done;
+      live_ranges = grown;
+      live_capacity = capacity;
+    }
+    memmove(&live_ranges[at + 1], &live_ranges[at], (live_count - at) * sizeof *live_ranges);
+    live_ranges[at] = (LiveRange){platform, start, end};
+    live_count++;
+    ok = true;
+  }
+done:
+  pthread_mutex_unlock(&live_mu);
+  return ok;
+}
+
+/* Forgets the live range of `platform` that starts at `start`. */
+static void live_release(uintptr_t platform, uint64_t start) {
+  pthread_mutex_lock(&live_mu);
+  size_t at = live_lower_bound(platform, start);
+  if (at < live_count && live_ranges[at].platform == platform && live_ranges[at].start == start) {
+    memmove(&live_ranges[at], &live_ranges[at + 1], (live_count - at - 1) * sizeof *live_ranges);
+    live_count--;
+  }
+  pthread_mutex_unlock(&live_mu);
+}
+
+/* A platform's key: its allocate function (the devices of one plugin share it). */
+static uintptr_t allocate_key(void (*allocate)(const SP_Device*, uint64_t, int64_t,
+                                               SP_DeviceMemoryBase*)) {
+  uintptr_t key;
+  memcpy(&key, &allocate, sizeof key < sizeof allocate ? sizeof key : sizeof allocate);
+  return key;
+}
+
+static uintptr_t platform_key(const SP_StreamExecutor* se) { return allocate_key(se->allocate); }
+
+/* The alignment a plugin's device memory must have: what malloc guarantees. */
+#define DEVICE_MEMORY_ALIGN 16u
+
+/* Checks what allocate filled in for a request of `bytes`: the size as asked, the alignment,
+ * no overlap with live memory of the platform (then claimed). On a refusal writes why into
+ * b->refusal and returns false; `give_back` says whether the block may go back to the plugin
+ * (not when it overlaps live memory: freeing it could free that memory too). */
+static bool check_block(uintptr_t key, const SP_DeviceMemoryBase* mem, uint64_t bytes,
+                        bool* give_back, char* why, size_t why_size);
+
+static bool check_region(struct PG_BFC* b, const SP_DeviceMemoryBase* mem, uint64_t bytes,
+                         bool* give_back) {
+  return check_block(platform_key(b->se), mem, bytes, give_back, b->refusal,
+                     sizeof b->refusal);
+}
+
+int pluggable_ClaimDeviceMemory(const void* allocate_fn, const SP_DeviceMemoryBase* mem,
+                                uint64_t bytes, char* why, size_t n) {
+  bool give_back;
+  if (check_block((uintptr_t)allocate_fn, mem, bytes, &give_back, why, n)) return 1;
+  return give_back ? 0 : -1;
+}
+
+void pluggable_ReleaseDeviceMemory(const void* allocate_fn, const void* opaque) {
+  live_release((uintptr_t)allocate_fn, (uint64_t)(uintptr_t)opaque);
+}
+
+static bool check_block(uintptr_t key, const SP_DeviceMemoryBase* mem, uint64_t bytes,
+                        bool* give_back, char* why, size_t why_size) {
+  uint64_t base = (uint64_t)(uintptr_t)mem->opaque;
+  *give_back = true;
+  if (mem->struct_size >= TF_OFFSET_OF_END(SP_DeviceMemoryBase, size) && mem->size != 0 &&
+      mem->size < bytes) {
+    snprintf(why, why_size,
+             "SP_StreamExecutor.allocate was asked for %" PRIu64 " bytes and reported a block "
+             "of %" PRIu64 " bytes at 0x%" PRIx64 "; the block was refused", bytes, mem->size,
+             base);
+    return false;
+  }
+  if (base % DEVICE_MEMORY_ALIGN != 0) {
+    snprintf(why, why_size,
+             "SP_StreamExecutor.allocate returned 0x%" PRIx64 ", which is not %u-byte "
+             "aligned (device memory must be at least as aligned as malloc's); the block "
+             "was refused", base, DEVICE_MEMORY_ALIGN);
+    return false;
+  }
+  if (base > UINT64_MAX - bytes) {
+    snprintf(why, why_size,
+             "SP_StreamExecutor.allocate returned 0x%" PRIx64 ", where %" PRIu64 " bytes do "
+             "not fit below the top of the address space; the block was refused", base, bytes);
+    return false;
+  }
+  LiveRange other;
+  if (!live_claim(key, base, base + bytes, &other)) {
+    if (other.end == 0) {
+      snprintf(why, why_size, "out of host memory tracking device memory");
+      return false;
+    }
+    *give_back = false;
+    snprintf(why, why_size,
+             "SP_StreamExecutor.allocate returned [0x%" PRIx64 ", 0x%" PRIx64 ") for %" PRIu64
+             " bytes, which overlaps memory it handed out before and that is still in use "
+             "([0x%" PRIx64 ", 0x%" PRIx64 "), on this or another device of the platform); "
+             "the block was refused and is not used", base, base + bytes, bytes, other.start,
+             other.end);
+    return false;
+  }
+  return true;
+}
+
 /* ---- sub-allocators --------------------------------------------------------------------- */
 
 /* Kind 0: a region of device memory from SP_StreamExecutor.allocate (memory space 0). */
@@ -398,15 +552,14 @@ static bool device_region_alloc(struct PG_BFC* b, uint64_t bytes, Region* r) {
   filled.mem.struct_size = SP_DEVICE_MEMORY_BASE_STRUCT_SIZE;
   b->se->allocate(b->device, bytes, 0, &filled.mem);
   if (filled.mem.opaque == NULL) return false;
+  bool give_back;
+  if (!check_region(b, &filled.mem, bytes, &give_back)) {
+    if (give_back) b->se->deallocate(b->device, &filled.mem);
+    return false;
+  }
   r->mem = filled.mem;
   r->base = (uint64_t)(uintptr_t)filled.mem.opaque;
   r->reserved = bytes;
-  /* A plugin that reports a smaller size than asked gave us less than we would carve up. */
-  if (filled.mem.struct_size >= TF_OFFSET_OF_END(SP_DeviceMemoryBase, size) &&
-      filled.mem.size != 0 && filled.mem.size < bytes) {
-    b->se->deallocate(b->device, &filled.mem);
-    return false;
-  }
   return true;
 }
 
@@ -418,6 +571,7 @@ static void device_region_free(struct PG_BFC* b, Region* r) {
   } handed;
   memset(&handed, 0, sizeof handed);
   handed.mem = r->mem;
+  live_release(platform_key(b->se), (uint64_t)(uintptr_t)r->mem.opaque);
   b->se->deallocate(b->device, &handed.mem);
 }
 
@@ -705,7 +859,11 @@ int64_t pluggable_BFCDelete(PG_BFC* b, int return_regions) {
   if (b == NULL) return 0;
   int64_t live = b->live_allocs;
   for (size_t i = 0; i < b->num_regions; i++) {
-    if (return_regions) b->sub->free(b, b->regions[i]);
+    if (return_regions) {
+      b->sub->free(b, b->regions[i]);
+    } else if (b->kind == PG_BFC_DEVICE) {
+      live_release(platform_key(b->se), (uint64_t)(uintptr_t)b->regions[i]->mem.opaque);
+    }
     free(b->regions[i]);
   }
   free(b->regions);
@@ -721,10 +879,20 @@ int64_t pluggable_BFCDelete(PG_BFC* b, int return_regions) {
   return live;
 }
 
+size_t pluggable_BFCRefusal(PG_BFC* b, char* buf, size_t n) {
+  if (b == NULL || n == 0) return 0;
+  pthread_mutex_lock(&b->mu);
+  size_t length = strlen(b->refusal);
+  snprintf(buf, n, "%s", b->refusal);
+  pthread_mutex_unlock(&b->mu);
+  return length;
+}
+
 void* pluggable_BFCAllocate(PG_BFC* b, uint64_t size) {
   if (b == NULL || size == 0 || size > UINT64_MAX - (BFC_ALIGN - 1)) return NULL;
   uint64_t rounded = round_up(size);
   pthread_mutex_lock(&b->mu);
+  b->refusal[0] = '\0';
   void* p = try_allocate(b, size, rounded);
   if (p == NULL && rounded <= b->limit && release_free_regions(b) > 0) {
     p = try_allocate(b, size, rounded);

@@ -25,6 +25,9 @@
  * tensors and functions, rendezvous, deferred ops, asynchronous kernels) are in
  * kernel_stubs.c; each fails with TF_UNIMPLEMENTED naming itself.
  */
+#define _POSIX_C_SOURCE 200809L
+#include "watchdog.h"
+
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -309,6 +312,7 @@ typedef struct PG_Registration {
   char* kernel_name;
   char* source;
   int enabled;
+  atomic_int stuck; /* its plugin was found stuck in a kernel's compute: never run again */
   TF_Code error_code;
   char* error_message;
   /* PG_KernelInfo's arrays, made once. */
@@ -325,6 +329,9 @@ static int64_t session_start;
 static const char kEmpty[] = "";
 
 /* The registration `id`, or NULL; registrations never move or go away. */
+/* Marks every kernel of the plugin `source` stuck. */
+static void mark_plugin_stuck(const char* source);
+
 static PG_Registration* registration_get(int64_t id) {
   pthread_mutex_lock(&registry_mu);
   PG_Registration* r = id >= 0 && id < registry_count ? registry[id] : NULL;
@@ -964,6 +971,7 @@ struct TF_OpKernelContext {
   TF_Code code; /* the first failure */
   char message[1024];
   char device_name[128]; /* TF_GetDeviceName, made on first use */
+  int allocating_output; /* the output TF_AllocateOutput is allocating, for its guard */
 };
 
 static atomic_uint_fast64_t run_serial;
@@ -1140,6 +1148,84 @@ static bool set_output(TF_OpKernelContext* ctx, int index, TF_DataType dtype,
 
 /* New memory for a tensor of `dtype` and shape `dims` in host or device memory, as a buffer
  * with one reference. NULL with a status on failure; `what` names the call. */
+/* ---- guard bytes (the synchronise-after-every-op mode) -----------------------------------
+ * With guards on, a device output is allocated PG_GUARD_BYTES longer and the plugin's
+ * sync_memcpy_htod fills the extra bytes with a pattern; after the op's device work is done the
+ * host reads them back (pluggable_CheckOutputGuards): a kernel that wrote past the end of its
+ * output changed them. The outputs of the thread's last run are checked. */
+#define PG_GUARD_BYTES 64
+#define PG_GUARD_PATTERN 0xA5
+#define PG_GUARDED_MAX 16
+static atomic_int output_guards;
+
+typedef struct GuardedOutput {
+  uint64_t address, bytes;
+  const SP_Device* device;
+  const SP_StreamExecutor* se;
+  const PG_Kernel* kernel;
+  int index;
+} GuardedOutput;
+static _Thread_local GuardedOutput guarded[PG_GUARDED_MAX];
+static _Thread_local int guarded_count;
+
+void pluggable_SetOutputGuards(int on) { atomic_store(&output_guards, on != 0); }
+
+/* The SP_DeviceMemoryBase of `bytes` at `address`, for the plugin's copies. */
+static SP_DeviceMemoryBase guard_memory(uint64_t address, uint64_t bytes) {
+  SP_DeviceMemoryBase m;
+  memset(&m, 0, sizeof m);
+  m.struct_size = SP_DEVICE_MEMORY_BASE_STRUCT_SIZE;
+  m.opaque = (void*)(uintptr_t)address;
+  m.size = bytes;
+  return m;
+}
+
+/* Fills the guard after a new output of `bytes` at `data`; false when the plugin cannot. */
+static bool guard_output(TF_OpKernelContext* ctx, void* data, uint64_t bytes, int index) {
+  if (ctx->se == NULL || ctx->se->sync_memcpy_htod == NULL || ctx->se->sync_memcpy_dtoh == NULL)
+    return false;
+  unsigned char pattern[PG_GUARD_BYTES];
+  memset(pattern, PG_GUARD_PATTERN, sizeof pattern);
+  SP_DeviceMemoryBase m = guard_memory((uint64_t)(uintptr_t)data + bytes, PG_GUARD_BYTES);
+  TF_Status* s = TF_NewStatus();
+  ctx->se->sync_memcpy_htod(ctx->device, &m, pattern, PG_GUARD_BYTES, s);
+  bool ok = TF_GetCode(s) == TF_OK;
+  TF_DeleteStatus(s);
+  if (ok && guarded_count < PG_GUARDED_MAX) {
+    guarded[guarded_count++] = (GuardedOutput){(uint64_t)(uintptr_t)data, bytes, ctx->device,
+                                               ctx->se, ctx->kernel, index};
+  }
+  return ok;
+}
+
+size_t pluggable_CheckOutputGuards(char* report, size_t n) {
+  size_t length = 0;
+  if (n > 0) report[0] = '\0';
+  for (int i = 0; i < guarded_count; i++) {
+    const GuardedOutput* g = &guarded[i];
+    unsigned char seen[PG_GUARD_BYTES];
+    SP_DeviceMemoryBase m = guard_memory(g->address + g->bytes, PG_GUARD_BYTES);
+    TF_Status* s = TF_NewStatus();
+    g->se->sync_memcpy_dtoh(g->device, seen, &m, PG_GUARD_BYTES, s);
+    bool read = TF_GetCode(s) == TF_OK;
+    TF_DeleteStatus(s);
+    int last = -1;
+    for (int j = 0; read && j < PG_GUARD_BYTES; j++) {
+      if (seen[j] != PG_GUARD_PATTERN) last = j;
+    }
+    if (last >= 0 && length < n) {
+      int wrote = snprintf(report + length, n - length,
+                           "%skernel '%s' (op %s) wrote past the end of its output %d (%" PRIu64
+                           " bytes): at least %d of the %d guard bytes after it were changed",
+                           length ? "; " : "", g->kernel->reg->kernel_name,
+                           g->kernel->reg->b->op, g->index, g->bytes, last + 1, PG_GUARD_BYTES);
+      if (wrote > 0) length += (size_t)wrote;
+    }
+  }
+  guarded_count = 0;
+  return length < n ? length : n;
+}
+
 static PG_Buffer* allocate_buffer(TF_OpKernelContext* ctx, TF_DataType dtype,
                                   const int64_t* dims, int num_dims, bool host_memory,
                                   const char* what, TF_Status* status) {
@@ -1183,7 +1269,17 @@ static PG_Buffer* allocate_buffer(TF_OpKernelContext* ctx, TF_DataType dtype,
                   "%s: the host gave this run no device allocator", what);
       return NULL;
     } else {
-      data = pluggable_BFCAllocate(ctx->bfc, bytes);
+      bool guard = atomic_load_explicit(&output_guards, memory_order_relaxed) &&
+                   strcmp(what, "TF_AllocateOutput") == 0;
+      data = pluggable_BFCAllocate(ctx->bfc, guard ? bytes + PG_GUARD_BYTES : bytes);
+      if (data != NULL && guard) guard_output(ctx, data, bytes, ctx->allocating_output);
+    }
+    char refusal[480];
+    if (data == NULL && !host_memory &&
+        pluggable_BFCRefusal(ctx->bfc, refusal, sizeof refusal) > 0) {
+      set_statusf(status, TF_INTERNAL, "%s: allocating %" PRIu64 " bytes on device %s:%d: %s",
+                  what, bytes, ctx->kernel->reg->b->device_type, ctx->device_id, refusal);
+      return NULL;
     }
     if (data == NULL) {
       set_statusf(status, TF_RESOURCE_EXHAUSTED,
@@ -1212,6 +1308,7 @@ static PG_Buffer* allocate_buffer(TF_OpKernelContext* ctx, TF_DataType dtype,
 static TF_Tensor* allocate_output(TF_OpKernelContext* ctx, int index, const int64_t* dims,
                                   int num_dims, const char* what, TF_Status* status) {
   PG_OutputSlot* o = &ctx->outputs[index];
+  ctx->allocating_output = index;
   PG_Buffer* buf = allocate_buffer(ctx, o->expected, dims, num_dims, o->host_memory, what,
                                    status);
   if (buf == NULL) return NULL;
@@ -1504,6 +1601,13 @@ int pluggable_KernelRun(const int64_t* request) {
     return TF_INVALID_ARGUMENT;
   }
   const TF_KernelBuilder* b = kernel->reg->b;
+  if (atomic_load_explicit(&kernel->reg->stuck, memory_order_relaxed)) {
+    set_statusf(status, TF_DEADLINE_EXCEEDED,
+                "kernel '%s' is not run: its plugin (%s) was found stuck in a kernel's compute "
+                "earlier and is no longer used in this process; restart the process to use it "
+                "again", kernel->reg->kernel_name, kernel->reg->source ? kernel->reg->source : "?");
+    return TF_DEADLINE_EXCEEDED;
+  }
   if (b->compute == NULL) {
     set_statusf(status, TF_UNIMPLEMENTED,
                 "kernel '%s' is asynchronous (TF_NewAsyncKernelBuilder); running asynchronous "
@@ -1527,6 +1631,7 @@ int pluggable_KernelRun(const int64_t* request) {
   ctx.code = TF_OK;
   ctx.message[0] = '\0';
   ctx.device_name[0] = '\0';
+  ctx.allocating_output = -1;
   ctx.inputs = num_inputs <= PG_RUN_INLINE_ARGS ? inline_inputs
                                                 : malloc(sizeof(PG_InputSlot) * (size_t)num_inputs);
   ctx.outputs = num_outputs <= PG_RUN_INLINE_ARGS
@@ -1577,7 +1682,35 @@ int pluggable_KernelRun(const int64_t* request) {
     w += 5 + in->num_dims;
   }
 
+  guarded_count = 0; /* the guards checked after a run are its own */
+  PG_Watch* volatile watch = pg_watch_slot();
+  if (watch != NULL && sigsetjmp(watch->env, 0) != 0) {
+    /* The watchdog (deadline) or Ctrl-C abandoned the call where it was. */
+    pg_watch_recover();
+    int interrupted = atomic_load(&watch->escape) == PG_WATCH_INTERRUPTED;
+    mark_plugin_stuck(kernel->reg->source);
+    if (interrupted) {
+      set_statusf(status, TF_CANCELLED,
+                  "kernel '%s' (op %s) was interrupted (Ctrl-C) inside its compute; its plugin "
+                  "(%s) is no longer used in this process, since the call was abandoned where "
+                  "it was", kernel->reg->kernel_name, b->op,
+                  kernel->reg->source ? kernel->reg->source : "?");
+    } else {
+      set_statusf(status, TF_DEADLINE_EXCEEDED,
+                  "kernel '%s' (op %s) did not return from its compute within the deadline of "
+                  "%g s; its plugin (%s) is marked stuck and no longer used in this process. "
+                  "Give kernels longer with pluggable.config.set_deadline(seconds) or "
+                  "PLUGGABLE_DEADLINE (0 turns the deadline off)", kernel->reg->kernel_name,
+                  b->op, pg_watch_deadline(),
+                  kernel->reg->source ? kernel->reg->source : "?");
+    }
+    code = TF_GetCode(status);
+    /* What the kernel made is abandoned with it: outputs set are not handed out. */
+    goto done;
+  }
+  if (watch != NULL) pg_watch_begin(watch);
   b->compute(kernel->instance, &ctx);
+  if (watch != NULL) pg_watch_end(watch);
 
   if (ctx.code != TF_OK) {
     TF_SetStatus(status, ctx.code, ctx.message);
@@ -1616,4 +1749,16 @@ done:
   if (ctx.inputs != inline_inputs) free(ctx.inputs);
   if (ctx.outputs != inline_outputs) free(ctx.outputs);
   return code;
+}
+
+static void mark_plugin_stuck(const char* source) {
+  pthread_mutex_lock(&registry_mu);
+  for (int64_t i = 0; i < registry_count; i++) {
+    PG_Registration* r = registry[i];
+    if (r != NULL && (r->source == source ||
+                      (r->source != NULL && source != NULL && strcmp(r->source, source) == 0))) {
+      atomic_store(&r->stuck, 1);
+    }
+  }
+  pthread_mutex_unlock(&registry_mu);
 }

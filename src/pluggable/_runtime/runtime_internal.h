@@ -11,6 +11,13 @@ extern "C" {
 
 /* Makes `s` OK again, dropping its message and payloads, so one status serves many calls. */
 TF_CAPI_EXPORT void pluggable_ResetStatus(TF_Status* s);
+/* Resets `s` and seals it until pluggable_LendStatus: a write to a sealed status (a plugin
+ * that kept the TF_Status* of a call that returned) is refused and counted, never attributed
+ * to the next call that gets the status. */
+TF_CAPI_EXPORT void pluggable_SealStatus(TF_Status* s);
+TF_CAPI_EXPORT void pluggable_LendStatus(TF_Status* s);
+/* The number of writes refused so far; the last one's code and message (n bytes, cut). */
+TF_CAPI_EXPORT unsigned long long pluggable_LateStatusWrites(int* code, char* message, size_t n);
 
 /* ---- plugins' log lines (logging.c) ----
  * Waits up to `timeout_ms` for the oldest queued line of TF_Log/TF_VLog: 1 with its Python
@@ -71,6 +78,27 @@ TF_CAPI_EXPORT void* pluggable_BFCAllocate(PG_BFC* bfc, uint64_t size);
 /* 0 when `ptr` was a live allocation (NULL is a no-op), nonzero (and nothing changes) for
  * any other pointer. */
 TF_CAPI_EXPORT int pluggable_BFCDeallocate(PG_BFC* bfc, void* ptr);
+/* Guard bytes after every device output a kernel allocates (TF_AllocateOutput), for the
+ * synchronise-after-every-op mode (kernels.c): on or off for the process. */
+TF_CAPI_EXPORT void pluggable_SetOutputGuards(int on);
+/* Reads back the guards of the calling thread's last kernel run, once its device work is
+ * done: writes what each kernel that wrote past its output's end did into `report` (n bytes,
+ * cut and terminated) and returns its length (0: every guard intact); forgets the run. */
+TF_CAPI_EXPORT size_t pluggable_CheckOutputGuards(char* report, size_t n);
+/* The checks pluggable_BFCAllocate makes of a region, for a block SP_StreamExecutor.allocate
+ * returned outside the allocator (StreamExecutor.allocate), for the platform whose allocate
+ * function is `allocate_fn`: 1 when the block is usable (then
+ * claimed as live memory of the platform until pluggable_ReleaseDeviceMemory), 0 when it is
+ * refused and may go back to the plugin, -1 when refused and it must not (it overlaps live
+ * memory); why it was refused in `why` (n bytes). */
+TF_CAPI_EXPORT int pluggable_ClaimDeviceMemory(const void* allocate_fn,
+                                               const SP_DeviceMemoryBase* mem, uint64_t bytes,
+                                               char* why, size_t n);
+TF_CAPI_EXPORT void pluggable_ReleaseDeviceMemory(const void* allocate_fn, const void* opaque);
+/* Why the last pluggable_BFCAllocate that failed refused a block the plugin handed out (its
+ * size, alignment, or an overlap with live memory of the platform), into buf (n bytes, cut
+ * and terminated); returns the full length, 0 when the failure refused no block. */
+TF_CAPI_EXPORT size_t pluggable_BFCRefusal(PG_BFC* bfc, char* buf, size_t n);
 /* The chunk size (request rounded up to 256) of a live allocation, 0 for anything else. */
 TF_CAPI_EXPORT uint64_t pluggable_BFCAllocatedSize(PG_BFC* bfc, const void* ptr);
 /* Fills the fields of `stats` that end within stats->struct_size. */

@@ -5,6 +5,9 @@
  * crash on it either, so a careless plugin cannot take the process down through this API.
  */
 #include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,7 +25,47 @@ struct TSL_Status {
   TF_Code code;
   char* message;     /* NULL means "" */
   Payload* payloads; /* in insertion order */
+  int sealed;        /* between two calls (pluggable_SealStatus): writes are refused */
 };
+
+/* Writes refused because they came to a sealed status: a plugin that kept the TF_Status* of
+ * a call and wrote it after that call returned. The last refused write's code and message. */
+static atomic_ullong late_writes;
+static pthread_mutex_t late_mu = PTHREAD_MUTEX_INITIALIZER;
+static TF_Code late_code;
+static char late_message[512];
+
+/* Refuses a write to a sealed status; true when refused. */
+static bool refused(TF_Status* s, TF_Code code, const char* msg) {
+  if (!s->sealed) return false;
+  if (code != TF_OK) {
+    pthread_mutex_lock(&late_mu);
+    late_code = code;
+    snprintf(late_message, sizeof late_message, "%s", msg != NULL ? msg : "");
+    pthread_mutex_unlock(&late_mu);
+    atomic_fetch_add(&late_writes, 1);
+  }
+  return true;
+}
+
+void pluggable_SealStatus(TF_Status* s) {
+  if (s == NULL) return;
+  s->sealed = 0;
+  TF_SetStatus(s, TF_OK, NULL);
+  s->sealed = 1;
+}
+
+void pluggable_LendStatus(TF_Status* s) {
+  if (s != NULL) s->sealed = 0;
+}
+
+unsigned long long pluggable_LateStatusWrites(int* code, char* message, size_t n) {
+  pthread_mutex_lock(&late_mu);
+  if (code != NULL) *code = (int)late_code;
+  if (message != NULL && n > 0) snprintf(message, n, "%s", late_message);
+  pthread_mutex_unlock(&late_mu);
+  return atomic_load(&late_writes);
+}
 
 static const char kEmpty[] = "";
 
@@ -54,6 +97,7 @@ TF_Status* TF_NewStatus(void) {
     s->code = TF_OK;
     s->message = NULL;
     s->payloads = NULL;
+    s->sealed = 0;
   }
   return s;
 }
@@ -66,7 +110,7 @@ void TF_DeleteStatus(TF_Status* s) {
 }
 
 void TF_SetStatus(TF_Status* s, TF_Code code, const char* msg) {
-  if (s == NULL) return;
+  if (s == NULL || refused(s, code, msg)) return;
   if (code == TF_OK && s->code == TF_OK && s->message == NULL && s->payloads == NULL) return;
   free(s->message);
   s->message = NULL;

@@ -104,12 +104,24 @@ def deadline() -> float:
     return _from_environment(DEADLINE_VARIABLE, DEFAULT_DEADLINE, True)
 
 
+_deadline_listeners: list = []
+
+
+def on_deadline_change(listener) -> None:
+    """Calls ``listener(seconds)`` now and whenever `set_deadline` changes the deadline
+    (the runtime library's watchdog keeps a copy)."""
+    _deadline_listeners.append(listener)
+    listener(deadline())
+
+
 def set_deadline(seconds: Optional[float]) -> None:
     """Sets the deadline of host waits (0: none; None: back to ``PLUGGABLE_DEADLINE``)."""
     global _deadline
     with _lock:
         _deadline = None if seconds is None else _seconds(seconds, "the deadline",
                                                           allow_zero=True)
+    for listener in _deadline_listeners:
+        listener(deadline())
 
 
 def exit_timeout() -> float:
@@ -155,3 +167,69 @@ def safe_text(text: str, limit: int = MAX_MESSAGE_CHARS, total: Optional[int] = 
     if cut:
         shown += f"... [cut: {total or len(text)} in all, {min(limit, len(text))} shown]"
     return shown
+
+
+def _read_int(path: str) -> Optional[int]:
+    try:
+        with open(path) as f:
+            text = f.read().strip()
+    except OSError:
+        return None
+    return int(text) if text.isdigit() else None  # "max": no limit
+
+
+def _cgroup_memory_left() -> Optional[int]:
+    """What the process's memory cgroup (v2 or v1) still allows, or None without a limit."""
+    try:
+        with open("/proc/self/cgroup") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        if controllers == "":
+            candidates = [("/sys/fs/cgroup" + path, "memory.max", "memory.current"),
+                          ("/sys/fs/cgroup", "memory.max", "memory.current")]
+        elif "memory" in controllers.split(","):
+            candidates = [("/sys/fs/cgroup/memory" + path, "memory.limit_in_bytes",
+                           "memory.usage_in_bytes"),
+                          ("/sys/fs/cgroup/memory", "memory.limit_in_bytes",
+                           "memory.usage_in_bytes")]
+        else:
+            continue
+        for directory, limit_file, usage_file in candidates:
+            limit = _read_int(os.path.join(directory, limit_file))
+            usage = _read_int(os.path.join(directory, usage_file))
+            if limit is not None and usage is not None and limit < 1 << 60:
+                return max(limit - usage, 0)
+    return None
+
+
+def host_memory_left() -> Optional[int]:
+    """Bytes the process can still allocate on the host, or None when nothing says: the
+    smallest of the address space left under ``RLIMIT_AS``, what the memory cgroup still
+    allows and the kernel's ``MemAvailable``. Reads a few /proc files: call it only for a
+    large allocation."""
+    left = []
+    try:
+        import resource
+
+        soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+        if soft != resource.RLIM_INFINITY:
+            with open("/proc/self/statm") as f:
+                size = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+            left.append(max(soft - size, 0))
+    except (ImportError, OSError, ValueError):
+        pass
+    cgroup = _cgroup_memory_left()
+    if cgroup is not None:
+        left.append(cgroup)
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    left.append(int(line.split()[1]) * 1024)
+                    break
+    except (OSError, ValueError, IndexError):
+        pass
+    return min(left) if left else None

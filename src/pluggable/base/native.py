@@ -10,12 +10,14 @@ beside it.
 """
 from __future__ import annotations
 
+import collections
 import ctypes
 import os
 import threading
 
 from ..abi.tf_status import TF_Code
 from .errors import InternalError
+from . import limits as _limits
 from .limits import MAX_MESSAGE_CHARS, safe_text
 
 # The libraries are built into the package's top folder (setup.py).
@@ -32,6 +34,11 @@ _PROTOTYPES = {
     "TF_GetCode": (ctypes.c_int, (_c_status_p,)),                        # TF_Code (const s*)
     "TF_Message": (ctypes.c_char_p, (_c_status_p,)),                     # const char* (s*)
     "pluggable_ResetStatus": (None, (_c_status_p,)),                     # void (TF_Status*)
+    "pluggable_SealStatus": (None, (_c_status_p,)),                      # void (TF_Status*)
+    "pluggable_LendStatus": (None, (_c_status_p,)),                      # void (TF_Status*)
+    "pluggable_LateStatusWrites": (ctypes.c_ulonglong, (ctypes.c_void_p, ctypes.c_char_p,
+                                                        ctypes.c_size_t)),
+    #   unsigned long long (int* code, char* message, size_t n)
 }
 
 
@@ -86,12 +93,26 @@ def _load_compiled():
                             for name in ("pluggable_KernelRun", "TF_NewStatus",
                                          "TF_DeleteStatus", "TF_Message",
                                          "pluggable_BFCDeallocate", "pluggable_BFCAllocate",
-                                         "TF_GetCode", "pluggable_ResetStatus")})
+                                         "TF_GetCode", "pluggable_ResetStatus",
+                                         "pluggable_ClaimDeviceMemory",
+                                         "pluggable_ReleaseDeviceMemory")})
     _compiled.bind_errors(InternalError)
     return _compiled
 
 
 compiled = _load_compiled()
+
+
+def _tell_runtime_the_deadline(seconds: float) -> None:
+    """The runtime's watchdog (_runtime/watchdog.c) bounds a kernel's compute by the deadline
+    too; it learns the deadline here, at import and whenever it changes."""
+    lib.pluggable_SetCallDeadline(ctypes.c_double(seconds),
+                                  threading.current_thread() is threading.main_thread())
+
+
+lib.pluggable_SetCallDeadline.restype = None
+lib.pluggable_SetCallDeadline.argtypes = (ctypes.c_double, ctypes.c_int)
+_limits.on_deadline_change(_tell_runtime_the_deadline)
 
 TF_NewStatus = lib.TF_NewStatus
 TF_DeleteStatus = lib.TF_DeleteStatus
@@ -99,6 +120,8 @@ TF_SetStatus = lib.TF_SetStatus
 TF_GetCode = lib.TF_GetCode
 TF_Message = lib.TF_Message
 pluggable_ResetStatus = lib.pluggable_ResetStatus
+pluggable_SealStatus = lib.pluggable_SealStatus
+pluggable_LendStatus = lib.pluggable_LendStatus
 
 
 class Status:
@@ -153,16 +176,36 @@ def acquire_status() -> Status:
     """
     pool = getattr(_local, "pool", None)
     if pool is None:
-        pool = _local.pool = []
-    if pool:
-        return pool.pop()
+        pool = _local.pool = collections.deque()
+    if len(pool) > _QUARANTINE:
+        status = pool.popleft()
+        pluggable_LendStatus(status.address)
+        return status
     return Status()
 
 
+#: Statuses given back wait sealed for this many later releases before they serve another
+#: call: a plugin that writes the TF_Status* of a call after the call returned meets a sealed
+#: status (the write is refused and reported, `late_status_writes`), not another call's.
+_QUARANTINE = 16
+
+
 def release_status(status: Status) -> None:
-    """Returns a status taken with `acquire_status`, reset to OK."""
-    pluggable_ResetStatus(status.address)
+    """Returns a status taken with `acquire_status`: reset to OK and sealed until reused."""
+    pluggable_SealStatus(status.address)
     _local.pool.append(status)
+
+
+_late_code = ctypes.c_int()
+_late_message = ctypes.create_string_buffer(MAX_MESSAGE_CHARS)
+
+
+def late_status_writes() -> "tuple":
+    """``(count, code, message)`` of the writes refused because a plugin wrote a host
+    status after the call it was given to had returned (the last write's code and text)."""
+    count = lib.pluggable_LateStatusWrites(ctypes.byref(_late_code), _late_message,
+                                           len(_late_message))
+    return count, _late_code.value, safe_text(_late_message.value.decode("utf-8", "replace"))
 
 
 def abandon_status(status: Status) -> None:

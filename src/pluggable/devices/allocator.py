@@ -23,7 +23,8 @@ from ..base import native as _native
 from .handle import finalizer
 from ..abi.stream_executor import SP_AllocatorStats
 from ..base.errors import (
-    FailedPreconditionError, InvalidArgumentError, ResourceExhaustedError, error_for_code)
+    FailedPreconditionError, InternalError, InvalidArgumentError, ResourceExhaustedError,
+    error_for_code)
 
 if TYPE_CHECKING:
     from .executor import StreamExecutor
@@ -71,6 +72,8 @@ _PROTOTYPES = {
     #   int (PG_BFC*, void* ptr)   -> 0, or nonzero for a pointer it did not give out
     "pluggable_BFCAllocatedSize": (_u64, (_p, _size)),
     #   uint64_t (PG_BFC*, const void* ptr)
+    "pluggable_BFCRefusal": (_size, (_p, ctypes.c_char_p, _size)),
+    #   size_t (PG_BFC*, char* buf, size_t n)   -> length of why a plugin's block was refused
     "pluggable_BFCGetStats": (None, (_p, _p)),
     #   void (PG_BFC*, SP_AllocatorStats*)
     "pluggable_BFCResetPeak": (None, (_p,)),
@@ -92,6 +95,7 @@ _BFCDelete = _fns["pluggable_BFCDelete"]
 _BFCAllocate = _fns["pluggable_BFCAllocate"]
 _BFCDeallocate = _fns["pluggable_BFCDeallocate"]
 _BFCAllocatedSize = _fns["pluggable_BFCAllocatedSize"]
+_BFCRefusal = _fns["pluggable_BFCRefusal"]
 _BFCGetStats = _fns["pluggable_BFCGetStats"]
 _BFCResetPeak = _fns["pluggable_BFCResetPeak"]
 _BFCReleaseFreeRegions = _fns["pluggable_BFCReleaseFreeRegions"]
@@ -281,6 +285,15 @@ class BFCAllocator:
 
     def _out_of_memory(self, size: int) -> int:
         self._check_open()
+        buffer = ctypes.create_string_buffer(480)
+        if _BFCRefusal(self._handle, buffer, len(buffer)):
+            # The plugin handed out memory the host cannot use: a plugin bug, not a full device.
+            label = self.executor.platform.label
+            raise InternalError(
+                f"{label}, device {self.executor.ordinal}: {buffer.value.decode(errors='replace')}"
+                f". {self.name} could not allocate {size} bytes; the plugin's allocator is "
+                f"not to be trusted: report this to the plugin's authors",
+                plugin=label, call="SP_StreamExecutor.allocate")
         raise ResourceExhaustedError(self._oom_message(size),
                                      plugin=self.executor.platform.label,
                                      call="BFCAllocator.allocate")

@@ -81,6 +81,10 @@ class PluggableDevice:
         marks = [(stream._ledger, stream._ledger.mark()) for stream in self.streams]
         try:
             self.executor.synchronize_all_activity()
+            # Failed work a plugin reports only in its streams' statuses.
+            for stream in self.streams:
+                if not stream.is_closed:
+                    stream.raise_if_error()
         except Exception:
             if not self._closed:
                 self.recover_streams()

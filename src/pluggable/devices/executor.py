@@ -126,6 +126,36 @@ class _CallbackRegistry:
             if self._entries.pop(token, None) is not None:
                 _native.compiled.host_callback_dropped()
 
+    def wait_until_run(self, executor: "StreamExecutor", before: int,
+                       tokens: Optional[set] = None) -> None:
+        """Waits until every callable of ``executor`` registered before token ``before``
+        (and, given ``tokens``, among them) has run or been discarded: a plugin may invoke a
+        host callback after its stream reports the work done, and a wait must not return
+        before the callback ran. Bounded by the deadline (`DeadlineExceededError`)."""
+        def pending() -> bool:
+            with self._lock:
+                return any(token < before and entry[1] is executor
+                           and (tokens is None or token in tokens)
+                           for token, entry in self._entries.items())
+
+        if not self._entries or not pending():
+            return
+        limit = limits.deadline()
+        started = time.monotonic()
+        delay = 0.00005
+        while pending():
+            waited = time.monotonic() - started
+            if limit and waited > limit:
+                raise executor._deadline_error("host_callback (the plugin has not invoked a "
+                                               "host callback of work that is done)",
+                                               limit, waited)
+            time.sleep(delay)
+            delay = min(delay * 2, 0.002)
+
+    @property
+    def next_token(self) -> int:
+        return self._next
+
     def _run(self, arg: int, status_address: int) -> bool:
         """Runs the callable of token ``arg``; whether there was one (the C caller counts it
         out once it has given the GIL back)."""
@@ -146,6 +176,22 @@ class _CallbackRegistry:
 
 
 CALLBACKS = _CallbackRegistry()
+
+_late_writes_reported = [0]
+
+
+def _report_late_status_writes() -> None:
+    """Warns, at a synchronisation, of TF_Status writes the runtime refused because they came
+    after the call the status was given to had returned (`base.native.late_status_writes`)."""
+    count, code, message = _native.late_status_writes()
+    if count > _late_writes_reported[0]:
+        new = count - _late_writes_reported[0]
+        _late_writes_reported[0] = count
+        warn(
+            f"a plugin wrote a TF_Status {new} time(s) after the call it was given to had "
+            f"returned (last: {TF_Code(code).name if code in TF_Code._value2member_map_ else code}"
+            f" {message!r}); the write was refused, so it is not blamed on a later call. A "
+            f"plugin must not keep the TF_Status* of a call", PluggableWarning)
 
 
 class _ScratchMemoryBase(threading.local):
@@ -325,8 +371,14 @@ class StreamExecutor:
         finally:
             _native.release_status(status)
 
+    #: Why the executor is no longer used: a call of its plugin never returned; "" if none.
+    stuck = ""
+
     def _check_open(self) -> None:
         if self._closed:
+            if self.stuck:
+                raise DeadlineExceededError(self.stuck, plugin=self.platform.label,
+                                            call="StreamExecutor")
             raise FailedPreconditionError(
                 f"{self.name} is closed; its memory, streams and events can no longer be used",
                 plugin=self.platform.label, call="StreamExecutor")
@@ -359,7 +411,7 @@ class StreamExecutor:
         elif kind in ("host_memory_deallocate", "unified_memory_deallocate"):
             self._fns[kind](self._device_ptr, handle)
         elif kind == "destroy_stream":
-            self._fns["destroy_stream"](self._device_ptr, handle)
+            self._destroy_stream(handle)
         elif kind == "destroy_event":
             self._fns["destroy_event"](self._device_ptr, handle)
         elif kind == "destroy_timer":
@@ -367,12 +419,44 @@ class StreamExecutor:
         else:
             raise AssertionError(kind)
 
+    def _destroy_stream(self, handle: Any) -> None:
+        """``destroy_stream``, which finishes the stream's work and may block: on a helper
+        thread, bounded by the deadline (`_compiled.bounded_call`). A call that does not
+        return in time is abandoned and the device is marked stuck: closed, its plugin
+        objects left to the operating system, every further use a DeadlineExceededError."""
+        limit = limits.deadline()
+        if not limit:
+            self._fns["destroy_stream"](self._device_ptr, handle)
+            return
+        address = self._fn_addresses.get("destroy_stream")
+        if address is None:
+            address = self._fn_addresses["destroy_stream"] = ctypes.cast(
+                self._fn("destroy_stream"), ctypes.c_void_p).value
+        started = time.monotonic()
+        try:
+            returned = _native.compiled.bounded_call(address, self._device_address,
+                                                     handle or 0, limit)
+        except BaseException:  # Ctrl-C while waiting: the call goes on, its device is lost
+            self.stuck = (f"{self.platform.label}, device {self.ordinal}: destroy_stream was "
+                          f"interrupted before it returned; the device is marked stuck and no "
+                          f"longer used in this process")
+            self._closed = True
+            raise
+        if not returned:
+            error = self._deadline_error("destroy_stream", limit, time.monotonic() - started)
+            self.stuck = (f"{error}. The device is marked stuck: it is no longer used in this "
+                          f"process, and what it holds is left to the operating system")
+            self._closed = True
+            raise DeadlineExceededError(self.stuck, plugin=self.platform.label,
+                                        call="SP_StreamExecutor.destroy_stream")
+
     def _defer_warning(self, message: str, category: type) -> None:
         """Keeps a warning raised on a plugin's thread for the user's next synchronisation."""
         with self._lock:
             self._deferred_warnings.append((message, category))
 
     def _flush_warnings(self) -> None:
+        _report_late_status_writes()
         if not self._deferred_warnings:
             return
         with self._lock:
@@ -387,7 +471,12 @@ class StreamExecutor:
             self._check_open()
             self.flush_releases()
         # In C: the struct is a fresh one inside the new DeviceMemory, and close() hands it back.
-        memory = self._plugin_allocate(self, size, memory_space)
+        try:
+            memory = self._plugin_allocate(self, size, memory_space)
+        except InternalError as exc:  # the block failed the checks the BFC makes too
+            raise InternalError(f"{self.platform.label}, device {self.ordinal}: {exc}",
+                                plugin=self.platform.label,
+                                call="SP_StreamExecutor.allocate") from None
         if memory is None:
             free_total = self.memory_usage()
             detail = (f"; {free_total[0]} of {free_total[1]} bytes are free"
@@ -795,10 +884,12 @@ class StreamExecutor:
                               "SP_StreamExecutor.host_callback")
 
     def synchronize_all_activity(self, timeout: Optional[float] = None) -> None:
-        """Waits until every stream of the device is done, at most the deadline
-        (`pluggable.config.set_deadline`; ``timeout`` overrides it)."""
+        """Waits until every stream of the device is done, and its host callbacks have run,
+        at most the deadline (`pluggable.config.set_deadline`; ``timeout`` overrides it)."""
         self._check_open()
+        before = CALLBACKS.next_token
         self._bounded_call("synchronize_all_activity", timeout)
+        CALLBACKS.wait_until_run(self, before)
         self._flush_warnings()
 
     def block_host_until_done(self, stream: "Stream", timeout: Optional[float] = None) -> None:
@@ -809,6 +900,7 @@ class StreamExecutor:
             limit = limits.deadline() if timeout is None else timeout
             if not limit and self._fns.get("block_host_until_done") is not None:
                 self._call("block_host_until_done", stream._handle)
+                stream.raise_if_error()  # a plugin may report failed work only there
             else:
                 # With a deadline the host polls an event (the event manager's pooled one): a
                 # blocking call that never returns could not be given up on.
@@ -819,8 +911,10 @@ class StreamExecutor:
                 except PluggableError:
                     stream.raise_if_error()  # the stream's own words, when it has them
                     raise
+                # The stream's own error even when the event completed: a plugin may report
+                # failed work only through get_stream_status.
+                stream.raise_if_error()
                 if state == SE_EventStatus.SE_EVENT_ERROR:
-                    stream.raise_if_error()
                     raise self._error(TF_Code.TF_INTERNAL, "the event completed with an error",
                                       "SP_StreamExecutor.get_event_status")
         finally:

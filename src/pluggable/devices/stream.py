@@ -1,13 +1,14 @@
 """Streams: ordered queues of device work (``SP_Stream``)."""
 from __future__ import annotations
 
+import ctypes
 from collections import namedtuple
 
 from ..base import native as _native
 from ..base.native import compiled as _compiled
-from .handle import PluginHandle
+from .handle import PluginHandle, finalizer
 from ..abi.tf_status import TF_Code
-from ..base.errors import error_for_code
+from ..base.errors import DeadlineExceededError, PluggableError, error_for_code
 
 TYPE_CHECKING = False  # typing's constant, without importing typing at start-up
 if TYPE_CHECKING:
@@ -90,11 +91,40 @@ class Stream(PluginHandle):
                                        "SP_StreamExecutor.get_stream_status")
 
     def synchronize(self) -> None:
-        """Waits until all work enqueued so far is done; raises if any of it failed."""
+        """Waits until all work enqueued so far is done; raises if any of it failed. A
+        stream of the user's whose work failed reports that once and goes on with a new
+        plugin stream (plugin stream errors are sticky); a device's own streams are replaced
+        by their device (`PluggableDevice.recover_streams`)."""
         self._check_open()
         mark = self._ledger.mark()
-        self.executor.block_host_until_done(self)
+        from .executor import CALLBACKS
+
+        before = CALLBACKS.next_token
+        try:
+            self.executor.block_host_until_done(self)
+            if self._callback_tokens:  # work done; its host callbacks too
+                CALLBACKS.wait_until_run(self.executor, before, self._callback_tokens)
+        except PluggableError as exc:
+            if (self.name is None and not isinstance(exc, DeadlineExceededError)
+                    and not self.is_closed and not self.status().ok):
+                self._renew(str(exc))
+            raise
         self._ledger.verified(mark)
+
+    def _renew(self, why: str) -> None:
+        """Swaps the failed plugin stream for a new one; what the failed work was to write
+        reads as lost (its ledger fails)."""
+        ex = self.executor
+        handle = ctypes.c_void_p()
+        ex._call("create_stream", ctypes.byref(handle))
+        old = self._handle
+        self._finalizer.detach()
+        self._handle = handle.value
+        self._finalizer = finalizer(self, ex._queue_release, self._destroy, self._handle)
+        self._ledger.fail(f"a stream of {ex.name} failed ({why})")
+        self._ledger = _compiled.Ledger()
+        ex._release_now(self._destroy, old)
+        self._after_close()  # callbacks queued on the old stream can no longer run
 
     def host_callback(self, fn) -> None:
         """Enqueues ``fn()`` to run on the host once the work before it is done."""

@@ -32,12 +32,13 @@ import numpy as np
 from ..devices.device import PluggableDevice
 from ..base.dtypes import DType, as_dtype, has_tensors, op_dtype, resource, type_names
 from ..base.errors import (InternalError, InvalidArgumentError, NotFoundError, PlacementWarning,
-                           PluggableError, UnimplementedError, warn)
+                           PluggableError, ResourceExhaustedError, UnimplementedError, warn)
 from ..oplib.core import OPS, REQUIRED, OpDef, TensorMeta, bad, select_condition_shape
 from ..base.native import compiled as _compiled
+from ..kernels.registry import output_guard_report, set_output_guards
 from ..tensors.placement import (CPU_DEVICE, device, device_scope, scoped_device,  # noqa: F401
                                  soft_placement)
-from ..tensors.tensor import Tensor, tensor as make_tensor
+from ..tensors.tensor import CHECKED_BYTES, Tensor, check_fits, tensor as make_tensor
 
 __all__ = ["device", "execute", "set_soft_device_placement", "get_soft_device_placement",
            "set_log_device_placement", "get_log_device_placement", "PlacementWarning"]
@@ -52,6 +53,7 @@ _SYNC_VARIABLE = "PLUGGABLE_SYNC_EVERY_OP"
 _settings = {"soft": True, "log": False,
              "sync": os.environ.get(_SYNC_VARIABLE, "") not in ("", "0")}
 _settings["general"] = _settings["sync"]
+set_output_guards(_settings["sync"])
 _warned: set = set()
 _warned_lock = threading.Lock()
 # The host tracer of a running profiling session, or None (set by pluggable.profiler): the
@@ -96,6 +98,7 @@ def set_sync_every_op(enabled: bool) -> None:
     start-up."""
     _settings["sync"] = bool(enabled)
     _settings["general"] = _settings["log"] or _settings["sync"]
+    set_output_guards(_settings["sync"])
 
 
 def get_sync_every_op() -> bool:
@@ -103,13 +106,22 @@ def get_sync_every_op() -> bool:
 
 
 def _synchronize_after(op: OpDef, target: PluggableDevice) -> None:
-    """The synchronise-after-every-op mode's wait: the error of failed work names the op."""
+    """The synchronise-after-every-op mode's wait: the error of failed work names the op;
+    then the guard bytes after the op's outputs (a kernel that wrote past an output's end)."""
     try:
         target.synchronize()
     except PluggableError as exc:
+        output_guard_report()  # the run's guards: its outputs are not handed out
         raise type(exc)(f"{op.name} on {target.name}: the device work it enqueued failed "
                         f"(found by synchronising after every op): {exc}", plugin=exc.plugin,
                         call=op.name, plugin_message=exc.plugin_message) from exc
+    overwritten = output_guard_report()
+    if overwritten:
+        raise InternalError(
+            f"{op.name} on {target.name}: {overwritten} (found by the guard bytes of the "
+            f"synchronise-after-every-op mode); the memory after the output may belong to "
+            f"another tensor, so values on {target.name} are not to be trusted. Report this "
+            f"to the plugin's authors", plugin=target.platform.label, call=op.name)
 
 
 # -- attributes ---------------------------------------------------------------------------
@@ -536,6 +548,7 @@ def _execute(op_name: str, inputs: Sequence[Any], attrs: Optional[Mapping[str, A
     if target is not CPU_DEVICE and not op.host_only:
         registration = _find_kernel(op, target, attrs)
         if registration is not None:
+            _check_output_sizes(op, shapes, out_dtypes, target)
             _log(op, target)
             if record is not None:
                 record.append(_choice(target, registration.kernel_name, False, tensors))
@@ -552,6 +565,7 @@ def _execute(op_name: str, inputs: Sequence[Any], attrs: Optional[Mapping[str, A
         if op.host_kernel is None:
             _no_kernel(op, target, attrs)
     if op.host_kernel is not None:  # the host's own kernel, for any device
+        _check_output_sizes(op, shapes, out_dtypes, target)
         _log(op, target)
         outputs = op.host_kernel(target, tensors, attrs)
         if _settings["sync"] and target is not CPU_DEVICE:
@@ -560,17 +574,51 @@ def _execute(op_name: str, inputs: Sequence[Any], attrs: Optional[Mapping[str, A
     _log(op, CPU_DEVICE)
     if record is not None:
         record.append(_choice(None, None, target is not CPU_DEVICE, tensors))
+    _check_output_sizes(op, shapes, out_dtypes, CPU_DEVICE)
     arrays = [t.numpy() for t in tensors]
-    outputs = op.cpu(arrays, attrs)
-    result = []
-    for array, shape, dtype in zip(outputs, shapes, out_dtypes):
-        array = np.ascontiguousarray(array, dtype=dtype.numpy_dtype)
-        if shape is None:  # known from the values only: the kernel's word
-            shape = array.shape
-        array = array.reshape(shape)
-        array.flags.writeable = False
-        result.append(Tensor(shape, dtype, CPU_DEVICE, array=array))
+    try:
+        outputs = op.cpu(arrays, attrs)
+        result = []
+        for array, shape, dtype in zip(outputs, shapes, out_dtypes):
+            array = np.ascontiguousarray(array, dtype=dtype.numpy_dtype)
+            if shape is None:  # known from the values only: the kernel's word
+                shape = array.shape
+            array = array.reshape(shape)
+            array.flags.writeable = False
+            result.append(Tensor(shape, dtype, CPU_DEVICE, array=array))
+    except MemoryError as e:
+        if isinstance(e, PluggableError):
+            raise
+        raise ResourceExhaustedError(
+            f"out of host memory running {op.name} on the CPU (outputs of "
+            f"{_describe_sizes(shapes, out_dtypes)}): {e or 'no message'}. Free arrays and "
+            f"tensors you no longer need or work on smaller pieces.", call=op.name) from None
     return result
+
+
+def _output_bytes(shapes, out_dtypes) -> int:
+    total = 0
+    for shape, dtype in zip(shapes, out_dtypes):
+        if shape is not None and None not in shape:
+            count = 1
+            for n in shape:
+                count *= n
+            total += count * dtype.itemsize
+    return total
+
+
+def _describe_sizes(shapes, out_dtypes) -> str:
+    return ", ".join(f"shape {tuple(shape) if shape is not None else '(unknown)'} "
+                     f"{dtype.name}" for shape, dtype in zip(shapes, out_dtypes))
+
+
+def _check_output_sizes(op: OpDef, shapes, out_dtypes, device) -> None:
+    """Refuses, before anything is allocated, an op whose outputs need more memory than the
+    device where it runs has (`check_fits`)."""
+    total = _output_bytes(shapes, out_dtypes)
+    if total >= CHECKED_BYTES:
+        check_fits(op.name, total, device,
+                   f"for its outputs ({_describe_sizes(shapes, out_dtypes)})")
 
 
 def _choice(device, kernel_name, fallback: bool, tensors: List[Tensor]) -> Tuple:

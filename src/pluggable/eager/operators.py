@@ -162,7 +162,8 @@ def getitem(t: Tensor, key: Any) -> Tensor:
             _slicings.clear()
         _slicings[cache_key] = slicing
     if device is CPU_DEVICE and scope in (None, CPU_DEVICE) and not _log_placement():
-        array = np.ascontiguousarray(t._array[slicing.index])
+        # asarray, not ascontiguousarray, which makes a 0-d result 1-d.
+        array = np.asarray(t._array[slicing.index], order="C")
         array.flags.writeable = False
         return Tensor(slicing.shape, t._dtype, CPU_DEVICE, array=array)
     plan_key = ("StridedSlice", scope, t._dtype.code, t._shape, device, hashable)

@@ -115,6 +115,10 @@ _PROTOTYPES = {
     #   int (const int64_t* request)
     "pluggable_FreeHostMemory": (None, (_p,)),
     #   void (void* data)
+    "pluggable_SetOutputGuards": (None, (ctypes.c_int,)),
+    #   void (int on)
+    "pluggable_CheckOutputGuards": (ctypes.c_size_t, (ctypes.c_char_p, ctypes.c_size_t)),
+    #   size_t (char* report, size_t n)   -> 0 when every guard of the last run is intact
 }
 
 
@@ -129,6 +133,18 @@ _Create = _fns["pluggable_KernelCreate"]
 _Delete = _fns["pluggable_KernelDelete"]
 _Run = _fns["pluggable_KernelRun"]
 _FreeHostMemory = _fns["pluggable_FreeHostMemory"]
+set_output_guards = _fns["pluggable_SetOutputGuards"]
+_CheckOutputGuards = _fns["pluggable_CheckOutputGuards"]
+
+
+def output_guard_report() -> str:
+    """What the kernel runs of this thread since the last call wrote past their outputs
+    (guard bytes, `set_output_guards`); "" when nothing did. Call it once the device work of
+    the run is done."""
+    report = ctypes.create_string_buffer(2048)
+    if not _CheckOutputGuards(report, len(report)):
+        return ""
+    return report.value.decode(errors="replace")
 
 # The request and output layouts of pluggable_KernelRun (runtime_internal.h: PG_RUN_*,
 # PG_OUT_*), as the compiled extension publishes them.

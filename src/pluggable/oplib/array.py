@@ -589,8 +589,13 @@ def _one_hot_infer(meta, attrs, host):
 def _one_hot_cpu(arrays, attrs):
     indices, _, on, off = arrays
     axis, depth = _one_hot_geometry(arrays, arrays[1], attrs)
-    hot = indices[..., None] == np.arange(depth)
-    return [np.moveaxis(np.where(hot, on, off).astype(on.dtype), -1, axis)]
+    # The output and nothing of its size besides: off everywhere, on where an index is in
+    # range (an index outside [0, depth) gives a row of off, as in TensorFlow).
+    out = np.full(indices.shape + (depth,), off, dtype=on.dtype)
+    flat = indices.reshape(-1).astype(np.int64)
+    rows = np.nonzero((flat >= 0) & (flat < depth))[0]
+    out.reshape(flat.size, depth)[rows, flat[rows]] = on
+    return [np.moveaxis(out, -1, axis)]
 
 
 _define("OneHot", [Arg("indices", "TI"), Arg("depth", dtype=dt.int32, host=True),

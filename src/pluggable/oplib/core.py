@@ -229,7 +229,8 @@ _unary("Log", np.log, FLOATS + COMPLEX)
 _unary("Tanh", np.tanh, FLOATS + COMPLEX)
 _unary("Sigmoid", _sigmoid, FLOATS)
 _unary("Relu", lambda x: np.maximum(x, np.zeros((), x.dtype)), REAL, "features", "activations")
-_unary("Relu6", lambda x: np.clip(x, np.zeros((), x.dtype), np.asarray(6, x.dtype)), REAL,
+_unary("Relu6", lambda x: np.minimum(np.maximum(x, np.zeros((), x.dtype)), np.asarray(6, x.dtype)),
+       REAL,
        "features", "activations")
 _unary("Identity", lambda x: x.copy(), ALL, "input", "output")
 _unary("ZerosLike", np.zeros_like, ALL)
@@ -248,7 +249,7 @@ def _cast_array(x: np.ndarray, to: DType) -> np.ndarray:
         wide = np.trunc(wide)
         # float64 cannot hold every int64: clamp in float, then fix the ends exactly.
         with np.errstate(invalid="ignore"):
-            result = np.clip(wide, info.min, info.max).astype(target)
+            result = np.asarray(np.clip(wide, info.min, info.max)).astype(target)
         result[wide >= float(info.max)] = info.max
         result[wide <= float(info.min)] = info.min
         return result

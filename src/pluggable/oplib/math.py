@@ -73,7 +73,12 @@ def _div_no_nan(x, y):
 def _pow(x, y):
     if np.issubdtype(x.dtype, np.integer) and np.any(np.asarray(y) < 0):
         raise bad("Pow", "Integers to negative integer powers are not allowed")
-    return np.power(x, y)
+    result = np.power(x, y)
+    if x.dtype.kind == "f" and np.any(y == 0.5):
+        # NumPy takes a square root for a broadcast exponent of 0.5, which gives NaN for -inf
+        # and -0 for -0; the element-wise power (C's pow, TensorFlow's) gives +inf and +0.
+        result = np.where((y == 0.5) & ((x == 0) | np.isinf(x)), np.abs(x), result)
+    return result
 
 
 def _xdivy(x, y):

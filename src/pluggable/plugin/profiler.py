@@ -11,13 +11,15 @@ once, at `destroy`.
 from __future__ import annotations
 
 import ctypes
+import threading
 
 from ..base import native as _native
 from ..abi.pluggable_profiler import (
     TP_MAJOR, TP_MINOR, TP_PATCH, TF_InitProfiler_fn, TF_ProfilerRegistrationParams,
     TP_Profiler, TP_ProfilerFns)
 from ..abi.tf_status import TF_Code
-from ..base.errors import InternalError, error_for_code
+from ..base import limits
+from ..base.errors import DeadlineExceededError, InternalError, error_for_code
 from .validation import ValidationError, alloc_struct, negotiate, read_c_string, require_callbacks
 
 TYPE_CHECKING = False  # typing's constant, without importing typing at start-up
@@ -105,14 +107,49 @@ class PluginProfiler:
                 f"{status.message or '(the plugin gave no message)'}",
                 plugin=self.path, call=f"TP_ProfilerFns.{call}", plugin_message=status.message)
 
+    #: Why the profiler is no longer called: a call of it never returned (or was
+    #: interrupted), so its state is unknown; "" while it is usable.
+    stuck = ""
+
+    def _bounded(self, call: str, fn, *args) -> None:
+        """``fn(*args)`` on a helper thread, waited for at most the deadline; a call that does
+        not return in time, or whose wait Ctrl-C interrupts, is abandoned (it goes on on its
+        thread, with its arguments kept alive there) and the profiler is never called again.
+        Profiler calls are a few per session, so a thread each costs nothing that matters."""
+        if self.stuck:
+            raise DeadlineExceededError(self.stuck, plugin=self.path,
+                                        call=f"TP_ProfilerFns.{call}")
+        limit = limits.deadline()
+        if not limit:
+            fn(*args)
+            return
+        done = threading.Event()
+        thread = threading.Thread(target=lambda: (fn(*args), done.set()), daemon=True,
+                                  name=f"pluggable-profiler-{call}")
+        thread.start()
+        try:
+            returned = done.wait(limit)
+        except BaseException:  # Ctrl-C while waiting
+            self.stuck = (f"{self.label}: TP_ProfilerFns.{call} was interrupted before it "
+                          f"returned; the profiler is no longer used in this process")
+            raise
+        if not returned:
+            self.stuck = (f"{self.label}: TP_ProfilerFns.{call} did not return within the "
+                          f"deadline of {limit:g} s; the profiler is marked stuck and no longer "
+                          f"used in this process (the rest of the profile goes on). Give it "
+                          f"longer with pluggable.config.set_deadline(seconds) or "
+                          f"{limits.DEADLINE_VARIABLE}")
+            raise DeadlineExceededError(self.stuck, plugin=self.path,
+                                        call=f"TP_ProfilerFns.{call}")
+
     def start(self) -> None:
         status = _native.Status()
-        self._start(self._profiler_ref, status.address)
+        self._bounded("start", self._start, self._profiler_ref, status.address)
         self._check(status, "start")
 
     def stop(self) -> None:
         status = _native.Status()
-        self._stop(self._profiler_ref, status.address)
+        self._bounded("stop", self._stop, self._profiler_ref, status.address)
         self._check(status, "stop")
 
     def collect(self) -> bytes:
@@ -123,7 +160,8 @@ class PluginProfiler:
         announced is an error (the bytes are dropped)."""
         status = _native.Status()
         size = ctypes.c_size_t(0)
-        self._collect(self._profiler_ref, None, ctypes.byref(size), status.address)
+        self._bounded("collect_data_xspace", self._collect, self._profiler_ref, None,
+                      ctypes.byref(size), status.address)
         self._check(status, "collect_data_xspace (size query)")
         announced = size.value
         if announced == 0:
@@ -131,7 +169,8 @@ class PluginProfiler:
         buffer = (ctypes.c_uint8 * (announced + COLLECT_GUARD_BYTES))()
         ctypes.memset(ctypes.addressof(buffer) + announced, _GUARD_PATTERN, COLLECT_GUARD_BYTES)
         status = _native.Status()
-        self._collect(self._profiler_ref, buffer, ctypes.byref(size), status.address)
+        self._bounded("collect_data_xspace", self._collect, self._profiler_ref, buffer,
+                      ctypes.byref(size), status.address)
         self._check(status, "collect_data_xspace")
         guard = ctypes.string_at(ctypes.addressof(buffer) + announced, COLLECT_GUARD_BYTES)
         if guard != bytes([_GUARD_PATTERN]) * COLLECT_GUARD_BYTES or size.value > announced:
@@ -145,7 +184,10 @@ class PluginProfiler:
         return ctypes.string_at(buffer, announced)
 
     def destroy(self) -> None:
-        """Gives the plugin back its profiler structs (once)."""
+        """Gives the plugin back its profiler structs (once); not to a profiler found stuck,
+        whose call may still be using them."""
+        if self.stuck:
+            return
         _, profiler, profiler_fns = self._storage
         destroy_fns, self._destroy_profiler_fns = self._destroy_profiler_fns, None
         destroy, self._destroy_profiler = self._destroy_profiler, None

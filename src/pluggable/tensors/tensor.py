@@ -35,7 +35,9 @@ from ..devices.device import PluggableDevice
 from ..base.dtypes import _BY_NUMPY, DType, as_dtype
 from ..base.shape import TensorShape
 from ..base.errors import (DataLossError, DeadlineExceededError, FailedPreconditionError,
-                     InvalidArgumentError, PluggableError)
+                     InvalidArgumentError, PluggableError, ResourceExhaustedError)
+from ..base.limits import host_memory_left
+from ..devices.allocator import _human as human_bytes
 from ..devices.memory import DeviceMemory
 from ..devices.staging import staged_view as _staged_view
 from .placement import (CPU_DEVICE, AnyDevice, device_scope,  # noqa: F401  (names dispatch reads)
@@ -496,8 +498,10 @@ def _wait_for_stream(device: PluggableDevice, stream, keep: Any = None,
         if buffer is not None and marker is not None:
             buffer.used_by(marker)
         raise
+    # The stream's own error, when it reports one: an event may complete normally after
+    # work that failed (a plugin whose failures show only in get_stream_status).
+    device.check_stream(stream)
     if state == _EVENT_ERROR:
-        device.check_stream(stream)  # raises the stream's own error, when it reports one
         raise device.executor._error(
             TF_Code.TF_INTERNAL, "the stream reached the point with an error",
             "SP_StreamExecutor.get_event_status")
@@ -673,6 +677,39 @@ def tensor(data: Any, dtype: Any = None, device: Any = None) -> Tensor:
     return _upload(array, dtype_, target, owned=not shared)
 
 
+#: Allocations smaller than this are not checked against the memory left (`check_fits`):
+#: reading it costs a few file reads, and a small allocation that fails still becomes
+#: ResourceExhaustedError.
+CHECKED_BYTES = 64 << 20
+
+
+def check_fits(call: str, nbytes: int, device: Any, what: str) -> None:
+    """Raises ResourceExhaustedError, before anything is allocated, when ``nbytes`` exceed
+    what ``device`` has: a plugin device's memory limit, or on the CPU the memory left to the
+    process (address-space limit, memory cgroup, available memory)."""
+    if device is CPU_DEVICE:
+        left, where = host_memory_left(), "the memory left to this process on the host"
+    else:
+        left = device.executor.allocator.memory_limit
+        where = f"the memory limit of {device.name}"
+    if left is None or nbytes <= left:
+        return
+    raise ResourceExhaustedError(
+        f"{call} would need {human_bytes(nbytes)} ({nbytes} bytes) {what}, more than {where} "
+        f"({human_bytes(left)}); nothing was allocated. Check the arguments (a size or depth "
+        f"far too large?) or work on smaller pieces.", call=call)
+
+
+def host_empty(call: str, dims: Tuple[int, ...], dtype_: DType) -> np.ndarray:
+    """``np.empty`` for a CPU tensor, out of memory as ResourceExhaustedError."""
+    try:
+        return np.empty(dims, dtype_.numpy_dtype)
+    except MemoryError:
+        raise ResourceExhaustedError(
+            f"{call}: out of host memory allocating shape {dims} {dtype_.name} "
+            f"({human_bytes(_element_count(dims) * dtype_.itemsize)})", call=call) from None
+
+
 def empty(shape: Any, dtype: Any = "float32", device: Any = None) -> Tensor:
     """An uninitialised tensor."""
     dims = _check_shape(shape)
@@ -682,8 +719,15 @@ def empty(shape: Any, dtype: Any = "float32", device: Any = None) -> Tensor:
         raise InvalidArgumentError(f"shape {dims} of {dtype_.name} needs {nbytes} bytes, "
                                    f"more than any device has", call="empty")
     target = _placement(device)
+    if nbytes >= CHECKED_BYTES:
+        check_fits("empty", nbytes, target, f"for shape {dims} {dtype_.name}")
     if target is CPU_DEVICE:
-        array = np.empty(dims, dtype_.numpy_dtype)
+        try:
+            array = np.empty(dims, dtype_.numpy_dtype)
+        except MemoryError:
+            raise ResourceExhaustedError(
+                f"empty: out of host memory allocating shape {dims} {dtype_.name} "
+                f"({human_bytes(nbytes)})", call="empty") from None
         array.flags.writeable = False
         return Tensor(dims, dtype_, CPU_DEVICE, array=array)
     return Tensor(dims, dtype_, target, buffer=DeviceBuffer(target.executor, nbytes))
