@@ -34,7 +34,7 @@ def test_summary_rows_per_op_and_device(result):
             kernel["max_us"], kernel["share"]) == (3, 3.0, 1.0, 1.0, 1.0, 1.0)
     assert kernel["host_us"] is None  # no host op of that name
     add = rows[("/device:CPU:0", "AddV2")]
-    host_adds = [e.duration_ns for e in result.events("/host:CPU") if e.name == "AddV2"]
+    host_adds = [e.duration_ns for e in result.events("/host:CPU") if e.name == "AddV2:AddV2"]
     assert add["count"] == 4 and add["host_us"] == pytest.approx(sum(host_adds) / 4 / 1e3)
     text = result.summary()
     assert text.splitlines()[0].split()[:3] == ["device", "op", "count"]

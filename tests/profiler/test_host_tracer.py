@@ -21,7 +21,10 @@ HOST_ONLY = ProfilerOptions(device_tracer_level=0)
 
 
 def _host(result, name=None):
-    return [e for e in result.events("/host:CPU") if name is None or e.name == name]
+    """Host events; with ``name``, those of that op (named TensorFlow's way, "Relu:Relu") or
+    of that name."""
+    return [e for e in result.events("/host:CPU")
+            if name is None or e.name == name or e.name == f"{name}:{name}"]
 
 
 def test_ops_are_recorded_with_device_kernel_shapes_and_dtypes(tmp_path):
@@ -114,14 +117,18 @@ def test_allocations_track_the_allocators_bytes_in_use(tmp_path):
         gc.collect()
         device.synchronize()
         in_use = bfc.stats()["bytes_in_use"]
-    events = [e for e in _host(session.result) if e.name in ("Allocate", "Deallocate")
+    events = [e for e in _host(session.result)
+              if e.name in ("MemoryAllocation", "MemoryDeallocation")
               and e.stats["device"] == "/device:XPU:0"
               and e.line == threading.current_thread().name]
-    assert [e.name for e in events] == ["Allocate", "Allocate", "Deallocate"]
-    assert [e.stats["bytes"] for e in events] == [4096, 4096, 4096]  # chunks: 256-rounded
-    assert events[0].stats["allocator"] == bfc.name
-    assert events[-1].stats["bytes_in_use"] == in_use
-    assert events[1].stats["bytes_in_use"] == in_use + 4096
+    assert [e.name for e in events] == ["MemoryAllocation", "MemoryAllocation",
+                                        "MemoryDeallocation"]
+    # chunks: 256-rounded
+    assert [e.stats["allocation_bytes"] for e in events] == [4096, 4096, 4096]
+    assert events[0].stats["allocator_name"] == bfc.name
+    assert events[-1].stats["bytes_allocated"] == in_use
+    assert events[1].stats["bytes_allocated"] == in_use + 4096
+    assert events[-1].stats["peak_bytes_in_use"] == in_use + 4096
     del kept
 
 
@@ -168,4 +175,5 @@ def test_an_op_that_fails_is_still_recorded(tmp_path):
         with pytest.raises(pluggable.errors.InvalidArgumentError):
             ops.matmul(np.ones((2, 3), np.float32), np.ones((2, 3), np.float32))
     (event,) = _host(session.result, "MatMul")
-    assert event.stats == {}  # it failed before dispatch chose a device
+    # it failed before dispatch chose a device: only its launch id
+    assert list(event.stats) == ["correlation_id"] and event.stats["correlation_id"] > 0

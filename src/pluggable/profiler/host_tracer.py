@@ -95,20 +95,25 @@ class HostTracer:
 
     # -- hooks (the recording cost of a session) ---------------------------------------------
     def op(self, op_name: str, inputs, attrs):
-        """Runs the op through dispatch and records it (dispatch's hook)."""
+        """Runs the op through dispatch and records it (dispatch's hook), with a correlation
+        id its kernel gets too (`_compiled.set_launch`, read into the kernel request)."""
         info: list = []
+        correlation_id = _compiled.next_correlation_id()
+        _compiled.set_launch(correlation_id)
         start = time_ns()
         try:
             outputs = _dispatch_module.execute(op_name, inputs, attrs, info)
         except BaseException:
+            _compiled.set_launch(0)
             self._append((OP, self._ident(), start, time_ns(), op_name,
-                          info[0] if info else None, ()))
+                          info[0] if info else None, (), correlation_id))
             raise
         end = time_ns()
+        _compiled.set_launch(0)
         # The kernel's outputs were allocated inside the plugin call: the record keeps their
         # executors and sizes (never the buffers, which must not be kept alive).
         self._append((OP, self._ident(), start, end, op_name, info[0],
-                      _fresh_outputs(outputs, inputs)))
+                      _fresh_outputs(outputs, inputs), correlation_id))
         return outputs
 
     def copy(self, call: str, executor, stream, nbytes: int, start: int, end: int) -> None:
@@ -138,7 +143,10 @@ class HostTracer:
         if not self.records:
             return None
         builder = PlaneBuilder(plane_id, HOST_PLANE_NAME)
-        in_use_prefix = builder.int_stat_prefix("bytes_in_use")
+        # TensorFlow's stat names, which xprof's memory profile and flows read.
+        prefixes = (builder.int_stat_prefix("bytes_allocated"),
+                    builder.int_stat_prefix("peak_bytes_in_use"),
+                    builder.uint_stat_prefix("correlation_id"))
         stats = builder.stats
         baselines = self._baselines
 
@@ -146,8 +154,8 @@ class HostTracer:
             return stats(_op_stats(info))
 
         def allocation_stats(bfc, chunk: int) -> bytes:
-            return stats({"device": _device_name(bfc.executor), "allocator": bfc.name,
-                          "bytes": chunk})
+            return stats({"device": _device_name(bfc.executor), "allocator_name": bfc.name,
+                          "allocation_bytes": chunk, "bytes_reserved": 0})
 
         def baseline(bfc) -> int:
             return baselines.get(id(bfc), 0)
@@ -168,7 +176,7 @@ class HostTracer:
                 values["step_num"] = int(step_num)
             return name, stats(values)
 
-        lines = _compiled.encode_host_events(self.records, in_use_prefix, op_stats,
+        lines = _compiled.encode_host_events(self.records, prefixes, op_stats,
                                              allocation_stats, baseline, rare_event,
                                              builder.event_metadata_id)
         names = {t.ident: t.name for t in threading.enumerate()}
@@ -206,7 +214,7 @@ def _op_stats(info) -> Dict[str, Any]:
         kernel = plan.kernel_name
         placement = "kernel"
         inputs = plan.inputs
-    stats = {"device": device_name, "placement": placement,
+    stats = {"is_eager": 1, "device": device_name, "placement": placement,
              "input_shapes": ";".join(str(list(shape)) for shape, _ in inputs),
              "input_dtypes": ",".join(dtype for _, dtype in inputs)}
     if kernel:

@@ -13,6 +13,25 @@ from ..base.errors import NotFoundError
 from .xspace import Event, iter_events, parse_xspace
 
 HOST_PLANE = "/host:CPU"
+# TensorFlow's names of allocator events (xprof's memory profile reads them).
+MEMORY_EVENTS = ("MemoryAllocation", "MemoryDeallocation")
+
+
+def plane_device(plane) -> str:
+    """The device a plane records: ``/device:<device_type_string>:<device_ordinal>`` from the
+    plane's stats when it has both (a plugin plane named ``/device:GPU:0`` for xprof, of an
+    "XPU"), else the plane's name."""
+    names = {k: v.name for k, v in plane.stat_metadata.items()}
+    stats = {names.get(s.metadata_id): s for s in plane.stats}
+    kind, ordinal = stats.get("device_type_string"), stats.get("device_ordinal")
+    if kind is not None and ordinal is not None and kind.str_value:
+        return f"/device:{kind.str_value}:{ordinal.int64_value or ordinal.uint64_value}"
+    return plane.name
+
+
+def op_type(event_name: str) -> str:
+    """The op type of a host launch event, named TensorFlow's way ``<node>:<type>``."""
+    return event_name.rpartition(":")[2] or event_name
 
 
 class ProfileResult:
@@ -36,6 +55,12 @@ class ProfileResult:
         return [p.name for p in self.space.planes]
 
     @property
+    def devices(self) -> Dict[str, str]:
+        """``{plane name: device}``, e.g. ``{"/device:GPU:0": "/device:XPU:0"}``: the device
+        each plane records (see `plane_device`)."""
+        return {p.name: plane_device(p) for p in self.space.planes}
+
+    @property
     def warnings(self) -> List[str]:
         """What went wrong while collecting (a plugin that failed, malformed data)."""
         return list(self.space.warnings)
@@ -57,18 +82,21 @@ class ProfileResult:
         device_events: Dict[tuple, List[float]] = defaultdict(list)
         busy: Dict[str, float] = defaultdict(float)
         host: Dict[tuple, List[float]] = defaultdict(list)
+        devices = self.devices
         for e in self.events():
             if e.plane == HOST_PLANE:
                 device = e.stats.get("device")  # ops and copies; not allocations
-                if device is not None and e.name not in ("Allocate", "Deallocate"):
+                if device is not None and e.name not in MEMORY_EVENTS:
+                    name = op_type(e.name)
                     if e.stats.get("placement", "kernel") != "kernel":
                         device = "/device:CPU:0"
-                        device_events[(device, e.name)].append(e.duration_ns)
+                        device_events[(device, name)].append(e.duration_ns)
                         busy[device] += e.duration_ns
-                    host[(device, e.name)].append(e.duration_ns)
+                    host[(device, name)].append(e.duration_ns)
                 continue
-            device_events[(e.plane, e.name)].append(e.duration_ns)
-            busy[e.plane] += e.duration_ns
+            plane = devices.get(e.plane, e.plane)
+            device_events[(plane, e.name)].append(e.duration_ns)
+            busy[plane] += e.duration_ns
         rows = []
         for device, name in set(device_events) | set(host):
             durations = device_events.get((device, name))
