@@ -104,3 +104,65 @@ def test_memory_profile_shows_the_allocator_peak(profile):
     peaks = [e.stats["peak_bytes_in_use"] for e in profile.events("/host:CPU")
              if e.stats.get("allocator_name") == device.name]
     assert int(summary["peakBytesUsageLifetime"]) == max(peaks) > 0
+
+
+TEMPLATE_SCRIPT = """
+import sys, numpy as np, pluggable
+from pluggable import ops, profiler
+pluggable.load_plugin(sys.argv[1])
+with pluggable.device("/my_device:0"):
+    x = pluggable.tensor(np.arange(6, dtype=np.float32))
+    ops.add(x, x)
+    with profiler.Profile(sys.argv[2]) as session:
+        for _ in range(3):
+            y = ops.add(x, x)
+        y.numpy()
+print(session.result.path)
+"""
+
+
+@pytest.fixture(scope="module")
+def template_profile(tmp_path_factory):
+    """The profile of three AddV2 on the plugin template's device, made in a process of its
+    own (the template is loaded by hand there)."""
+    import os
+    import subprocess
+    import sys
+
+    tmp = tmp_path_factory.mktemp("template")
+    library = tmp / "libmy_device_plugin.so"
+    source = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "plugin_template",
+                          "my_device_plugin.c")
+    subprocess.run([os.environ.get("CC", "cc"), "-std=c11", "-O1", "-fPIC", "-shared", "-I",
+                    pluggable.get_include(), "-o", str(library), source], check=True)
+    proc = subprocess.run([sys.executable, "-c", TEMPLATE_SCRIPT, str(library), str(tmp)],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout.strip().splitlines()[-1]
+
+
+def test_the_template_plugin_profile_shows_in_xprof(template_profile):
+    result = profiler.load(template_profile)
+    assert result.devices["/device:GPU:0"] == "/device:MY_DEVICE:0"
+    from pluggable.profiler.result import xprof_problems
+    assert xprof_problems(result) == []
+    trace = _tool(template_profile, "trace_viewer")["traceEvents"]
+    processes = {e["pid"]: e["args"]["name"] for e in trace if e.get("name") == "process_name"}
+    (device_pid,) = [pid for pid, name in processes.items() if name == "/device:GPU:0"]
+    (stream,) = [e["tid"] for e in trace if e.get("pid") == device_pid
+                 and e.get("name") == "thread_name" and e["args"]["name"] == "stream"]
+    kernels = [e for e in trace if e.get("pid") == device_pid and e.get("tid") == stream
+               and e.get("ph") == "X"]
+    assert [e["name"] for e in kernels] == ["AddV2"] * 3
+    assert all("flow" in e["args"] and int(e["args"]["correlation_id"]) > 0 for e in kernels)
+    rows = _rows(_tool(template_profile, "framework_op_stats")[0])
+    mine = {r["host_or_device"]: r for r in rows if r["type"] == "AddV2"}
+    assert set(mine) == {"Host", "Device"}
+    assert all(r["occurrences"] == 3 and r["total_time"] > 0 for r in mine.values())
+    rows = _rows(_tool(template_profile, "kernel_stats"))
+    assert [(r["kernel_name"], r["occurrences"]) for r in rows] == [("AddV2", 3)]
+    memory = _tool(template_profile, "memory_profile")["memoryProfilePerAllocator"]
+    peaks = {name: int(m["profileSummary"]["peakBytesUsageLifetime"])
+             for name, m in memory.items() if "MY_DEVICE" in name or "my_device" in name.lower()}
+    assert peaks and max(peaks.values()) > 0, list(memory)
+

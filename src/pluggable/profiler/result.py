@@ -182,6 +182,46 @@ class ProfileResult:
         return f"<ProfileResult planes={self.planes} path={self.path!r}>"
 
 
+# Plane names xprof (TensorBoard's profile tools) draws, and those its op and kernel
+# statistics read.
+XPROF_DRAWN_PREFIXES = ("/device:GPU:", "/device:TPU:", "/device:CUSTOM:")
+XPROF_STATS_PREFIXES = ("/device:GPU:", "/device:TPU:")
+# Stats of a kernel event that xprof's tools need (see include/ABI.md).
+XPROF_KERNEL_STATS = {
+    "tf_op": "framework_op_stats cannot tie them to an op",
+    "kernel_details": "kernel_stats does not count them as kernels",
+    "correlation_id": "the trace viewer draws no flow from their host launch",
+}
+
+
+def xprof_problems(result: "ProfileResult", planes: Optional[List[str]] = None) -> List[str]:
+    """Why xprof would not show (all of) the device planes of ``result`` (every plane but the
+    host's, or those named in ``planes``), one sentence each; empty when nothing is missing."""
+    problems = []
+    for plane in result.space.planes:
+        if plane.name == HOST_PLANE or (planes is not None and plane.name not in planes):
+            continue
+        if not plane.name.startswith(XPROF_DRAWN_PREFIXES):
+            problems.append(
+                f"plane {plane.name!r} is not drawn: xprof shows only planes named "
+                f"/device:GPU:<n>, /device:TPU:<n> or /device:CUSTOM:<n>")
+            continue
+        if not plane.name.startswith(XPROF_STATS_PREFIXES):
+            problems.append(
+                f"plane {plane.name!r} is drawn in the trace viewer only: xprof's op and "
+                f"kernel statistics read /device:GPU:<n> and /device:TPU:<n> planes")
+        kernels = [e for e in iter_events(result.space, plane.name) if "op_type" in e.stats
+                   or "tf_op" in e.stats or "kernel_details" in e.stats]
+        if not kernels:
+            continue
+        for stat, consequence in XPROF_KERNEL_STATS.items():
+            missing = sum(1 for e in kernels if stat not in e.stats)
+            if missing:
+                problems.append(f"plane {plane.name!r}: {missing} of {len(kernels)} kernel "
+                                f"events lack the stat {stat!r}, so {consequence}")
+    return problems
+
+
 def latest_profile(logdir: str) -> Optional[str]:
     """The newest ``*.xplane.pb`` under ``logdir/plugins/profile``, or None."""
     found = glob.glob(os.path.join(logdir, "plugins", "profile", "*", "*.xplane.pb"))
