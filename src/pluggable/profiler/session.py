@@ -223,11 +223,17 @@ def is_running() -> bool:
     return _session is not None
 
 
-class Profile:
-    """``with Profile(logdir[, options]):`` profiles the block; ``.result`` after it."""
+# Where `Profile` saves when given no logdir: under the current folder, where
+# `tensorboard --logdir logs` (or `xprof --logdir logs`) run from that folder finds it.
+DEFAULT_LOGDIR = "logs"
 
-    def __init__(self, logdir, options: Optional[ProfilerOptions] = None):
-        self.logdir = logdir
+
+class Profile:
+    """``with Profile([logdir][, options]):`` profiles the block; ``.result`` after it. Without
+    a ``logdir`` the profile goes to ``logs`` under the current folder (`DEFAULT_LOGDIR`)."""
+
+    def __init__(self, logdir=None, options: Optional[ProfilerOptions] = None):
+        self.logdir = os.path.abspath(DEFAULT_LOGDIR) if logdir is None else logdir
         self.options = options
         self.result: Optional[ProfileResult] = None
 
