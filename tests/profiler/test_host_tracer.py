@@ -177,3 +177,43 @@ def test_an_op_that_fails_is_still_recorded(tmp_path):
     (event,) = _host(session.result, "MatMul")
     # it failed before dispatch chose a device: only its launch id
     assert list(event.stats) == ["correlation_id"] and event.stats["correlation_id"] > 0
+
+
+def _traced_helper(n):
+    return sum(_traced_leaf(i) for i in range(n))
+
+
+def _traced_leaf(i):
+    return i * 2
+
+
+def test_python_tracer_records_python_calls_on_the_host_plane(tmp_path):
+    import sys
+
+    def worker_body():
+        _traced_leaf(7)
+
+    with profiler.Profile(tmp_path, ProfilerOptions(python_tracer_level=1,
+                                                    device_tracer_level=0)) as session:
+        assert _traced_helper(3) == 6
+        worker = threading.Thread(target=worker_body, name="python-traced")
+        worker.start()
+        worker.join()
+    assert sys.getprofile() is None  # the session took its hook away
+    line = f"test_host_tracer.py:{_traced_helper.__code__.co_firstlineno}"
+    (helper,) = [e for e in _host(session.result) if e.name == f"${line} _traced_helper"]
+    leaves = [e for e in _host(session.result) if e.name.endswith(" _traced_leaf")]
+    mine = [e for e in leaves if e.line == helper.line]
+    assert len(mine) == 3 and helper.line == threading.current_thread().name
+    # Calls nest: each leaf lies inside the helper that called it.
+    assert all(helper.start_ns <= e.start_ns and e.start_ns + e.duration_ns
+               <= helper.start_ns + helper.duration_ns for e in mine)
+    assert [e.line for e in leaves if e not in mine] == ["python-traced"]
+    with profiler.Profile(tmp_path, HOST_ONLY) as quiet:  # level 0: no Python calls
+        _traced_helper(1)
+    assert not [e for e in _host(quiet.result) if e.name.startswith("$")]
+
+
+def test_python_tracer_needs_the_host_tracer():
+    with pytest.raises(pluggable.errors.InvalidArgumentError, match="host_tracer_level >= 1"):
+        ProfilerOptions(python_tracer_level=1, host_tracer_level=0)

@@ -11,6 +11,8 @@ each.
 """
 from __future__ import annotations
 
+import os
+import sys
 import threading
 from _thread import get_ident
 from time import time_ns
@@ -53,6 +55,7 @@ class HostTracer:
         self._allocators: Dict[int, Any] = {}
         # Thread names, taken while the threads live (a line is named after its thread).
         self.thread_names: Dict[int, str] = {}
+        self._tracing_python = False
 
     def _ident(self) -> int:
         ident = get_ident()
@@ -74,7 +77,44 @@ class HostTracer:
             module._tracer = self
         _compiled.set_tracer(self)
 
+    def trace_python(self) -> None:
+        """Records every Python function call (``python_tracer_level`` 1) as an event named
+        as TensorFlow's Python tracer names them, ``$<file>:<line> <function>``, on the line of
+        its thread: calls of the calling thread and of threads started from now on, until
+        `uninstall` (``sys.setprofile`` and ``threading.setprofile``)."""
+        local = threading.local()
+        append, ident = self._append, self._ident
+        names: Dict[Any, str] = {}  # code object -> event name
+
+        def profile(frame, event, arg):
+            if not self._tracing_python:
+                sys.setprofile(None)  # a thread the session started outlives it
+                return
+            if event == "call":
+                stack = getattr(local, "stack", None)
+                if stack is None:
+                    stack = local.stack = []
+                stack.append(time_ns())
+            elif event == "return":
+                stack = getattr(local, "stack", None)
+                if stack:  # frames entered before the session have no start: left out
+                    start = stack.pop()
+                    code = frame.f_code
+                    name = names.get(code)
+                    if name is None:
+                        name = names[code] = (f"${os.path.basename(code.co_filename)}:"
+                                              f"{code.co_firstlineno} {code.co_name}")
+                    append((ANNOTATION, ident(), start, time_ns(), name, None, {}))
+
+        self._tracing_python = True
+        threading.setprofile(profile)
+        sys.setprofile(profile)
+
     def uninstall(self) -> None:
+        if self._tracing_python:
+            sys.setprofile(None)
+            threading.setprofile(None)
+            self._tracing_python = False
         for module in _HOOKED_MODULES:
             if module._tracer is self:
                 module._tracer = None

@@ -40,8 +40,10 @@ class ProfilerOptions:
     """What a session records (``tf.profiler.experimental.ProfilerOptions``).
 
     ``host_tracer_level``: 0 records nothing on the host, 1 and up records ops, copies,
-    allocations and `Trace` spans. ``python_tracer_level``: accepted for compatibility (no
-    Python function tracing). ``device_tracer_level``: 0 creates no plugin profiler.
+    allocations and `Trace` spans. ``python_tracer_level``: 1 and up also records every
+    Python function call (of the thread that starts the session and of threads started
+    during it) on the host plane, named ``$<file>:<line> <function>`` as TensorFlow's Python
+    tracer does; it needs ``host_tracer_level >= 1``. ``device_tracer_level``: 0 creates no plugin profiler.
     ``delay_ms``: `start` waits that long before recording. ``device_type``: plugin
     profilers run only for "UNSPECIFIED" and "PLUGGABLE_DEVICE".
     """
@@ -62,6 +64,11 @@ class ProfilerOptions:
                                           or self.delay_ms < 0):
             raise InvalidArgumentError(f"ProfilerOptions.delay_ms must be None or an integer "
                                        f">= 0, got {self.delay_ms!r}", call="ProfilerOptions")
+        if self.python_tracer_level >= 1 and self.host_tracer_level == 0:
+            raise InvalidArgumentError(
+                "ProfilerOptions.python_tracer_level records on the host plane, which "
+                "host_tracer_level=0 turns off; set host_tracer_level >= 1 or "
+                "python_tracer_level=0", call="ProfilerOptions")
         if self.device_type not in DEVICE_TYPES:
             raise InvalidArgumentError(
                 f"ProfilerOptions.device_type must be one of {', '.join(DEVICE_TYPES)}, got "
@@ -128,6 +135,8 @@ def start(logdir, options: Optional[ProfilerOptions] = None) -> None:
 
             session.tracer = HostTracer()
             session.tracer.install()
+            if options.python_tracer_level >= 1:
+                session.tracer.trace_python()
         _session = session
 
 
