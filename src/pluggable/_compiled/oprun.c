@@ -1643,11 +1643,15 @@ static PyObject* fast_take_records(PyObject* self, PyObject* unused) {
                                      : clock_stop;
   PyObject* list = PyList_New(total);
   if (list == NULL) return NULL;
+  /* Tens of thousands of new tuples, none of them garbage: the collector would walk the
+   * young ones again and again while they are made. */
+  int collecting = PyGC_Disable();
   Py_ssize_t at = 0;
   for (Chunk* c = first_chunk; c != NULL; c = c->next) {
     for (size_t i = 0; i < c->used; i++) {
       PyObject* t = record_tuple(&c->records[i], stop);
       if (t == NULL) {
+        if (collecting) PyGC_Enable();
         Py_DECREF(list);
         return NULL;
       }
@@ -1658,6 +1662,7 @@ static PyObject* fast_take_records(PyObject* self, PyObject* unused) {
       PyList_SET_ITEM(list, at++, t);
     }
   }
+  if (collecting) PyGC_Enable();
   if (at < total && PyList_SetSlice(list, at, total, NULL) < 0) {
     Py_DECREF(list);
     return NULL;
