@@ -58,6 +58,14 @@ class _Collector:
 
     def __init__(self):
         self.results: Dict[str, Dict[str, str]] = {}
+        self.warnings: List[Dict[str, str]] = []
+
+    def pytest_warning_recorded(self, warning_message, when, nodeid, location):
+        # A check that passes may still warn (ProfileViewWarning: TensorBoard would not show
+        # the plugin's planes); the report keeps what it said.
+        self.warnings.append({"check": nodeid.split("::", 1)[-1],
+                              "category": warning_message.category.__name__,
+                              "message": str(warning_message.message)})
 
     def pytest_runtest_logreport(self, report):
         if report.when == "call" or report.outcome != "passed":
@@ -77,7 +85,8 @@ def run(path: str, keyword: Optional[str] = None, json_path: Optional[str] = Non
         verbose: bool = True) -> int:
     """Runs the suite against the plugin at ``path``; returns pytest's exit status (0: every
     check passed or was skipped for a stated reason). ``json_path`` receives
-    ``{"plugin": path, "results": {check: {"outcome", "message"}}}``."""
+    ``{"plugin": path, "results": {check: {"outcome", "message"}}, "warnings": [{"check",
+    "category", "message"}]}``."""
     if not os.path.isfile(path):
         raise SystemExit(f"pluggable conformance: no such file: {path!r}; name the plugin's "
                          f"shared library (a .so file)")
@@ -106,7 +115,7 @@ def run(path: str, keyword: Optional[str] = None, json_path: Optional[str] = Non
                            plugins=[collector]))
     if json_path:
         report = {"plugin": os.path.abspath(path), "exit_status": code,
-                  "results": collector.results}
+                  "results": collector.results, "warnings": collector.warnings}
         with open(json_path, "w") as f:
             json.dump(report, f, indent=2)
     return code
