@@ -56,7 +56,7 @@ def main() -> None:
         return time.perf_counter() - started
 
     def session():
-        """(the whole unit, stop() + save) in seconds, and the result."""
+        """(the whole unit, start + ops, stop() + save) in seconds, and the result."""
         started = time.perf_counter()
         profiler.start(logdir)
         for _ in range(args.ops):
@@ -66,18 +66,19 @@ def main() -> None:
         stopping = time.perf_counter()
         result = profiler.stop()
         ended = time.perf_counter()
-        return ended - started, ended - stopping, result
+        return ended - started, stopping - started, ended - stopping, result
 
     plain()  # warm-up: plans made, memory pooled, the profilers' first session
-    os.remove(session()[2].path)
-    plains, sessions, stops, events, result = [], [], [], 0, None
+    os.remove(session()[3].path)
+    plains, sessions, recording, stops, events, result = [], [], [], [], 0, None
     for round_ in range(args.rounds):
         if round_ % 2:
             plains.append(plain())
-        whole, stop, result = session()
+        whole, ops_part, stop, result = session()
         if not round_ % 2:
             plains.append(plain())
         sessions.append(whole)
+        recording.append(ops_part)
         stops.append(stop)
         events = sum(1 for _ in result.events())
         os.remove(result.path)
@@ -85,7 +86,9 @@ def main() -> None:
     report.table(f"{args.ops} AddV2, 1 element, XPU:0, {args.rounds} rounds: the whole unit "
                  f"(a session: start + ops + stop and save; {events} events, planes "
                  f"{', '.join(result.planes)})",
-                 {"no session": plains, "session": sessions, "stop() + save": stops},
+                 {"no session": plains, "session": sessions,
+                  "of which start + ops (what recording costs)": recording,
+                  "of which stop() + save": stops},
                  "no session", "ms", 1e3)
     ratio = statistics.median(per_op)
     stop_ms = statistics.median(stops) * 1e3
