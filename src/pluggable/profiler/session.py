@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import gc
 import operator
 import os
 import socket
@@ -151,16 +152,27 @@ def stop(save: bool = True) -> ProfileResult:
                                    "pluggable.profiler.start(logdir) or `with "
                                    "pluggable.profiler.Profile(logdir):`", call="profiler.stop")
         _session = None
-        if session.tracer is not None:
-            session.tracer.uninstall()
-        if session.profilers:
-            _finish_device_work(session)
-        for profiler in session.profilers:
-            try:
-                profiler.stop()
-            except PluggableError as exc:
-                _warn(session, f"pluggable.profiler: {exc}")
-        return _finish(session, save)
+        # The host tracer's records become tens of thousands of tuples that live only until
+        # the plane is encoded: the collector stays off meanwhile (it would walk them all,
+        # again and again), and they are freed before it comes back on.
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            if session.tracer is not None:
+                session.tracer.uninstall()
+            if session.profilers:
+                _finish_device_work(session)
+            for profiler in session.profilers:
+                try:
+                    profiler.stop()
+                except PluggableError as exc:
+                    _warn(session, f"pluggable.profiler: {exc}")
+            return _finish(session, save)
+        finally:
+            if session.tracer is not None:
+                session.tracer.records = []
+            if collecting:
+                gc.enable()
 
 
 def _finish_device_work(session: _Session) -> None:
