@@ -36,14 +36,17 @@ def main(logdir: str) -> None:
                         out = model(*params)
                 out.numpy()
     result = session.result
-    print("planes:", ", ".join(result.planes))
+    # A plugin names its planes as TensorBoard's profile tools read devices ("/device:GPU:0");
+    # `devices` says which device each records.
+    print("planes:", ", ".join(f"{plane} ({device})" if device != plane else plane
+                               for plane, device in result.devices.items()))
     print("saved:", result.path)
     trace = os.path.join(os.path.dirname(result.path), "trace.json.gz")
     result.export_chrome_trace(trace)
     print("Perfetto trace:", trace)
     print(result.summary())
-    kernels = [e for e in result.events() if e.plane.startswith("/device:XPU")
-               and e.name == "MatMul"]
+    kernels = [e for e in result.events()
+               if result.devices[e.plane].startswith("/device:XPU") and e.name == "MatMul"]
     assert len(kernels) == 2 * 3 * 2, f"expected 12 MatMul kernels, found {len(kernels)}"
 
 

@@ -15,9 +15,9 @@
  *                    a serialized XSpace protobuf
  *                    (tensorflow/c/experimental/pluggable_profiler/pluggable_profiler.h)
  *
- * It includes only TensorFlow's C API headers, so the same source builds against
- * TensorFlow's headers or against pluggable's (`pluggable.get_include()`), and the same .so
- * loads in either host. It links against nothing: TF_SetStatus, TF_NewKernelBuilder and the
+ * It includes only TensorFlow's C API headers (and, when they are there, pluggable's
+ * extensions, pluggable/plugin_ext.h), so the same source builds against TensorFlow's headers
+ * or against pluggable's (`pluggable.get_include()`), and the same .so loads in either host. It links against nothing: TF_SetStatus, TF_NewKernelBuilder and the
  * other TF_* functions it calls are provided by the host process when the plugin is loaded.
  *
  * The rules of the C API that every function below follows:
@@ -29,6 +29,7 @@
 #define _POSIX_C_SOURCE 200809L /* posix_memalign, clock_gettime */
 
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -38,6 +39,12 @@
 #include "tensorflow/c/kernels.h"
 #include "tensorflow/c/tf_status.h"
 #include "tensorflow/c/tf_tensor.h"
+#if defined(__has_include)
+#if __has_include("pluggable/plugin_ext.h")
+#include "pluggable/plugin_ext.h" /* the host's launch ids, for the profiler */
+#define HAVE_PLUGGABLE_EXT 1
+#endif
+#endif
 
 #define DEVICE_TYPE "MY_DEVICE"
 #define PLATFORM_NAME "MY_PLATFORM"
@@ -512,7 +519,13 @@ void SE_InitPlugin(SE_PlatformRegistrationParams* params, TF_Status* status) {
 /* ---- the profiler ------------------------------------------------------------------------
  * Between start and stop, every kernel run is recorded (op, start, end). collect_data_xspace
  * hands the records to the host as an XSpace protobuf (tsl/profiler/protobuf/xplane.proto):
- * one XPlane "/device:MY_DEVICE:0" with one XLine of XEvents, one XEventMetadata per op name.
+ * one XPlane with one XLine of XEvents, one XEventMetadata per op name. It is written the way
+ * xprof (TensorBoard's profile tools) reads a device: the plane is named "/device:GPU:0"
+ * (xprof draws only /device:GPU:, /device:TPU: and /device:CUSTOM: planes, and computes op
+ * and kernel statistics from the first two) with the stats device_ordinal and
+ * device_type_string ("MY_DEVICE"); each kernel event has the stats tf_op ("AddV2:AddV2"),
+ * kernel_details (its launch shape) and, under pluggable, correlation_id, the host's id of
+ * the launch (PLUGGABLE_ProfilerContextExt), which ties it to the host's event of the op.
  * The encoder below writes the protobuf wire format by hand, so the plugin needs no protobuf
  * library. */
 
@@ -522,7 +535,11 @@ void SE_InitPlugin(SE_PlatformRegistrationParams* params, TF_Status* status) {
 typedef struct Record {
   int op;                 /* index into op_names; its XEventMetadata id is op + 1 */
   uint64_t start_ns, end_ns;
+  uint64_t correlation_id; /* the host's launch id, 0 when none */
 } Record;
+
+/* The host's function that gives a kernel's launch id (NULL in TensorFlow). */
+static uint64_t (*launch_id)(struct TF_OpKernelContext* ctx);
 
 static int profiling; /* between start and stop */
 static Record records[MAX_RECORDS];
@@ -531,7 +548,8 @@ static int64_t dropped_records;
 static const char* op_names[MAX_OPS]; /* string literals: they live for ever */
 static int num_op_names;
 
-static void record_kernel(const char* op, uint64_t start_ns, uint64_t end_ns) {
+static void record_kernel(const char* op, uint64_t start_ns, uint64_t end_ns,
+                          TF_OpKernelContext* ctx) {
   if (!profiling) return; /* the whole cost when nobody profiles */
   int index = 0;
   while (index < num_op_names && strcmp(op_names[index], op) != 0) index++;
@@ -546,7 +564,8 @@ static void record_kernel(const char* op, uint64_t start_ns, uint64_t end_ns) {
     dropped_records++;
     return;
   }
-  records[num_records++] = (Record){index, start_ns, end_ns};
+  records[num_records++] =
+      (Record){index, start_ns, end_ns, launch_id != NULL ? launch_id(ctx) : 0};
 }
 
 /* Protobuf wire format: a field is a key (field number << 3 | wire type) then its value;
@@ -591,18 +610,48 @@ static void put_string_field(Writer* w, int field, const char* s) {
   put_bytes_field(w, field, s, strlen(s));
 }
 
-/* Writes one XEvent (metadata_id = 1, offset_ps = 2, duration_ps = 3). */
+/* Stat metadata ids (XPlane.stat_metadata) and names. */
+enum { STAT_TF_OP = 1, STAT_KERNEL_DETAILS, STAT_CORRELATION_ID, STAT_DEVICE_ORDINAL,
+       STAT_DEVICE_TYPE, NUM_STATS };
+static const char* const stat_names[NUM_STATS] = {
+    NULL, "tf_op", "kernel_details", "correlation_id", "device_ordinal", "device_type_string"};
+
+/* Writes an XStat (metadata_id = 1; uint64_value = 3, int64_value = 4 or str_value = 5) as
+ * field `field` of the enclosing message; `text` NULL means the number. */
+static void put_stat(Writer* w, int field, int id, int value_field, uint64_t number,
+                     const char* text) {
+  Writer counter = {NULL, 0};
+  put_uint_field(&counter, 1, (uint64_t)id);
+  if (text != NULL) put_string_field(&counter, value_field, text);
+  else put_uint_field(&counter, value_field, number);
+  put_varint(w, (uint64_t)field << 3 | 2);
+  put_varint(w, counter.size);
+  put_uint_field(w, 1, (uint64_t)id);
+  if (text != NULL) put_string_field(w, value_field, text);
+  else put_uint_field(w, value_field, number);
+}
+
+/* The fields of one XEvent (metadata_id = 1, offset_ps = 2, duration_ps = 3, stats = 4). */
+static void put_event_body(Writer* w, const Record* r, uint64_t line_start_ns) {
+  char tf_op[64];
+  snprintf(tf_op, sizeof tf_op, "%s:%s", op_names[r->op], op_names[r->op]);
+  put_uint_field(w, 1, (uint64_t)r->op + 1);
+  put_uint_field(w, 2, (r->start_ns - line_start_ns) * 1000);
+  put_uint_field(w, 3, (r->end_ns - r->start_ns) * 1000);
+  put_stat(w, 4, STAT_TF_OP, 5, 0, tf_op);
+  /* This device runs a kernel on the calling thread: a grid and a block of one. */
+  put_stat(w, 4, STAT_KERNEL_DETAILS, 5, 0,
+           "regs:0 static_shared:0 dynamic_shared:0 grid:1,1,1 block:1,1,1 occ_pct:0");
+  if (r->correlation_id != 0) put_stat(w, 4, STAT_CORRELATION_ID, 3, r->correlation_id, NULL);
+}
+
+/* Writes one XEvent as XLine.events (field 4). */
 static void put_event(Writer* w, const Record* r, uint64_t line_start_ns) {
-  uint64_t metadata_id = (uint64_t)r->op + 1;
-  uint64_t offset_ps = (r->start_ns - line_start_ns) * 1000;
-  uint64_t duration_ps = (r->end_ns - r->start_ns) * 1000;
-  size_t body = 1 + varint_size(metadata_id) + 1 + varint_size(offset_ps) + 1 +
-                varint_size(duration_ps);
-  put_varint(w, 4 << 3 | 2); /* XLine.events = 4 */
-  put_varint(w, body);
-  put_uint_field(w, 1, metadata_id);
-  put_uint_field(w, 2, offset_ps);
-  put_uint_field(w, 3, duration_ps);
+  Writer counter = {NULL, 0};
+  put_event_body(&counter, r, line_start_ns);
+  put_varint(w, 4 << 3 | 2);
+  put_varint(w, counter.size);
+  put_event_body(w, r, line_start_ns);
 }
 
 /* Writes the XLine (id = 1, name = 2, timestamp_ns = 3, events = 4) into a sub-writer first,
@@ -636,11 +685,28 @@ static void put_event_metadata(Writer* w, int id, const char* op) {
   put_string_field(w, 2, op);
 }
 
+/* XPlane.stat_metadata is a map<int64, XStatMetadata> (field 5), built like event_metadata. */
+static void put_stat_metadata(Writer* w, int id, const char* name) {
+  size_t length = strlen(name);
+  size_t value = 1 + varint_size((uint64_t)id) + 1 + varint_size(length) + length;
+  size_t entry = 1 + varint_size((uint64_t)id) + 1 + varint_size(value) + value;
+  put_varint(w, 5 << 3 | 2);
+  put_varint(w, entry);
+  put_uint_field(w, 1, (uint64_t)id);
+  put_varint(w, 2 << 3 | 2);
+  put_varint(w, value);
+  put_uint_field(w, 1, (uint64_t)id);
+  put_string_field(w, 2, name);
+}
+
 static void put_plane_body(Writer* w, uint64_t line_start_ns) {
-  put_uint_field(w, 1, 0);                          /* XPlane.id */
-  put_string_field(w, 2, "/device:" DEVICE_TYPE ":0"); /* XPlane.name */
+  put_uint_field(w, 1, 0);               /* XPlane.id: the device ordinal */
+  put_string_field(w, 2, "/device:GPU:0"); /* XPlane.name, as xprof reads devices */
   put_line(w, line_start_ns);
   for (int i = 0; i < num_op_names; i++) put_event_metadata(w, i + 1, op_names[i]);
+  for (int id = 1; id < NUM_STATS; id++) put_stat_metadata(w, id, stat_names[id]);
+  put_stat(w, 6, STAT_DEVICE_ORDINAL, 4, 0, NULL);         /* XPlane.stats = 6 */
+  put_stat(w, 6, STAT_DEVICE_TYPE, 5, 0, DEVICE_TYPE); /* what the device really is */
 }
 
 /* The whole XSpace: planes = 1; an empty session is 0 bytes (no planes at all). */
@@ -701,6 +767,19 @@ void TF_InitProfiler(TF_ProfilerRegistrationParams* params, TF_Status* status) {
   params->patch_version = TP_PATCH;
   params->profiler->struct_size = TP_PROFILER_STRUCT_SIZE;
   params->profiler->device_type = DEVICE_TYPE;
+#ifdef HAVE_PLUGGABLE_EXT
+  /* pluggable hangs its extensions off params->ext (TensorFlow leaves it NULL). */
+  launch_id = NULL;
+  for (const PLUGGABLE_ExtHeader* link = params->ext;
+       link != NULL && (link->type & PLUGGABLE_EXT_TAG_MASK) == PLUGGABLE_EXT_TAG_BASE &&
+       link->struct_size >= PLUGGABLE_EXT_HEADER_STRUCT_SIZE;
+       link = link->next) {
+    if (link->type == PLUGGABLE_EXT_PROFILER_CONTEXT &&
+        link->struct_size >= PLUGGABLE_PROFILER_CONTEXT_EXT_STRUCT_SIZE) {
+      launch_id = ((const PLUGGABLE_ProfilerContextExt*)link)->correlation_id;
+    }
+  }
+#endif
   params->profiler_fns->struct_size = TP_PROFILER_FNS_STRUCT_SIZE;
   params->profiler_fns->start = my_profiler_start;
   params->profiler_fns->stop = my_profiler_stop;
@@ -779,7 +858,7 @@ static void add_compute(void* kernel, TF_OpKernelContext* ctx) {
       index[d] = 0;
     }
   }
-  record_kernel("AddV2", start_ns, now_ns());
+  record_kernel("AddV2", start_ns, now_ns(), ctx);
   goto done;
 
 fail:

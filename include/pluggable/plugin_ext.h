@@ -7,6 +7,10 @@
  *   SP_Platform.ext         -> PLUGGABLE_PlatformInfoExt -> PLUGGABLE_DLPackDeviceExt
  *   SP_StreamExecutor.ext   -> PLUGGABLE_LiveHandlesExt -> PLUGGABLE_StreamNamesExt
  *
+ * and one chain the host fills for the plugin to read:
+ *
+ *   TF_ProfilerRegistrationParams.ext -> PLUGGABLE_ProfilerContextExt
+ *
  * Every extension starts with the same three fields (PLUGGABLE_ExtHeader), so the host walks a
  * chain without knowing every type in it: it reads `type`, uses the structs it knows, and
  * follows `next` past the ones it does not. TensorFlow never reads these pointers, so the same
@@ -30,7 +34,7 @@ extern "C" {
 #endif
 
 #define PLUGGABLE_EXT_MAJOR 0
-#define PLUGGABLE_EXT_MINOR 3
+#define PLUGGABLE_EXT_MINOR 4
 #define PLUGGABLE_EXT_PATCH 0
 
 /* Extension type tags. Values are never reused. TensorFlow lets a plugin keep private data in
@@ -45,6 +49,8 @@ typedef enum PLUGGABLE_ExtType {
   PLUGGABLE_EXT_LIVE_HANDLES = 0x504C4702,  /* PLUGGABLE_LiveHandlesExt, on SP_StreamExecutor.ext */
   PLUGGABLE_EXT_DLPACK_DEVICE = 0x504C4703, /* PLUGGABLE_DLPackDeviceExt, on SP_Platform.ext */
   PLUGGABLE_EXT_STREAM_NAMES = 0x504C4704,  /* PLUGGABLE_StreamNamesExt, on SP_StreamExecutor.ext */
+  PLUGGABLE_EXT_PROFILER_CONTEXT = 0x504C4705, /* PLUGGABLE_ProfilerContextExt, on
+                                                  TF_ProfilerRegistrationParams.ext */
 } PLUGGABLE_ExtType;
 
 /* The prefix every extension struct begins with. */
@@ -148,6 +154,27 @@ typedef struct PLUGGABLE_DLPackDeviceExt {
 
 #define PLUGGABLE_DLPACK_DEVICE_EXT_STRUCT_SIZE \
   TF_OFFSET_OF_END(PLUGGABLE_DLPackDeviceExt, flags)
+
+/* What the host tells a device profiler about the ops it launches (since 0.4.0). The host
+ * fills it and hangs it off TF_ProfilerRegistrationParams.ext before calling TF_InitProfiler;
+ * it stays valid until the profiler is destroyed. A plugin that wants its kernel events tied
+ * to the host's launches (xprof's flow arrows and op statistics) keeps `correlation_id` and
+ * calls it from a kernel's compute function, with that call's context: the result is the id
+ * of the op run the kernel belongs to, which the host's own event of that run carries as its
+ * "correlation_id" stat. 0 means "no id" (no profiling session records, or the run is not an
+ * op launch); any other value is unique within a session. TensorFlow leaves `ext` NULL, so a
+ * plugin must treat the extension as optional. The call is cheap and thread-safe, and must
+ * only be made during the compute call that received `ctx`. */
+struct TF_OpKernelContext; /* tensorflow/c/kernels.h's TF_OpKernelContext */
+typedef struct PLUGGABLE_ProfilerContextExt {
+  size_t struct_size;
+  int32_t type; /* PLUGGABLE_EXT_PROFILER_CONTEXT */
+  void* next;
+  uint64_t (*correlation_id)(struct TF_OpKernelContext* ctx);
+} PLUGGABLE_ProfilerContextExt;
+
+#define PLUGGABLE_PROFILER_CONTEXT_EXT_STRUCT_SIZE \
+  TF_OFFSET_OF_END(PLUGGABLE_ProfilerContextExt, correlation_id)
 
 #ifdef __cplusplus
 } /* extern "C" */

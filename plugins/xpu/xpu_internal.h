@@ -264,7 +264,8 @@ typedef struct XpuDeviceRange {
  * run the work (false with the stream's error if it failed); otherwise never blocks on the
  * stream. */
 bool xpu_stream_enqueue_fn(SP_Stream stream, const char* name, const char* node,
-                           size_t node_len, XpuStreamFn fn, void* arg, void (*free_arg)(void*),
+                           size_t node_len, uint64_t launch, XpuStreamFn fn, void* arg,
+                           void (*free_arg)(void*),
                            const XpuDeviceRange* ranges, size_t range_count, bool wait,
                            TF_Status* status);
 /* Fills PLUGGABLE_StreamNamesExt.set_stream_name (see pluggable/plugin_ext.h). */
@@ -317,7 +318,10 @@ void xpu_prof_free_name(char* name);
  * (else drops it). Takes ownership of `name` (may be NULL). `op_type`, for kernels, is a
  * string that lives as long as the plugin. */
 void xpu_prof_record(XpuProfStream* b, XpuProfKind kind, uint64_t start_ns, uint64_t end_ns,
-                     uint64_t bytes, const char* op_type, char* name);
+                     uint64_t bytes, const char* op_type, char* name, uint64_t correlation_id);
+/* The host's correlation id of the op launch `ctx` belongs to (PLUGGABLE_ProfilerContextExt,
+ * see pluggable/plugin_ext.h), or 0 when the host gave none (TensorFlow) or no session runs. */
+uint64_t xpu_prof_correlation_id(struct TF_OpKernelContext* ctx);
 
 /* Like xpu_stream_enqueue_fn, but the work is a struct of `work_size` bytes that the stream
  * copies into a buffer of the operation record; both are recycled per stream, so a steady
@@ -325,7 +329,7 @@ void xpu_prof_record(XpuProfStream* b, XpuProfKind kind, uint64_t start_ns, uint
  * what the work owns (never the struct itself): it is called on the copy after fn ran or was
  * skipped, or on `work` itself when enqueueing fails. */
 bool xpu_stream_enqueue_work(SP_Stream stream, const char* name, const char* node,
-                             size_t node_len, XpuStreamFn fn, const void* work,
+                             size_t node_len, uint64_t launch, XpuStreamFn fn, const void* work,
                              size_t work_size, void (*cleanup)(void*),
                              const XpuDeviceRange* ranges, size_t range_count, bool wait,
                              TF_Status* status);

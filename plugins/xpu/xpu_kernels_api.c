@@ -537,13 +537,17 @@ static bool compute_enqueue(XpuCompute* c, XpuStreamFn fn, void* arg, void (*fre
   for (size_t i = 0; i < extra_count; i++) ranges[n++] = extra[i];
   /* The node name only matters to a running profiling session. */
   TF_StringView node = {NULL, 0};
-  if (xpu_prof_active()) node = TF_GetOpKernelName(c->ctx);
+  uint64_t launch = 0;
+  if (xpu_prof_active()) {
+    node = TF_GetOpKernelName(c->ctx);
+    launch = xpu_prof_correlation_id(c->ctx);
+  }
   bool ok = work != NULL
-                ? xpu_stream_enqueue_work(stream, c->op, node.data, node.len, fn, work,
+                ? xpu_stream_enqueue_work(stream, c->op, node.data, node.len, launch, fn, work,
                                           work_size, NULL, ranges, n, launch_blocking(),
                                           c->status)
-                : xpu_stream_enqueue_fn(stream, c->op, node.data, node.len, fn, arg, free_arg,
-                                        ranges, n, launch_blocking(), c->status);
+                : xpu_stream_enqueue_fn(stream, c->op, node.data, node.len, launch, fn, arg,
+                                        free_arg, ranges, n, launch_blocking(), c->status);
   if (ranges != inline_ranges) free(ranges);
   if (!ok) {
     c->failed = true;
@@ -629,7 +633,7 @@ bool xpu_enqueue_on_context(TF_OpKernelContext* ctx, const char* op, XpuStreamFn
              TF_GetCode(status) != TF_OK ? TF_Message(status) : "TF_GetStream returned NULL");
     TF_SetStatus(status, TF_INVALID_ARGUMENT, message);
   } else {
-    ok = xpu_stream_enqueue_work(stream, op, NULL, 0, fn, work, size, NULL, ranges, count,
+    ok = xpu_stream_enqueue_work(stream, op, NULL, 0, 0, fn, work, size, NULL, ranges, count,
                                  launch_blocking(), status);
   }
   if (!ok) TF_OpKernelContext_Failure(ctx, status);

@@ -24,15 +24,22 @@
  * set_stream_name takes it under a device lock. The profiler is one per loaded library:
  * several TF_InitProfiler calls share it.
  *
- * The XSpace (tsl/profiler/protobuf/xplane.proto's field numbers): one XPlane per device that
- * did work, id = ordinal, name "/device:XPU:<ordinal>"; one XLine per stream that did work,
+ * The XSpace (tsl/profiler/protobuf/xplane.proto's field numbers), in the form xprof (the
+ * profile tools of TensorBoard) reads a device's: one XPlane per device that did work, id =
+ * ordinal, named "/device:GPU:<ordinal>" (xprof draws planes named /device:GPU:, /device:TPU:
+ * and /device:CUSTOM:, and computes op and kernel statistics from /device:GPU: and
+ * /device:TPU: ones only), with the stats "device_ordinal" (int64) and "device_type_string"
+ * ("XPU", which the pluggable host reads to name the device); one XLine per stream that did work,
  * id = display_id = the stream's id, named by the host (PLUGGABLE_StreamNamesExt) or
  * "stream <id>", timestamp_ns = its first event's start; XEvents with offset_ps from it and
  * duration_ps; event metadata names the op type ("MatMul", display_name = the node name when
  * it differs) or the operation ("MemcpyH2D", "MemcpyD2H", "MemcpyD2D", "Memset",
  * "HostCallback", "RecordEvent", "WaitForEvent"); stats "bytes" (uint64, copies and fills),
- * "op_type" (str, kernels) and, on the plane, "device_ordinal" (int64) and "dropped_events"
- * (uint64, when some were dropped).
+ * on kernels "op_type" (str), "tf_op" ("<node name>:<op type>", TensorFlow's op name that xprof's
+ * op statistics group kernels by), "kernel_details" (the launch shape xprof's kernel
+ * statistics parse: one worker thread) and "correlation_id" (uint64, the host's id of the
+ * launch, from PLUGGABLE_ProfilerContextExt; xprof draws a flow arrow from the host event
+ * with the same id), and, on the plane, "dropped_events" (uint64, when some were dropped).
  */
 #include "xpu_internal.h"
 
@@ -62,6 +69,7 @@ typedef struct XpuProfEvent {
   uint64_t bytes;      /* copies and fills */
   const char* op_type; /* kernels: a string of the plugin; NULL otherwise */
   char* name;          /* kernels: the node name (owned), or NULL */
+  uint64_t correlation_id; /* kernels: the host's launch id, 0 when none */
   XpuProfKind kind;
   uint32_t meta_id;    /* assigned while serialising */
 } XpuProfEvent;
@@ -119,10 +127,28 @@ static const char* const kKindNames[XPU_PROF_KIND_COUNT] = {
 };
 
 /* Stat metadata ids, the same on every plane. */
-enum { STAT_BYTES = 1, STAT_OP_TYPE, STAT_DEVICE_ORDINAL, STAT_DROPPED_EVENTS, STAT_COUNT };
-static const char* const kStatNames[STAT_COUNT] = {
-    NULL, "bytes", "op_type", "device_ordinal", "dropped_events",
+enum {
+  STAT_BYTES = 1, STAT_OP_TYPE, STAT_DEVICE_ORDINAL, STAT_DROPPED_EVENTS, STAT_TF_OP,
+  STAT_KERNEL_DETAILS, STAT_CORRELATION_ID, STAT_DEVICE_TYPE_STRING, STAT_COUNT
 };
+static const char* const kStatNames[STAT_COUNT] = {
+    NULL, "bytes", "op_type", "device_ordinal", "dropped_events", "tf_op", "kernel_details",
+    "correlation_id", "device_type_string",
+};
+/* A kernel runs on its stream's one worker thread: a grid and a block of one. */
+static const char kKernelDetails[] =
+    "regs:0 static_shared:0 dynamic_shared:0 grid:1,1,1 block:1,1,1 occ_pct:0";
+
+/* ---- the host's launch ids (PLUGGABLE_ProfilerContextExt) -------------------------------- */
+
+/* Set by TF_InitProfiler when the host hangs the extension off its params; read by kernels. */
+static _Atomic(uint64_t (*)(struct TF_OpKernelContext*)) g_correlation_id_fn;
+
+uint64_t xpu_prof_correlation_id(struct TF_OpKernelContext* ctx) {
+  uint64_t (*fn)(struct TF_OpKernelContext*) =
+      atomic_load_explicit(&g_correlation_id_fn, memory_order_acquire);
+  return fn != NULL ? fn(ctx) : 0;
+}
 
 /* ---- counted heap blocks ---------------------------------------------------------------- */
 
@@ -231,7 +257,7 @@ void xpu_prof_stream_set_name(XpuProfStream* b, const char* name) {
 }
 
 void xpu_prof_record(XpuProfStream* b, XpuProfKind kind, uint64_t start_ns, uint64_t end_ns,
-                     uint64_t bytes, const char* op_type, char* name) {
+                     uint64_t bytes, const char* op_type, char* name, uint64_t correlation_id) {
   if (b == NULL) {
     prof_free(name);
     return;
@@ -265,6 +291,7 @@ void xpu_prof_record(XpuProfStream* b, XpuProfKind kind, uint64_t start_ns, uint
   e->bytes = bytes;
   e->op_type = op_type;
   e->name = name;
+  e->correlation_id = correlation_id;
   e->kind = kind;
   e->meta_id = 0;
   b->count++;
@@ -524,6 +551,18 @@ static void event_body(PbOut* o, const void* arg) {
   if (e->kind == XPU_PROF_KERNEL && e->op_type != NULL) {
     StatArg s = {STAT_OP_TYPE, 5, 0, e->op_type};
     pb_message(o, 4, stat_body, &s);
+    /* "<node>:<type>"; an eager node without a name of its own is named after its type. */
+    const char* node = e->name != NULL && e->name[0] != '\0' ? e->name : e->op_type;
+    char tf_op[2 * XPU_PROF_MAX_NAME + 2];
+    snprintf(tf_op, sizeof tf_op, "%s:%s", node, e->op_type);
+    StatArg t = {STAT_TF_OP, 5, 0, tf_op};
+    pb_message(o, 4, stat_body, &t);
+    StatArg k = {STAT_KERNEL_DETAILS, 5, 0, kKernelDetails};
+    pb_message(o, 4, stat_body, &k);
+    if (e->correlation_id != 0) {
+      StatArg c = {STAT_CORRELATION_ID, 3, e->correlation_id, NULL};
+      pb_message(o, 4, stat_body, &c);
+    }
   } else if (e->kind >= XPU_PROF_MEMCPY_H2D && e->kind <= XPU_PROF_MEMSET) {
     StatArg s = {STAT_BYTES, 3, e->bytes, NULL};
     pb_message(o, 4, stat_body, &s);
@@ -601,7 +640,7 @@ static void map_entry_body(PbOut* o, const void* arg) {
 static void plane_body(PbOut* o, const void* arg) {
   PlaneCtx* p = (PlaneCtx*)arg;
   char name[32];
-  snprintf(name, sizeof name, "/device:XPU:%d", p->ordinal);
+  snprintf(name, sizeof name, "/device:GPU:%d", p->ordinal);
   if (p->ordinal != 0) pb_int(o, 1, (uint64_t)(int64_t)p->ordinal); /* proto3: 0 is omitted */
   pb_str(o, 2, name);
   for (size_t i = 0; i < p->count; i++) {
@@ -627,6 +666,8 @@ static void plane_body(PbOut* o, const void* arg) {
   }
   StatArg ordinal = {STAT_DEVICE_ORDINAL, 4, (uint64_t)(int64_t)p->ordinal, NULL};
   pb_message(o, 6, stat_body, &ordinal);
+  StatArg type = {STAT_DEVICE_TYPE_STRING, 5, 0, XPU_DEVICE_TYPE};
+  pb_message(o, 6, stat_body, &type);
   if (p->dropped > 0) {
     StatArg dropped = {STAT_DROPPED_EVENTS, 3, p->dropped, NULL};
     pb_message(o, 6, stat_body, &dropped);
@@ -904,6 +945,21 @@ __attribute__((visibility("default"))) void TF_InitProfiler(TF_ProfilerRegistrat
   profiler->struct_size = TP_PROFILER_STRUCT_SIZE;
   profiler->ext = NULL;
   profiler->device_type = kProfilerType;
+  /* The host's extensions (pluggable/plugin_ext.h); TensorFlow leaves ext NULL. */
+  uint64_t (*correlation_id)(struct TF_OpKernelContext*) = NULL;
+  if (XPU_FITS(params, TF_ProfilerRegistrationParams, ext)) {
+    const PLUGGABLE_ExtHeader* link = params->ext;
+    for (int hops = 0; link != NULL && hops < 64; hops++) {
+      if (((uint32_t)link->type & PLUGGABLE_EXT_TAG_MASK) != PLUGGABLE_EXT_TAG_BASE) break;
+      if (link->struct_size < PLUGGABLE_EXT_HEADER_STRUCT_SIZE) break;
+      if (link->type == PLUGGABLE_EXT_PROFILER_CONTEXT &&
+          link->struct_size >= PLUGGABLE_PROFILER_CONTEXT_EXT_STRUCT_SIZE) {
+        correlation_id = ((const PLUGGABLE_ProfilerContextExt*)link)->correlation_id;
+      }
+      link = link->next;
+    }
+  }
+  atomic_store_explicit(&g_correlation_id_fn, correlation_id, memory_order_release);
   fns->struct_size = TP_PROFILER_FNS_STRUCT_SIZE;
   fns->ext = NULL;
   fns->start = xpu_profiler_start;

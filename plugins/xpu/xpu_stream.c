@@ -81,6 +81,7 @@ typedef struct XpuOp {
   uint64_t ticket;
   bool internal; /* plugin bookkeeping: not counted by the `stream` fault kind */
   char* prof_name; /* OP_FN enqueued during a profiling session: the node name, else NULL */
+  uint64_t launch; /* OP_FN: the host's correlation id of the launch (0: none) */
   union {
     /* `pin` / `dst_pin`: the source's / destination's device mapping, pinned for a peer
      * copy (else NULL). `direction`: which of the profiler's memcpy kinds it is. */
@@ -765,6 +766,7 @@ static void profile_op(SP_Stream s, XpuOp* op, uint64_t start_ns) {
   uint64_t bytes = 0;
   const char* op_type = NULL;
   char* name = NULL;
+  uint64_t launch = 0;
   switch (op->kind) {
     case OP_COPY: kind = op->u.copy.direction; bytes = op->u.copy.size; break;
     case OP_FILL: kind = XPU_PROF_MEMSET; bytes = op->u.fill.size; break;
@@ -776,10 +778,11 @@ static void profile_op(SP_Stream s, XpuOp* op, uint64_t start_ns) {
       op_type = op->name;
       name = op->prof_name;
       op->prof_name = NULL;
+      launch = op->launch;
       break;
     default: return;
   }
-  xpu_prof_record(s->prof, kind, start_ns, end_ns, bytes, op_type, name);
+  xpu_prof_record(s->prof, kind, start_ns, end_ns, bytes, op_type, name, launch);
 }
 
 /* Whether finishing `op` of `s` (the head already moved past it) may end a wait on
@@ -1658,7 +1661,8 @@ static uint64_t work_bytes(const XpuDeviceRange* ranges, size_t count) {
  * payload, which is recycled with the operation; `arg` is NULL). `node` (node_len bytes, not
  * NUL-terminated) names the kernel's node for a profiling session. */
 static bool enqueue_kernel_work(SP_Stream stream, const char* name, const char* node,
-                                size_t node_len, XpuStreamFn fn, void* arg, const void* work,
+                                size_t node_len, uint64_t launch, XpuStreamFn fn, void* arg,
+                                const void* work,
                                 size_t work_size, void (*free_arg)(void*),
                                 const XpuDeviceRange* ranges, size_t range_count, bool wait,
                                 TF_Status* status) {
@@ -1716,6 +1720,7 @@ static bool enqueue_kernel_work(SP_Stream stream, const char* name, const char* 
       op->u.work.arg = arg;
     }
     op->prof_name = prof_name;
+    op->launch = launch;
     prof_name = NULL;
     submit(stream, op, work_bytes(ranges, range_count), false);
   }
@@ -1731,19 +1736,21 @@ static bool enqueue_kernel_work(SP_Stream stream, const char* name, const char* 
 }
 
 bool xpu_stream_enqueue_fn(SP_Stream stream, const char* name, const char* node,
-                           size_t node_len, XpuStreamFn fn, void* arg, void (*free_arg)(void*),
-                           const XpuDeviceRange* ranges, size_t range_count, bool wait,
-                           TF_Status* status) {
-  return enqueue_kernel_work(stream, name, node, node_len, fn, arg, NULL, 0, free_arg, ranges,
+                           size_t node_len, uint64_t launch, XpuStreamFn fn, void* arg,
+                           void (*free_arg)(void*), const XpuDeviceRange* ranges,
+                           size_t range_count, bool wait, TF_Status* status) {
+  return enqueue_kernel_work(stream, name, node, node_len, launch, fn, arg, NULL, 0, free_arg,
+                             ranges,
                              range_count, wait, status);
 }
 
 bool xpu_stream_enqueue_work(SP_Stream stream, const char* name, const char* node,
-                             size_t node_len, XpuStreamFn fn, const void* work,
+                             size_t node_len, uint64_t launch, XpuStreamFn fn, const void* work,
                              size_t work_size, void (*cleanup)(void*),
                              const XpuDeviceRange* ranges, size_t range_count, bool wait,
                              TF_Status* status) {
-  return enqueue_kernel_work(stream, name, node, node_len, fn, NULL, work, work_size, cleanup,
+  return enqueue_kernel_work(stream, name, node, node_len, launch, fn, NULL, work, work_size,
+                             cleanup,
                              ranges, range_count, wait, status);
 }
 

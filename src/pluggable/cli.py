@@ -170,7 +170,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         run=cmd_plugins)
     demo = sub.add_parser("demo", help="run one network on every device and compare")
     demo.add_argument("--profile-dir", metavar="DIR",
-                      help="where to save the profile (default: a new temporary directory)")
+                      help="where to save the profile (default: ./logs)")
     demo.set_defaults(run=cmd_demo)
     check = sub.add_parser(
         "conformance", help="run the conformance checks against a plugin library",

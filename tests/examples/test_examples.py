@@ -136,7 +136,8 @@ def test_profile_model_writes_a_profile_for_every_viewer(tmp_path):
                              str(tmp_path)], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr
     out = result.stdout
-    assert "planes: /device:XPU:0, /device:XPU:1, /host:CPU" in out
+    assert ("planes: /device:GPU:0 (/device:XPU:0), /device:GPU:1 (/device:XPU:1), "
+            "/host:CPU") in out
     saved = [p for p in tmp_path.glob("plugins/profile/*/*.xplane.pb")]
     assert len(saved) == 1 and f"saved: {saved[0]}" in out
     assert (saved[0].parent / "trace.json.gz").stat().st_size > 0

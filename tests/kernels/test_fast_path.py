@@ -136,13 +136,15 @@ def test_the_host_tracer_records_fast_path_ops_and_frees(tmp_path):
     assert _compiled.get_tracer() is None
     op_records = [r for r in records if r[0] == OP and r[4] == "AddV2"]
     assert len(op_records) == 3
-    for kind, ident, start, end, name, plan, fresh in op_records:
+    for kind, ident, start, end, name, plan, fresh, correlation_id in op_records:
         assert ident == threading.get_ident() and 0 < start <= end
         assert plan.kernel_name and fresh == ((x._buffer.executor, 8),)
+    ids = [r[7] for r in op_records]  # each launch its own correlation id, in order
+    assert ids == sorted(set(ids)) and ids[0] > 0
     frees = [r for r in records if r[0] == FREE]
     assert len(frees) >= 2 and all(r[4] == 8 and r[3] is x._buffer.executor.allocator
                                    for r in frees)
-    assert sum(1 for e in result.events(plane="/host:CPU") if e.name == "AddV2") == 3
+    assert sum(1 for e in result.events(plane="/host:CPU") if e.name == "AddV2:AddV2") == 3
 
 
 def test_raw_ops_take_the_plan_with_their_inputs_in_any_order():

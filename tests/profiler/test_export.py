@@ -34,7 +34,7 @@ def test_summary_rows_per_op_and_device(result):
             kernel["max_us"], kernel["share"]) == (3, 3.0, 1.0, 1.0, 1.0, 1.0)
     assert kernel["host_us"] is None  # no host op of that name
     add = rows[("/device:CPU:0", "AddV2")]
-    host_adds = [e.duration_ns for e in result.events("/host:CPU") if e.name == "AddV2"]
+    host_adds = [e.duration_ns for e in result.events("/host:CPU") if e.name == "AddV2:AddV2"]
     assert add["count"] == 4 and add["host_us"] == pytest.approx(sum(host_adds) / 4 / 1e3)
     text = result.summary()
     assert text.splitlines()[0].split()[:3] == ["device", "op", "count"]
@@ -124,3 +124,23 @@ def test_tensorflow_reads_our_xspace(tmp_path, run_python):
     """)
     child = run_python(code, env={"TF_CPP_MIN_LOG_LEVEL": "3"})
     assert json.loads(child.stdout.strip().splitlines()[-1]) == expected
+
+
+def test_xprof_problems_say_why_planes_would_not_show():
+    from pluggable.profiler.result import ProfileResult, xprof_problems
+    from pluggable.profiler.xspace import pb2
+
+    space = pb2().XSpace()
+    for name in ("/device:XPU:0", "/device:CUSTOM:0", "/device:GPU:1"):
+        plane = space.planes.add(name=name)
+        plane.event_metadata[1].name = "MatMul"
+        plane.stat_metadata[1].name = "op_type"
+        event = plane.lines.add(id=1, name="compute").events.add(metadata_id=1,
+                                                                  duration_ps=1000)
+        event.stats.add(metadata_id=1, str_value="MatMul")
+    problems = xprof_problems(ProfileResult(space.SerializeToString()))
+    assert problems[0].startswith("plane '/device:XPU:0' is not drawn: xprof shows only")
+    assert "'/device:CUSTOM:0' is drawn in the trace viewer only" in problems[1]
+    assert sum("'/device:GPU:1': 1 of 1 kernel events lack the stat" in p
+               for p in problems) == 3
+    assert any("'kernel_details', so kernel_stats does not count" in p for p in problems)

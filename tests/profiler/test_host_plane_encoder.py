@@ -33,27 +33,34 @@ def _expected(tracer: HostTracer):
     """What the records mean, worked out plainly: {ident: [(name, start_ns, duration_ns,
     stats)]} in order of each thread's first record, events in time order."""
     in_use = dict(tracer._baselines)
+    peak = dict(tracer._baselines)
     lines = {}
 
     def allocation(events, name, when, bfc, nbytes):
         chunk = (nbytes + 255) // 256 * 256
-        in_use[id(bfc)] = in_use.get(id(bfc), 0) + (chunk if name == "Allocate" else -chunk)
+        in_use[id(bfc)] = in_use.get(id(bfc), 0) + (
+            chunk if name == "MemoryAllocation" else -chunk)
+        shown = max(in_use[id(bfc)], 0)
+        peak[id(bfc)] = max(peak.get(id(bfc), 0), shown)
         events.append((name, when, 0, {"device": _device_name(bfc.executor),
-                                       "allocator": bfc.name, "bytes": chunk,
-                                       "bytes_in_use": max(in_use[id(bfc)], 0)}))
+                                       "allocator_name": bfc.name, "allocation_bytes": chunk,
+                                       "bytes_reserved": 0, "bytes_allocated": shown,
+                                       "peak_bytes_in_use": peak[id(bfc)]}))
 
     for record in tracer.records:
         events = lines.setdefault(record[1], [])
         if record[0] == OP:
-            _, _, start, end, name, info, fresh = record
-            events.append((name, start, end - start, _op_stats(info)))
+            _, _, start, end, name, info, fresh, correlation_id = record
+            stats = dict(_op_stats(info), **(
+                {"correlation_id": correlation_id} if correlation_id else {}))
+            events.append((f"{name}:{name}", start, end - start, stats))
             for executor, nbytes in fresh:
                 if nbytes and executor._allocator is not None:
-                    allocation(events, "Allocate", end, executor._allocator, nbytes)
+                    allocation(events, "MemoryAllocation", end, executor._allocator, nbytes)
         elif record[0] in (ALLOC, FREE):
             _, _, when, bfc, nbytes = record
-            allocation(events, "Allocate" if record[0] == ALLOC else "Deallocate", when, bfc,
-                       nbytes)
+            allocation(events, "MemoryAllocation" if record[0] == ALLOC
+                       else "MemoryDeallocation", when, bfc, nbytes)
         elif record[0] == COPY:
             _, _, start, end, call, executor, stream, nbytes = record
             stats = {"bytes": nbytes, "direction": _COPY_NAMES[call][1],
@@ -103,9 +110,9 @@ def varied():
     tracer.thread_names.update({101: "made-up thread", 102: "another made-up thread",
                                 103: "a third one"})
     tracer.records += [
-        (OP, 101, T0 + 500, T0 + 900, "Relu", plan, ((executor, 4000), (executor, 0))),
+        (OP, 101, T0 + 500, T0 + 900, "Relu", plan, ((executor, 4000), (executor, 0)), 77),
         (ALLOC, 101, T0 + 450, device_bfc, 100),  # inside the op: before its start on the line
-        (OP, 102, T0 + 100, T0 + 180, "Softmax", None, ()),
+        (OP, 102, T0 + 100, T0 + 180, "Softmax", None, (), 0),
         (ALLOC, 102, T0 + 200, host_bfc, 256),
         (FREE, 102, T0 + 300, host_bfc, 1 << 40),  # more than was ever in use: shown as 0
         (ALLOC, 102, T0 + 400, host_bfc, 1),
@@ -114,7 +121,7 @@ def varied():
         (ANNOTATION, 102, T0 + 50, T0 + 40, "backwards", None, {"why": "clock stepped"}),
         (OP, 101, T0 + 1500, T0 + 1600, "MatMul", (device, "XPU:MatMul", False,
                                                    (((4, 8), "float32"), ((8, 3), "float32"))),
-         ()),
+         (), (1 << 64) - 1),
     ]
     # A line long enough to be merged, in reverse order, with pairs of equal start times:
     # their events keep the order of their records.
@@ -142,20 +149,27 @@ def test_events_lines_and_stats_are_what_the_records_mean(varied):
     # One metadata entry per name, and every kind of record is in the plane.
     assert sorted(m.name for m in plane.event_metadata.values()) == sorted(
         {e.name for e in got})
-    assert {"Relu", "AddV2", "MatMul", "Softmax", "MemcpyH2D", "MemcpyD2D", "MemcpyD2H",
-            "Allocate", "Deallocate", "step", "backwards"} <= {e.name for e in got}
+    assert {"Relu:Relu", "AddV2:AddV2", "MatMul:MatMul", "Softmax:Softmax", "MemcpyH2D",
+            "MemcpyD2D", "MemcpyD2H", "MemoryAllocation", "MemoryDeallocation", "step",
+            "backwards"} <= {e.name for e in got}
+    # Every op launch has its correlation id, unique among launches.
+    ids = [e.stats["correlation_id"] for e in got if e.name.endswith(":Relu")]
+    assert len(ids) == len(set(ids)) == 4 and 77 in ids
 
 
 def test_allocators_in_use_run_from_their_baselines(varied):
     result, _ = _plane(varied)
     host_bfc = pluggable.get_device("XPU:1").executor._host_allocator
-    host = [(e.name, e.stats["bytes"], e.stats["bytes_in_use"]) for e in result.events()
-            if e.line == "another made-up thread" and e.stats.get("allocator") == host_bfc.name]
+    host = [(e.name, e.stats["allocation_bytes"], e.stats["bytes_allocated"],
+             e.stats["peak_bytes_in_use"]) for e in result.events()
+            if e.line == "another made-up thread"
+            and e.stats.get("allocator_name") == host_bfc.name]
     baseline = varied._baselines[id(host_bfc)]
     # The free of 2**40 bytes drives the running count below 0: shown as 0, and the next
     # allocation still counts from the true (negative) figure.
-    assert host == [("Allocate", 256, baseline + 256), ("Deallocate", 1 << 40, 0),
-                    ("Allocate", 256, 0)]
+    assert host == [("MemoryAllocation", 256, baseline + 256, baseline + 256),
+                    ("MemoryDeallocation", 1 << 40, 0, baseline + 256),
+                    ("MemoryAllocation", 256, 0, baseline + 256)]
 
 
 def test_the_same_records_encode_to_the_same_bytes(varied):
@@ -174,15 +188,16 @@ def _tracer(*records) -> HostTracer:
     ((9, 7, T0), "its kind 9 is none of OP, COPY, ALLOC, FREE, ANNOTATION"),
     (("OP", 7, T0), "its kind 'OP' is none of"),
     ((OP, 7, T0, T0, "Relu"), r"it has 5 fields where \(OP, ident, start_ns, end_ns, "
-                              r"op_name, info, fresh\) has 7"),
+                              r"op_name, info, fresh, correlation_id\) has 8"),
     ((FREE, 7, T0, None), r"it has 4 fields where \(FREE, ident, when_ns, bfc, nbytes\)"),
-    ((OP, 7, "soon", T0, "Relu", None, ()), "its start_ns must be an int, got str"),
-    ((OP, 7, T0, 1 << 70, "Relu", None, ()), "its end_ns 1180591620717411303424 does not "
-                                             "fit in 64 bits"),
-    ((OP, 7, T0, T0, None, None, ()), "its op name must be a str, got NoneType"),
-    ((OP, 7, T0, T0, "Relu", None, []), "its fresh outputs must be a tuple"),
-    ((OP, 7, T0, T0, "Relu", None, (("executor",),)), "its fresh output 0 must be a tuple "
-                                                      r"\(executor, nbytes\)"),
+    ((OP, 7, "soon", T0, "Relu", None, (), 0), "its start_ns must be an int, got str"),
+    ((OP, 7, T0, 1 << 70, "Relu", None, (), 0), "its end_ns 1180591620717411303424 does not "
+                                                "fit in 64 bits"),
+    ((OP, 7, T0, T0, None, None, (), 0), "its op name must be a str, got NoneType"),
+    ((OP, 7, T0, T0, "Relu", None, [], 0), "its fresh outputs must be a tuple"),
+    ((OP, 7, T0, T0, "Relu", None, (("executor",),), 0), "its fresh output 0 must be a "
+                                                         r"tuple \(executor, nbytes\)"),
+    ((OP, 7, T0, T0, "Relu", None, (), -1), "its correlation id must be an int of 64 bits"),
     ((ALLOC, -1, T0, None, 4), "its thread ident -1 is not a thread ident"),
     ((ALLOC, "main", T0, None, 4), "its thread ident must be an int, got str"),
 ])
@@ -206,18 +221,21 @@ def test_a_malformed_size_is_a_clear_internal_error():
 
 def test_callbacks_must_keep_their_contract():
     builder = PlaneBuilder(1, "/host:CPU")
-    records = [(OP, 7, T0, T0 + 5, "Relu", None, ())]
+    records = [(OP, 7, T0, T0 + 5, "Relu", None, (), 0)]
+    prefixes = (b"", b"", b"")
     callbacks = [lambda info: "not bytes", lambda bfc, chunk: b"", lambda bfc: 0,
                  lambda record: ("x", b""), builder.event_metadata_id]
     with pytest.raises(TypeError, match="the op stats callback returned str, not bytes"):
-        _compiled.encode_host_events(records, b"\x08\x01\x20", *callbacks)
+        _compiled.encode_host_events(records, (b"\x08\x01\x20", b"", b""), *callbacks)
+    with pytest.raises(TypeError, match="prefixes must be a tuple of 3 bytes"):
+        _compiled.encode_host_events(records, b"", *callbacks)
     with pytest.raises(TypeError, match="takes 7 arguments, got 2"):
         _compiled.encode_host_events(records, b"")
     with pytest.raises(TypeError, match="records must be a list, got tuple"):
-        _compiled.encode_host_events(tuple(records), b"", *callbacks)
+        _compiled.encode_host_events(tuple(records), prefixes, *callbacks)
     callbacks[0] = lambda info: b""
-    assert _compiled.encode_host_events([], b"", *callbacks) == []
-    ((ident, first, last, events),) = _compiled.encode_host_events(records, b"", *callbacks)
+    assert _compiled.encode_host_events([], prefixes, *callbacks) == []
+    ((ident, first, last, events),) = _compiled.encode_host_events(records, prefixes, *callbacks)
     assert (ident, first, last) == (7, T0, T0 + 5)
     assert events == b"\x22\x07\x08\x01\x10\x00\x18\x88\x27"  # id 1, offset 0, 5000 ps
 
@@ -226,17 +244,19 @@ def test_a_failing_host_plane_leaves_the_device_planes(tmp_path):
     profiler.start(tmp_path)
     with pluggable.device("/xpu:0"):
         ops.relu(np.ones(4, np.float32))
-    profiler_session._session.tracer.records.append((OP, 7, "late", 0, "Relu", None, ()))
+    profiler_session._session.tracer.records.append((OP, 7, "late", 0, "Relu", None, (), 0))
     with pytest.warns(profiler.ProfilerWarning, match="the host plane is left out: host "
                                                       "tracer record"):
         result = profiler.stop()
-    assert result.planes == ["/device:XPU:0"]
+    assert result.planes == ["/device:GPU:0"]
+    assert result.devices == {"/device:GPU:0": "/device:XPU:0"}
     assert any("start_ns must be an int" in w for w in result.warnings)
-    assert "Relu" in {e.name for e in result.events("/device:XPU:0")}
+    assert "Relu" in {e.name for e in result.events("/device:GPU:0")}
     with profiler.Profile(tmp_path, ProfilerOptions(device_tracer_level=0)) as session:
         with pluggable.device("/xpu:0"):
             ops.relu(np.ones(4, np.float32))
-    assert [e.name for e in session.result.events("/host:CPU") if e.name == "Relu"] == ["Relu"]
+    assert [e.name for e in session.result.events("/host:CPU") if e.name == "Relu:Relu"] == [
+        "Relu:Relu"]
 
 
 def test_extreme_times_wrap_as_int64_on_the_wire():

@@ -21,7 +21,10 @@ HOST_ONLY = ProfilerOptions(device_tracer_level=0)
 
 
 def _host(result, name=None):
-    return [e for e in result.events("/host:CPU") if name is None or e.name == name]
+    """Host events; with ``name``, those of that op (named TensorFlow's way, "Relu:Relu") or
+    of that name."""
+    return [e for e in result.events("/host:CPU")
+            if name is None or e.name == name or e.name == f"{name}:{name}"]
 
 
 def test_ops_are_recorded_with_device_kernel_shapes_and_dtypes(tmp_path):
@@ -114,14 +117,18 @@ def test_allocations_track_the_allocators_bytes_in_use(tmp_path):
         gc.collect()
         device.synchronize()
         in_use = bfc.stats()["bytes_in_use"]
-    events = [e for e in _host(session.result) if e.name in ("Allocate", "Deallocate")
+    events = [e for e in _host(session.result)
+              if e.name in ("MemoryAllocation", "MemoryDeallocation")
               and e.stats["device"] == "/device:XPU:0"
               and e.line == threading.current_thread().name]
-    assert [e.name for e in events] == ["Allocate", "Allocate", "Deallocate"]
-    assert [e.stats["bytes"] for e in events] == [4096, 4096, 4096]  # chunks: 256-rounded
-    assert events[0].stats["allocator"] == bfc.name
-    assert events[-1].stats["bytes_in_use"] == in_use
-    assert events[1].stats["bytes_in_use"] == in_use + 4096
+    assert [e.name for e in events] == ["MemoryAllocation", "MemoryAllocation",
+                                        "MemoryDeallocation"]
+    # chunks: 256-rounded
+    assert [e.stats["allocation_bytes"] for e in events] == [4096, 4096, 4096]
+    assert events[0].stats["allocator_name"] == bfc.name
+    assert events[-1].stats["bytes_allocated"] == in_use
+    assert events[1].stats["bytes_allocated"] == in_use + 4096
+    assert events[-1].stats["peak_bytes_in_use"] == in_use + 4096
     del kept
 
 
@@ -168,4 +175,45 @@ def test_an_op_that_fails_is_still_recorded(tmp_path):
         with pytest.raises(pluggable.errors.InvalidArgumentError):
             ops.matmul(np.ones((2, 3), np.float32), np.ones((2, 3), np.float32))
     (event,) = _host(session.result, "MatMul")
-    assert event.stats == {}  # it failed before dispatch chose a device
+    # it failed before dispatch chose a device: only its launch id
+    assert list(event.stats) == ["correlation_id"] and event.stats["correlation_id"] > 0
+
+
+def _traced_helper(n):
+    return sum(_traced_leaf(i) for i in range(n))
+
+
+def _traced_leaf(i):
+    return i * 2
+
+
+def test_python_tracer_records_python_calls_on_the_host_plane(tmp_path):
+    import sys
+
+    def worker_body():
+        _traced_leaf(7)
+
+    with profiler.Profile(tmp_path, ProfilerOptions(python_tracer_level=1,
+                                                    device_tracer_level=0)) as session:
+        assert _traced_helper(3) == 6
+        worker = threading.Thread(target=worker_body, name="python-traced")
+        worker.start()
+        worker.join()
+    assert sys.getprofile() is None  # the session took its hook away
+    line = f"test_host_tracer.py:{_traced_helper.__code__.co_firstlineno}"
+    (helper,) = [e for e in _host(session.result) if e.name == f"${line} _traced_helper"]
+    leaves = [e for e in _host(session.result) if e.name.endswith(" _traced_leaf")]
+    mine = [e for e in leaves if e.line == helper.line]
+    assert len(mine) == 3 and helper.line == threading.current_thread().name
+    # Calls nest: each leaf lies inside the helper that called it.
+    assert all(helper.start_ns <= e.start_ns and e.start_ns + e.duration_ns
+               <= helper.start_ns + helper.duration_ns for e in mine)
+    assert [e.line for e in leaves if e not in mine] == ["python-traced"]
+    with profiler.Profile(tmp_path, HOST_ONLY) as quiet:  # level 0: no Python calls
+        _traced_helper(1)
+    assert not [e for e in _host(quiet.result) if e.name.startswith("$")]
+
+
+def test_python_tracer_needs_the_host_tracer():
+    with pytest.raises(pluggable.errors.InvalidArgumentError, match="host_tracer_level >= 1"):
+        ProfilerOptions(python_tracer_level=1, host_tracer_level=0)

@@ -191,3 +191,12 @@ def test_delay_ms_waits_before_recording(profiler_plugin, own_manager, tmp_path)
         pass
     (first, *_) = session.result.events("/device:TEST:0")
     assert first.start_ns - before >= 30_000_000  # the plugin was started after the delay
+
+
+def test_profile_without_a_logdir_saves_under_the_current_folder(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with profiler.Profile() as session:
+        with profiler.Trace("step"):
+            pass
+    assert session.logdir == str(tmp_path / "logs")
+    assert session.result.path.startswith(str(tmp_path / "logs" / "plugins" / "profile"))

@@ -46,15 +46,22 @@ def test_mlp_on_two_xpus(tmp_path):
                 probabilities = _mlp(device, rng)
             assert np.allclose(probabilities.sum(axis=1), 1.0, atol=1e-5)
     result = session.result
-    assert set(result.planes) == {"/device:XPU:0", "/device:XPU:1", "/host:CPU"}
+    assert set(result.planes) == {"/device:GPU:0", "/device:GPU:1", "/host:CPU"}
     host = list(result.events("/host:CPU"))
     for ordinal in (0, 1):
-        plane = f"/device:XPU:{ordinal}"
+        plane = f"/device:GPU:{ordinal}"
         device_events = list(result.events(plane))
-        dispatched = [e for e in host if e.stats.get("device") == plane
+        assert result.devices[plane] == f"/device:XPU:{ordinal}"
+        dispatched = [e._replace(name=e.name.partition(":")[0]) for e in host
+                      if e.stats.get("device") == f"/device:XPU:{ordinal}"
                       and e.stats.get("placement") == "kernel"]
         assert sorted(e.name for e in dispatched) == sorted(
             ["MatMul", "MatMul", "BiasAdd", "BiasAdd", "Relu", "Softmax"])
+        # Each kernel carries the correlation id of the host event that launched it.
+        launches = {e.stats["correlation_id"]: e.name for e in dispatched}
+        assert len(launches) == len(dispatched)
+        assert {launches[e.stats["correlation_id"]] for e in device_events
+                if e.name in KERNEL_OPS} == set(launches.values())
         kernels = [e for e in device_events if e.name in KERNEL_OPS]
         # Each kernel launched appears exactly once, on the compute stream's line ...
         assert sorted(e.name for e in kernels) == sorted(e.name for e in dispatched)
@@ -69,7 +76,7 @@ def test_mlp_on_two_xpus(tmp_path):
         # Copies with their byte counts; small ones on the compute stream's line.
         for host_name, line in (("MemcpyH2D", "compute"), ("MemcpyD2H", "compute")):
             sent = [e.stats["bytes"] for e in host if e.name == host_name
-                    and e.stats["device"] == plane]
+                    and e.stats["device"] == f"/device:XPU:{ordinal}"]
             seen = [e.stats["bytes"] for e in device_events if e.name == host_name]
             assert sent and seen == sent
             assert {e.line for e in device_events if e.name == host_name} == {line}
@@ -90,7 +97,7 @@ def test_work_in_flight_at_stop_is_in_the_profile(tmp_path):
         with pluggable.device("/xpu:1"):
             for _ in range(20):
                 y = ops.relu(ops.matmul(x, w))
-    names = [e.name for e in session.result.events("/device:XPU:1") if e.line == "compute"]
+    names = [e.name for e in session.result.events("/device:GPU:1") if e.line == "compute"]
     assert (names.count("MatMul"), names.count("Relu")) == (20, 20)
     assert float(y.numpy()[0, 0]) == 64.0
 
@@ -112,11 +119,11 @@ def test_xpu_profiler_faults_leave_its_planes_out(tmp_path, faults, fault, match
         with profiler.Profile(tmp_path) as session:
             _mlp("/xpu:0", np.random.default_rng(2))
     assert session.result.planes == ["/host:CPU"]
-    assert any(e.name == "MatMul" for e in session.result.events("/host:CPU"))
+    assert any(e.name == "MatMul:MatMul" for e in session.result.events("/host:CPU"))
     faults("")
     with profiler.Profile(tmp_path) as again:  # the next session works
         _mlp("/xpu:0", np.random.default_rng(2))
-    assert "/device:XPU:0" in again.result.planes
+    assert "/device:GPU:0" in again.result.planes
 
 
 def _rss_bytes() -> int:
@@ -132,7 +139,7 @@ def test_thousand_sessions_do_not_leak(xpu):
         y = ops.relu(ops.matmul(x, x))
         y.numpy()
         result = profiler.stop()
-        assert "/device:XPU:0" in result.planes
+        assert "/device:GPU:0" in result.planes
 
     for _ in range(50):  # warm-up: plans, pools, allocator regions
         cycle()

@@ -349,7 +349,7 @@ def test_device_work_on_named_streams(profiler, xpu):
 
         space = profiler.session(work)
     assert ran == [True] and (back[:2048] == payload[:2048]).all()
-    plane = plane_named(space, f"/device:XPU:{xpu.ordinal}")
+    plane = plane_named(space, f"/device:GPU:{xpu.ordinal}")
     assert plane.id == xpu.ordinal
     ordinal_stat = [s for s in plane.stats if plane.stat_metadata[s.metadata_id].name ==
                     "device_ordinal"]
@@ -412,7 +412,7 @@ def test_mlp_kernels_on_two_devices(profiler, xpu_platform):
     expected = {"MatMul": 2, "BiasAdd": 2, "Relu": 1, "Softmax": 1}
     uploaded = sorted(a.nbytes for a in arrays)
     for ordinal in (0, 1):
-        plane = plane_named(space, f"/device:XPU:{ordinal}")
+        plane = plane_named(space, f"/device:GPU:{ordinal}")
         kernels, copies = {}, []
         kernel_lines = set()
         for line, meta, event, stats in events_of(plane):
@@ -459,7 +459,7 @@ def test_kernel_node_names(profiler, xpu_platform):
         profiler.stop()
         for out in outputs:
             xpu.allocator.deallocate(out.address)
-    plane = plane_named(parse(profiler.collect()), f"/device:XPU:{xpu.ordinal}")
+    plane = plane_named(parse(profiler.collect()), f"/device:GPU:{xpu.ordinal}")
     # Kernels only: the host's waits record events on the stream too.
     got = [(m.name, m.display_name, stats["op_type"]) for _, m, _, stats in events_of(plane)
            if "op_type" in stats]
@@ -484,7 +484,7 @@ def test_size_query_is_exact_and_a_short_buffer_is_refused(profiler, xpu):
         profiler.fill(announced - 1)
     data = profiler.fill(announced + 100)  # a larger buffer gets exactly the data
     assert len(data) == announced
-    plane = plane_named(parse(data), f"/device:XPU:{xpu.ordinal}")
+    plane = plane_named(parse(data), f"/device:GPU:{xpu.ordinal}")
     assert [m.name for _, m, _, _ in events_of(plane)] == ["Memset"] * 100
     assert profiler.size() == 0, "collected data is handed out once"
 
@@ -501,7 +501,7 @@ def test_restart_cycles_leak_nothing(profiler, xpu, xpu_lib):
             if cycle % 3 == 0:
                 continue  # not collected: the next start drops it
             space = parse(profiler.collect())
-            plane = plane_named(space, f"/device:XPU:{xpu.ordinal}")
+            plane = plane_named(space, f"/device:GPU:{xpu.ordinal}")
             assert [m.name for _, m, _, _ in events_of(plane)] == ["Memset"] * cycle
     profiler.start()
     profiler.stop()
@@ -521,7 +521,7 @@ def test_destroyed_stream_keeps_its_events(profiler, xpu, xpu_lib):
         stream.close()
         xpu.flush_releases()
         profiler.stop()
-    plane = plane_named(parse(profiler.collect()), f"/device:XPU:{xpu.ordinal}")
+    plane = plane_named(parse(profiler.collect()), f"/device:GPU:{xpu.ordinal}")
     assert [(line.name, m.name, stats["bytes"]) for line, m, _, stats in events_of(plane)] == \
         [("short-lived", "Memset", 512)]
     assert xpu_lib.XPU_ProfilerHeapBlocks() == before
@@ -535,7 +535,7 @@ def test_stream_names_ignore_bad_arguments(profiler, xpu, xpu1):
         set_name(mine, None)
         set_name(mine, b"x" * 1000)  # shortened to 255 bytes
         space = profiler.session(lambda: (xpu.memset(mine, memory, 1), mine.synchronize()))
-    (line,) = plane_named(space, f"/device:XPU:{xpu.ordinal}").lines
+    (line,) = plane_named(space, f"/device:GPU:{xpu.ordinal}").lines
     assert line.name == "x" * 255
 
 
@@ -548,7 +548,7 @@ def test_event_cap_drops_and_reports(profiler, xpu, xpu_lib):
             stream.synchronize()
 
         space = profiler.session(work)
-    plane = plane_named(space, f"/device:XPU:{xpu.ordinal}")
+    plane = plane_named(space, f"/device:GPU:{xpu.ordinal}")
     assert len(list(events_of(plane))) == 10
     stats = {plane.stat_metadata[s.metadata_id].name: s for s in plane.stats}
     assert stats["dropped_events"].uint64_value == 15
@@ -601,7 +601,7 @@ def test_fault_profiler_start(profiler, faults, xpu):
         profiler.stop()  # the failed start opened no session
     with xpu.create_stream() as stream, xpu.allocate(64) as memory:
         space = profiler.session(lambda: (xpu.memset(stream, memory, 1), stream.synchronize()))
-    assert [p.name for p in space.planes] == [f"/device:XPU:{xpu.ordinal}"]
+    assert [p.name for p in space.planes] == [f"/device:GPU:{xpu.ordinal}"]
 
 
 def test_fault_profiler_collect(profiler, faults, xpu):
@@ -622,7 +622,7 @@ def test_fault_profiler_collect(profiler, faults, xpu):
     with pytest.raises(InternalError, match="call #3"):
         profiler.fill(announced)
     data = profiler.fill(announced)
-    assert [p.name for p in parse(data).planes] == [f"/device:XPU:{xpu.ordinal}"]
+    assert [p.name for p in parse(data).planes] == [f"/device:GPU:{xpu.ordinal}"]
 
 
 def test_fault_kinds_from_the_environment(run_python):
@@ -679,7 +679,7 @@ with open(path, "rb") as f:
     space.ParseFromString(f.read())
 planes = {}
 for plane in space.planes:
-    if "XPU" not in plane.name:
+    if not plane.name.startswith("/device:GPU:"):  # the XPU names its planes for xprof
         continue
     names = {k: v.name for k, v in plane.event_metadata.items()}
     planes[plane.name] = [[line.name, [[names[e.metadata_id], e.duration_ps]
@@ -700,6 +700,6 @@ def test_tensorflow_loads_and_profiles_the_xpu(xpu_platform, tmp_path):
     assert proc.returncode == 0, proc.stderr[-4000:]
     report = json.loads(proc.stdout.strip().splitlines()[-1])
     assert report["ok"] and report["device"].endswith("device:XPU:0")
-    lines = report["planes"]["/device:XPU:0"]
+    lines = report["planes"]["/device:GPU:0"]
     matmuls = [event for _, events in lines for event in events if event[0] == "MatMul"]
     assert len(matmuls) == 1 and matmuls[0][1] > 0

@@ -52,6 +52,33 @@ def test_the_plugin_template_passes_every_check(build_test_plugin, tmp_path):
     assert outcomes["TestProfiler::test_a_session_with_work_gives_the_device_plane"] == "passed"
 
 
+def test_the_profiler_tier_warns_when_tensorboard_would_not_show_the_planes(
+        build_test_plugin, tmp_path):
+    """The profiler test plugin names its plane /device:TEST:0, which xprof does not draw: the
+    check passes (TensorFlow accepts any plane) and warns with the reason."""
+    plugin = build_test_plugin(os.path.join(PLUGINS, "profiler_plugin.c"), WITH_DEVICE=True)
+    result, report = conformance(plugin, "-k", "TestProfiler", tmp_path=tmp_path)
+    assert report["results"]["TestProfiler::test_planes_are_what_tensorboard_shows"][
+        "outcome"] == "passed", result.stdout[-3000:]
+    (warning,) = [w for w in report["warnings"] if w["category"] == "ProfileViewWarning"]
+    assert warning["check"] == "TestProfiler::test_planes_are_what_tensorboard_shows"
+    assert "plane '/device:TEST:0' is not drawn: xprof shows only planes named " \
+           "/device:GPU:<n>" in warning["message"]
+    assert "ProfileViewWarning" in result.stdout
+
+
+def test_the_xpu_and_the_template_warn_about_nothing(xpu_platform, build_test_plugin,
+                                                     tmp_path):
+    template = os.path.join(os.path.dirname(os.path.dirname(HERE)), "examples",
+                            "plugin_template", "my_device_plugin.c")
+    for path in (xpu_platform.path, build_test_plugin(template)):
+        _, report = conformance(path, "-k", "test_planes_are_what_tensorboard_shows",
+                                tmp_path=tmp_path)
+        assert report["results"]["TestProfiler::test_planes_are_what_tensorboard_shows"][
+            "outcome"] == "passed"
+        assert not [w for w in report["warnings"] if w["category"] == "ProfileViewWarning"]
+
+
 def test_a_correct_test_plugin_passes(build_test_plugin, tmp_path):
     result, report = conformance(build_test_plugin(CONFORMANT=True), tmp_path=tmp_path)
     assert result.returncode == 0, result.stdout[-3000:]

@@ -15,15 +15,15 @@
 #include <string.h>
 
 static const char* const kind_layouts[REC_KINDS] = {
-    "(OP, ident, start_ns, end_ns, op_name, info, fresh)",
+    "(OP, ident, start_ns, end_ns, op_name, info, fresh, correlation_id)",
     "(COPY, ident, start_ns, end_ns, call, executor, stream, nbytes)",
     "(ALLOC, ident, when_ns, bfc, nbytes)",
     "(FREE, ident, when_ns, bfc, nbytes)",
     "(ANNOTATION, ident, start_ns, end_ns, name, step_num, metadata)",
 };
-static const Py_ssize_t kind_sizes[REC_KINDS] = {7, 8, 5, 5, 7};
+static const Py_ssize_t kind_sizes[REC_KINDS] = {8, 8, 5, 5, 7};
 
-/* Event names of allocations (what host_tracer.py's allocation events are called). */
+/* Event names of allocations (TensorFlow's names, which xprof's memory profile reads). */
 static PyObject* allocate_name;
 static PyObject* deallocate_name;
 /* An executor's device allocator (its BFC allocator, None when it has none). */
@@ -38,7 +38,9 @@ typedef struct {
   PyObject* name;    /* borrowed: alive in the records' snapshot or in `keep` */
   const char* stats; /* encoded XEvent.stats fields, inside a bytes object kept alive */
   Py_ssize_t stats_len;
-  int64_t in_use; /* the bytes_in_use stat of an allocation event; -1: none */
+  int64_t in_use; /* the bytes-in-use stat of an allocation event; -1: none */
+  int64_t peak;   /* with in_use: the allocator's peak bytes in use so far */
+  uint64_t correlation; /* the correlation_id stat of an op launch; 0: none */
 } Event;
 
 typedef struct {
@@ -53,6 +55,7 @@ typedef struct {
 typedef struct {
   PyObject* bfc; /* strong */
   long long in_use;
+  long long peak;
   PyObject* chunks; /* dict: chunk size -> encoded fixed stats */
   int64_t last_chunk; /* the last one looked up, and its stats (borrowed from `chunks`) */
   PyObject* last_fixed;
@@ -60,8 +63,15 @@ typedef struct {
 
 typedef struct {
   PyObject *op_stats, *allocation_stats, *baseline, *rare_event, *event_id;
-  const char* prefix; /* the bytes_in_use stat's XStat fields before its value */
+  /* The XStat fields before the value of the per-event stats: bytes in use, peak bytes in
+   * use (int64) and correlation id (uint64). */
+  const char* prefix;
   Py_ssize_t prefix_len;
+  const char* peak_prefix;
+  Py_ssize_t peak_prefix_len;
+  const char* correlation_prefix;
+  Py_ssize_t correlation_prefix_len;
+  PyObject* op_names; /* dict: op type -> "name:type", the name of its launch events */
   PyObject* keep;     /* list: objects the events point into */
   PyObject* op_cache; /* dict: info -> encoded stats */
   PyObject* last_info;
@@ -182,7 +192,8 @@ static Line* line_for(State* s, PyObject* ident) {
 }
 
 static int add_event(Line* line, int64_t start, int64_t end, PyObject* name,
-                     PyObject* stats, int64_t in_use, Py_ssize_t prefix_len) {
+                     PyObject* stats, int64_t in_use, int64_t peak, uint64_t correlation,
+                     Py_ssize_t per_event_bound) {
   if (line->count == line->capacity) {
     Py_ssize_t capacity = line->capacity ? 2 * line->capacity : 256;
     Event* grown = PyMem_Realloc(line->events, (size_t)capacity * sizeof(Event));
@@ -200,7 +211,9 @@ static int add_event(Line* line, int64_t start, int64_t end, PyObject* name,
   e->stats = PyBytes_AS_STRING(stats);
   e->stats_len = PyBytes_GET_SIZE(stats);
   e->in_use = in_use;
-  line->bound += EVENT_OVERHEAD + e->stats_len + (in_use >= 0 ? prefix_len : 0);
+  e->peak = peak;
+  e->correlation = correlation;
+  line->bound += EVENT_OVERHEAD + e->stats_len + per_event_bound;
   return 0;
 }
 
@@ -256,6 +269,7 @@ static Allocator* allocator_for(State* s, PyObject* bfc) {
   Py_INCREF(bfc);
   a->bfc = bfc;
   a->in_use = in_use;
+  a->peak = in_use;
   a->chunks = chunks;
   a->last_chunk = -1;
   a->last_fixed = NULL;
@@ -301,8 +315,11 @@ static int allocation(State* s, Line* line, int kind, int64_t when, PyObject* bf
     a->last_chunk = chunk;
     a->last_fixed = fixed;
   }
+  int64_t in_use = a->in_use > 0 ? a->in_use : 0;
+  if (in_use > a->peak) a->peak = in_use;
   return add_event(line, when, when, kind == REC_ALLOC ? allocate_name : deallocate_name, fixed,
-                   a->in_use > 0 ? a->in_use : 0, s->prefix_len);
+                   in_use, a->peak, 0,
+                   s->prefix_len + s->peak_prefix_len + 2 * (2 + 2 * VARINT_MAX));
 }
 
 static int op_record(State* s, Line* line, PyObject* record) {
@@ -335,7 +352,28 @@ static int op_record(State* s, Line* line, PyObject* record) {
     s->last_info = info;
     s->last_op_stats = stats;
   }
-  if (add_event(line, start, end, name, stats, -1, 0) < 0) return -1;
+  uint64_t correlation = 0;
+  PyObject* launch = PyTuple_GET_ITEM(record, 7);
+  if (!PyLong_Check(launch) ||
+      ((correlation = PyLong_AsUnsignedLongLong(launch)) == (uint64_t)-1 && PyErr_Occurred())) {
+    PyErr_Clear();
+    return malformed(s, "its correlation id must be an int of 64 bits, got %R", launch);
+  }
+  /* TensorFlow names an op's event "<node name>:<op type>"; an eager node is named after its
+   * op type. */
+  PyObject* full = PyDict_GetItemWithError(s->op_names, name); /* borrowed */
+  if (full == NULL) {
+    if (PyErr_Occurred()) return -1;
+    full = PyUnicode_FromFormat("%U:%U", name, name);
+    if (full == NULL) return -1;
+    int failed = PyDict_SetItem(s->op_names, name, full);
+    Py_DECREF(full); /* the dict keeps it */
+    if (failed < 0) return -1;
+  }
+  if (add_event(line, start, end, full, stats, -1, 0, correlation,
+                correlation ? s->correlation_prefix_len + 2 + 2 * VARINT_MAX : 0) < 0) {
+    return -1;
+  }
   for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(fresh); i++) {
     PyObject* output = PyTuple_GET_ITEM(fresh, i);
     if (!PyTuple_Check(output) || PyTuple_GET_SIZE(output) != 2) {
@@ -382,7 +420,7 @@ static int rare_record(State* s, Line* line, PyObject* record) {
   Py_DECREF(result); /* `keep` holds it for the events that point into it */
   if (failed < 0) return -1;
   return add_event(line, start, end, PyTuple_GET_ITEM(result, 0),
-                   PyTuple_GET_ITEM(result, 1), -1, 0);
+                   PyTuple_GET_ITEM(result, 1), -1, 0, 0, 0);
 }
 
 static int read_record(State* s, PyObject* record) {
@@ -523,10 +561,16 @@ static PyObject* encode_line(State* s, Line* line) {
     uint64_t duration = ((uint64_t)e->end - (uint64_t)e->start) * 1000u;
     Py_ssize_t body = 1 + varint_size(id) + 1 + varint_size(offset) + 1 +
                       varint_size(duration) + e->stats_len;
-    Py_ssize_t stat = 0;
+    Py_ssize_t stat = 0, peak_stat = 0, correlation_stat = 0;
     if (e->in_use >= 0) {
       stat = s->prefix_len + varint_size((uint64_t)e->in_use);
+      peak_stat = s->peak_prefix_len + varint_size((uint64_t)e->peak);
       body += 1 + varint_size((uint64_t)stat) + stat;
+      body += 1 + varint_size((uint64_t)peak_stat) + peak_stat;
+    }
+    if (e->correlation != 0) {
+      correlation_stat = s->correlation_prefix_len + varint_size(e->correlation);
+      body += 1 + varint_size((uint64_t)correlation_stat) + correlation_stat;
     }
     *p++ = 0x22; /* XLine.events = 4 */
     p = put_varint(p, (uint64_t)body);
@@ -539,10 +583,20 @@ static PyObject* encode_line(State* s, Line* line) {
     memcpy(p, e->stats, (size_t)e->stats_len);
     p += e->stats_len;
     if (e->in_use >= 0) {
-      *p++ = 0x22; /* XEvent.stats = 4: bytes_in_use */
+      *p++ = 0x22; /* XEvent.stats = 4: bytes in use */
       p = put_varint(p, (uint64_t)stat);
       memcpy(p, s->prefix, (size_t)s->prefix_len);
       p = put_varint(p + s->prefix_len, (uint64_t)e->in_use);
+      *p++ = 0x22; /* and the peak */
+      p = put_varint(p, (uint64_t)peak_stat);
+      memcpy(p, s->peak_prefix, (size_t)s->peak_prefix_len);
+      p = put_varint(p + s->peak_prefix_len, (uint64_t)e->peak);
+    }
+    if (e->correlation != 0) {
+      *p++ = 0x22; /* XEvent.stats = 4: correlation_id */
+      p = put_varint(p, (uint64_t)correlation_stat);
+      memcpy(p, s->correlation_prefix, (size_t)s->correlation_prefix_len);
+      p = put_varint(p + s->correlation_prefix_len, e->correlation);
     }
   }
   if (_PyBytes_Resize(&out, p - PyBytes_AS_STRING(out)) < 0) return NULL;
@@ -560,6 +614,7 @@ static void state_clear(State* s) {
   Py_XDECREF(s->keep);
   Py_XDECREF(s->op_cache);
   Py_XDECREF(s->ids);
+  Py_XDECREF(s->op_names);
   Py_XDECREF(s->last_executor_allocator);
 }
 
@@ -567,7 +622,7 @@ static PyObject* encode_host_events(PyObject* module, PyObject* const* args,
                                     Py_ssize_t nargs) {
   (void)module;
   if (nargs != 7) {
-    PyErr_Format(PyExc_TypeError, "encode_host_events(records, in_use_prefix, op_stats, "
+    PyErr_Format(PyExc_TypeError, "encode_host_events(records, prefixes, op_stats, "
                  "allocation_stats, baseline, rare_event, event_id) takes 7 arguments, got "
                  "%zd", nargs);
     return NULL;
@@ -577,9 +632,13 @@ static PyObject* encode_host_events(PyObject* module, PyObject* const* args,
                  Py_TYPE(args[0])->tp_name);
     return NULL;
   }
-  if (!PyBytes_Check(args[1])) {
-    PyErr_Format(PyExc_TypeError, "encode_host_events: in_use_prefix must be bytes, got %s",
-                 Py_TYPE(args[1])->tp_name);
+  PyObject* prefixes = args[1];
+  if (!PyTuple_Check(prefixes) || PyTuple_GET_SIZE(prefixes) != 3 ||
+      !PyBytes_Check(PyTuple_GET_ITEM(prefixes, 0)) ||
+      !PyBytes_Check(PyTuple_GET_ITEM(prefixes, 1)) ||
+      !PyBytes_Check(PyTuple_GET_ITEM(prefixes, 2))) {
+    PyErr_Format(PyExc_TypeError, "encode_host_events: prefixes must be a tuple of 3 bytes "
+                 "(bytes in use, peak bytes in use, correlation id), got %R", prefixes);
     return NULL;
   }
   for (int i = 2; i < 7; i++) {
@@ -590,8 +649,12 @@ static PyObject* encode_host_events(PyObject* module, PyObject* const* args,
     }
   }
   State s = {0};
-  s.prefix = PyBytes_AS_STRING(args[1]);
-  s.prefix_len = PyBytes_GET_SIZE(args[1]);
+  s.prefix = PyBytes_AS_STRING(PyTuple_GET_ITEM(prefixes, 0));
+  s.prefix_len = PyBytes_GET_SIZE(PyTuple_GET_ITEM(prefixes, 0));
+  s.peak_prefix = PyBytes_AS_STRING(PyTuple_GET_ITEM(prefixes, 1));
+  s.peak_prefix_len = PyBytes_GET_SIZE(PyTuple_GET_ITEM(prefixes, 1));
+  s.correlation_prefix = PyBytes_AS_STRING(PyTuple_GET_ITEM(prefixes, 2));
+  s.correlation_prefix_len = PyBytes_GET_SIZE(PyTuple_GET_ITEM(prefixes, 2));
   s.op_stats = args[2];
   s.allocation_stats = args[3];
   s.baseline = args[4];
@@ -605,7 +668,11 @@ static PyObject* encode_host_events(PyObject* module, PyObject* const* args,
   s.keep = PyList_New(0);
   s.op_cache = PyDict_New();
   s.ids = PyDict_New();
-  if (records == NULL || s.keep == NULL || s.op_cache == NULL || s.ids == NULL) goto done;
+  s.op_names = PyDict_New();
+  if (records == NULL || s.keep == NULL || s.op_cache == NULL || s.ids == NULL ||
+      s.op_names == NULL) {
+    goto done;
+  }
   for (s.index = 0; s.index < PyList_GET_SIZE(records); s.index++) {
     if (read_record(&s, PyList_GET_ITEM(records, s.index)) < 0) goto done;
   }
@@ -631,22 +698,23 @@ done:
 
 PyMethodDef pg_hostplane_methods[] = {
     {"encode_host_events", (PyCFunction)(void (*)(void))encode_host_events, METH_FASTCALL,
-     "encode_host_events(records, in_use_prefix, op_stats, allocation_stats, baseline, "
+     "encode_host_events(records, prefixes, op_stats, allocation_stats, baseline, "
      "rare_event, event_id)\n--\n\n"
      "The host tracer's records as XLine events: a list of (ident, first_ns, last_ns, "
      "events) per thread, in order of first record; `events` is the line's XEvent fields "
      "in protobuf wire format, by start time. op_stats(info), allocation_stats(bfc, chunk) "
      "and rare_event(record) -> (name, stats) give encoded XEvent.stats fields, once per "
      "key; baseline(bfc) an allocator's bytes in use at the start; event_id(name) an event "
-     "metadata id. in_use_prefix: the bytes_in_use XStat's fields before its int64 value."},
+     "metadata id. prefixes: the XStat fields before the value of the per-event stats "
+     "(bytes in use, peak bytes in use, correlation id)."},
     {"bind_errors", (PyCFunction)fast_bind_errors, METH_O,
      "bind_errors(InternalError): the class a malformed host tracer record raises."},
     {NULL, NULL, 0, NULL}};
 
 int pg_hostplane_init(PyObject* module) {
   (void)module;
-  allocate_name = PyUnicode_InternFromString("Allocate");
-  deallocate_name = PyUnicode_InternFromString("Deallocate");
+  allocate_name = PyUnicode_InternFromString("MemoryAllocation");
+  deallocate_name = PyUnicode_InternFromString("MemoryDeallocation");
   allocator_attribute = PyUnicode_InternFromString("_allocator");
   return allocate_name && deallocate_name && allocator_attribute ? 0 : -1;
 }

@@ -140,7 +140,7 @@ typedef struct {
   PyObject* a;         /* OP: the op name; FREE: the executor; OBJECT: the tuple */
   PyObject* b;         /* OP: the plan (NULL: the run failed) */
   PyObject* c;         /* OP: the fresh outputs (NULL: none) */
-  long long n;         /* FREE: bytes */
+  long long n;         /* FREE: bytes; OP: the launch's correlation id */
 } Record;
 
 #define RECORDS_PER_CHUNK 1024
@@ -905,7 +905,7 @@ static PyObject* fresh_outputs(PlanObject* p, PyObject* outputs, PyObject* const
 
 /* Records an OP; `plan` and `fresh` may be NULL (a failed run: None and ()). */
 static void record_op(PyObject* op_name, uint64_t start, uint64_t end, PyObject* plan,
-                      PyObject* fresh) {
+                      PyObject* fresh, uint64_t correlation_id) {
   Record* r = new_record();
   if (r == NULL) return;
   r->kind = REC_OP;
@@ -915,7 +915,7 @@ static void record_op(PyObject* op_name, uint64_t start, uint64_t end, PyObject*
   r->a = new_ref(op_name);
   r->b = plan ? new_ref(plan) : NULL;
   r->c = fresh ? new_ref(fresh) : NULL;
-  r->n = 0;
+  r->n = (long long)correlation_id;
 }
 
 /* Runs the plan on `tensors` (the op's device inputs, n of them). Returns the output list, or
@@ -923,6 +923,12 @@ static void record_op(PyObject* op_name, uint64_t start, uint64_t end, PyObject*
  * plan's kind; NULL with an exception when the kernel or the host failed. */
 /* The step id of the last run (TF_StepId), counted under the GIL. */
 static unsigned long long step_id;
+/* The last correlation id given to a recorded launch (PG_RUN_CORRELATION_ID; the slow path
+ * takes its ids from here too, `next_correlation_id`), counted under the GIL. */
+static unsigned long long correlation_id;
+/* The launch id the host tracer's slow path gave the op this thread runs (`set_launch`): a
+ * plan run inside it, which records nothing itself, hands it to the kernel. */
+static _Thread_local unsigned long long pending_launch;
 
 static PyObject* plan_run_tensors(PlanObject* p, PyObject* const* tensors, Py_ssize_t n,
                                   PyObject* op_name) {
@@ -988,6 +994,8 @@ static PyObject* plan_run_tensors(PlanObject* p, PyObject* const* tensors, Py_ss
   /* The inputs stay alive during the call: the caller holds them. A session that starts or
    * stops while the GIL is released does not record this run. */
   PyObject* tracing = op_name != NULL ? tracer : NULL;
+  uint64_t launch = tracing != NULL ? ++correlation_id : pending_launch;
+  request[PG_RUN_CORRELATION_ID] = (int64_t)launch;
   uint64_t start = tracing != NULL ? now_ticks() : 0;
   int code;
   if (pg_keep_gil(p->run_bytes)) { /* see the top */
@@ -1017,7 +1025,7 @@ static PyObject* plan_run_tensors(PlanObject* p, PyObject* const* tensors, Py_ss
     } else {
       PyObject *type, *value, *traceback;
       PyErr_Fetch(&type, &value, &traceback); /* naming a new thread may clear errors */
-      record_op(op_name, start, end, result ? (PyObject*)p : NULL, fresh_list);
+      record_op(op_name, start, end, result ? (PyObject*)p : NULL, fresh_list, launch);
       PyErr_Restore(type, value, traceback);
     }
     Py_XDECREF(fresh_list);
@@ -1552,6 +1560,29 @@ static PyObject* fast_record(PyObject* self, PyObject* record) {
   Py_RETURN_NONE;
 }
 
+/* next_correlation_id(): the slow path's launch ids come from the plans' counter. */
+static PyObject* fast_next_correlation_id(PyObject* self, PyObject* unused) {
+  (void)self;
+  (void)unused;
+  return PyLong_FromUnsignedLongLong(++correlation_id);
+}
+
+/* set_launch(id): the launch id of the op the calling thread runs next (0: none). */
+static PyObject* fast_set_launch(PyObject* self, PyObject* id) {
+  (void)self;
+  unsigned long long value = PyLong_AsUnsignedLongLong(id);
+  if (value == (unsigned long long)-1 && PyErr_Occurred()) return NULL;
+  pending_launch = value;
+  Py_RETURN_NONE;
+}
+
+/* launch(): what set_launch set on the calling thread. */
+static PyObject* fast_launch(PyObject* self, PyObject* unused) {
+  (void)self;
+  (void)unused;
+  return PyLong_FromUnsignedLongLong(pending_launch);
+}
+
 /* One record as host_tracer.py's tuple; Py_None (a new reference) for a FREE whose executor
  * has no allocator any more. */
 static PyObject* record_tuple(const Record* r, PG_ClockPair stop) {
@@ -1562,12 +1593,14 @@ static PyObject* record_tuple(const Record* r, PG_ClockPair stop) {
   if (r->kind == REC_OP) {
     PyObject* t1 = PyLong_FromLongLong(pg_profiler_ticks_to_ns(tsc, clock_start, stop, r->t1));
     PyObject* fresh = r->c ? new_ref(r->c) : PyTuple_New(0);
-    PyObject* t = (ident && t0 && t1 && fresh) ? PyTuple_New(7) : NULL;
+    PyObject* launch = PyLong_FromUnsignedLongLong((unsigned long long)r->n);
+    PyObject* t = (ident && t0 && t1 && fresh && launch) ? PyTuple_New(8) : NULL;
     if (t == NULL) {
       Py_XDECREF(ident);
       Py_XDECREF(t0);
       Py_XDECREF(t1);
       Py_XDECREF(fresh);
+      Py_XDECREF(launch);
       return NULL;
     }
     PyTuple_SET_ITEM(t, 0, PyLong_FromLong(REC_OP)); /* a cached small int */
@@ -1577,6 +1610,7 @@ static PyObject* record_tuple(const Record* r, PG_ClockPair stop) {
     PyTuple_SET_ITEM(t, 4, new_ref(r->a));
     PyTuple_SET_ITEM(t, 5, new_ref(r->b ? r->b : Py_None));
     PyTuple_SET_ITEM(t, 6, fresh);
+    PyTuple_SET_ITEM(t, 7, launch);
     return t;
   }
   PyObject* allocator = PyObject_GetAttr(r->a, s_allocator);
@@ -1613,11 +1647,15 @@ static PyObject* fast_take_records(PyObject* self, PyObject* unused) {
                                      : clock_stop;
   PyObject* list = PyList_New(total);
   if (list == NULL) return NULL;
+  /* Tens of thousands of new tuples, none of them garbage: the collector would walk the
+   * young ones again and again while they are made. */
+  int collecting = PyGC_Disable();
   Py_ssize_t at = 0;
   for (Chunk* c = first_chunk; c != NULL; c = c->next) {
     for (size_t i = 0; i < c->used; i++) {
       PyObject* t = record_tuple(&c->records[i], stop);
       if (t == NULL) {
+        if (collecting) PyGC_Enable();
         Py_DECREF(list);
         return NULL;
       }
@@ -1628,6 +1666,7 @@ static PyObject* fast_take_records(PyObject* self, PyObject* unused) {
       PyList_SET_ITEM(list, at++, t);
     }
   }
+  if (collecting) PyGC_Enable();
   if (at < total && PyList_SetSlice(list, at, total, NULL) < 0) {
     Py_DECREF(list);
     return NULL;
@@ -1701,6 +1740,12 @@ PyMethodDef pg_oprun_methods[] = {
     {"record", (PyCFunction)fast_record, METH_O,
      "record(tuple): a host tracer record made in Python, kept in order with the C ones "
      "while a session runs (set_tracer); dropped otherwise."},
+    {"next_correlation_id", (PyCFunction)fast_next_correlation_id, METH_NOARGS,
+     "next_correlation_id(): a new launch id for the host tracer (PG_RUN_CORRELATION_ID)."},
+    {"set_launch", (PyCFunction)fast_set_launch, METH_O,
+     "set_launch(id): the correlation id of the op this thread runs next (0: none)."},
+    {"launch", (PyCFunction)fast_launch, METH_NOARGS,
+     "launch(): the correlation id set_launch gave this thread."},
     {"take_records", (PyCFunction)fast_take_records, METH_NOARGS,
      "take_records(): the host tracer's records since the last call, as tuples."},
     {"invalidate", (PyCFunction)fast_invalidate, METH_NOARGS,
@@ -1738,6 +1783,7 @@ int pg_oprun_init(PyObject* module) {
       {"PG_RUN_OUT", PG_RUN_OUT},                 {"PG_RUN_OUT_CAPACITY", PG_RUN_OUT_CAPACITY},
       {"PG_RUN_STATUS", PG_RUN_STATUS},           {"PG_RUN_HEADER_WORDS", PG_RUN_HEADER_WORDS},
       {"PG_RUN_OUTPUT_HOST_MEMORY", PG_RUN_OUTPUT_HOST_MEMORY},
+      {"PG_RUN_CORRELATION_ID", PG_RUN_CORRELATION_ID},
       {"PG_OUT_HEADER_WORDS", PG_OUT_HEADER_WORDS}, {"PG_OUT_OWNED", PG_OUT_OWNED},
       {"PG_OUT_HOST_MEMORY", PG_OUT_HOST_MEMORY},   {"PG_MAX_OUTPUT_DIMS", PG_MAX_OUTPUT_DIMS},
   };

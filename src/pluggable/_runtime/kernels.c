@@ -964,6 +964,7 @@ struct TF_OpKernelContext {
   PG_BFC* bfc;
   int device_id;
   int64_t step_id;
+  uint64_t correlation_id; /* PG_RUN_CORRELATION_ID */
   uint64_t serial; /* tells this run's input buffers from earlier runs' */
   int num_inputs, num_outputs;
   PG_InputSlot* inputs;
@@ -1093,6 +1094,10 @@ bool TF_IsHostMemoryOutput(TF_OpKernelContext* ctx, int i, TF_Status* status) {
 int64_t TF_StepId(TF_OpKernelContext* ctx) { return ctx == NULL ? 0 : ctx->step_id; }
 
 int64_t TF_GetStepId(TF_OpKernelContext* ctx) { return ctx == NULL ? 0 : ctx->step_id; }
+
+uint64_t pluggable_KernelCorrelationId(struct TF_OpKernelContext* ctx) {
+  return ctx == NULL ? 0 : ctx->correlation_id;
+}
 
 /* Eager execution has no control-flow frames: TensorFlow reports frame 0, iteration 0. */
 uint64_t TF_GetFrameId(TF_OpKernelContext* ctx) {
@@ -1625,6 +1630,7 @@ int pluggable_KernelRun(const int64_t* request) {
   ctx.bfc = (PG_BFC*)(intptr_t)request[PG_RUN_ALLOCATOR];
   ctx.device_id = (int)request[PG_RUN_DEVICE_ID];
   ctx.step_id = request[PG_RUN_STEP_ID];
+  ctx.correlation_id = (uint64_t)request[PG_RUN_CORRELATION_ID];
   ctx.serial = atomic_fetch_add_explicit(&run_serial, 1, memory_order_relaxed) + 1;
   ctx.num_inputs = (int)num_inputs;
   ctx.num_outputs = (int)num_outputs;

@@ -254,6 +254,7 @@ enum {
   PG_RUN_OUT,                 /* int64_t* out: the output records */
   PG_RUN_OUT_CAPACITY,        /* words of `out` */
   PG_RUN_STATUS,              /* TF_Status*: the error, when the call fails */
+  PG_RUN_CORRELATION_ID,      /* the profiler's id of this launch (0: none), see below */
   PG_RUN_HEADER_WORDS
 };
 #define PG_RUN_OUTPUT_HOST_MEMORY ((int64_t)1 << 32)
@@ -275,6 +276,11 @@ enum {
 #define PG_MAX_OUTPUT_DIMS 254
 
 TF_CAPI_EXPORT int pluggable_KernelRun(const int64_t* request);
+
+struct TF_OpKernelContext;
+/* PLUGGABLE_ProfilerContextExt.correlation_id: the PG_RUN_CORRELATION_ID of the run `ctx`
+ * belongs to (0 for NULL). */
+TF_CAPI_EXPORT uint64_t pluggable_KernelCorrelationId(struct TF_OpKernelContext* ctx);
 
 /* Frees host memory the runtime handed over (host-memory outputs). NULL is a no-op. */
 TF_CAPI_EXPORT void pluggable_FreeHostMemory(void* data);

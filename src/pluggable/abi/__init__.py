@@ -45,7 +45,7 @@ _HOME.update(dict.fromkeys(
 _HOME.update(dict.fromkeys((
     "PLUGGABLE_ExtHeader", "PLUGGABLE_ExtType", "PLUGGABLE_LiveHandles",
     "PLUGGABLE_LiveHandlesExt", "PLUGGABLE_DLPackDeviceExt", "PLUGGABLE_PlatformInfoExt",
-    "PLUGGABLE_StreamNamesExt"), "plugin_ext"))
+    "PLUGGABLE_StreamNamesExt", "PLUGGABLE_ProfilerContextExt"), "plugin_ext"))
 _HOME["PG_ClockPair"] = "profiler_clock"
 _HOME.update(dict.fromkeys((
     "DLDataType", "DLDevice", "DLManagedTensor", "DLManagedTensorVersioned", "DLPackVersion",

@@ -14,7 +14,7 @@ from ctypes import CFUNCTYPE, c_char_p, c_int32, c_int64, c_size_t, c_uint64, c_
 from ._struct import ABIStruct
 
 PLUGGABLE_EXT_MAJOR = 0
-PLUGGABLE_EXT_MINOR = 3
+PLUGGABLE_EXT_MINOR = 4
 PLUGGABLE_EXT_PATCH = 0
 
 # A value `t` is an extension tag when (t & PLUGGABLE_EXT_TAG_MASK) == PLUGGABLE_EXT_TAG_BASE.
@@ -40,12 +40,14 @@ class PLUGGABLE_ExtType(enum.IntEnum):
     PLUGGABLE_EXT_LIVE_HANDLES = 0x504C4702
     PLUGGABLE_EXT_DLPACK_DEVICE = 0x504C4703  # since 0.3.0
     PLUGGABLE_EXT_STREAM_NAMES = 0x504C4704  # since 0.3.0
+    PLUGGABLE_EXT_PROFILER_CONTEXT = 0x504C4705  # since 0.4.0
 
 
 PLUGGABLE_EXT_PLATFORM_INFO = PLUGGABLE_ExtType.PLUGGABLE_EXT_PLATFORM_INFO
 PLUGGABLE_EXT_LIVE_HANDLES = PLUGGABLE_ExtType.PLUGGABLE_EXT_LIVE_HANDLES
 PLUGGABLE_EXT_STREAM_NAMES = PLUGGABLE_ExtType.PLUGGABLE_EXT_STREAM_NAMES
 PLUGGABLE_EXT_DLPACK_DEVICE = PLUGGABLE_ExtType.PLUGGABLE_EXT_DLPACK_DEVICE
+PLUGGABLE_EXT_PROFILER_CONTEXT = PLUGGABLE_ExtType.PLUGGABLE_EXT_PROFILER_CONTEXT
 
 
 class PLUGGABLE_ExtHeader(ABIStruct):
@@ -127,12 +129,29 @@ class PLUGGABLE_DLPackDeviceExt(ABIStruct):
     _size_macro_ = "PLUGGABLE_DLPACK_DEVICE_EXT_STRUCT_SIZE"
 
 
+# uint64_t (*correlation_id)(TF_OpKernelContext* ctx);
+PLUGGABLE_ProfilerContextExt_correlation_id_fn = CFUNCTYPE(c_uint64, c_void_p)
+
+
+class PLUGGABLE_ProfilerContextExt(ABIStruct):
+    """Filled by the host, on TF_ProfilerRegistrationParams.ext (since 0.4.0)."""
+    _fields_ = [
+        ("struct_size", c_size_t),
+        ("type", c_int32),
+        ("next", c_void_p),
+        ("correlation_id", PLUGGABLE_ProfilerContextExt_correlation_id_fn),
+    ]
+    _last_field_ = "correlation_id"
+    _size_macro_ = "PLUGGABLE_PROFILER_CONTEXT_EXT_STRUCT_SIZE"
+
+
 PLUGGABLE_EXT_HEADER_STRUCT_SIZE = PLUGGABLE_ExtHeader.struct_size()
 PLUGGABLE_PLATFORM_INFO_EXT_STRUCT_SIZE = PLUGGABLE_PlatformInfoExt.struct_size()
 PLUGGABLE_LIVE_HANDLES_STRUCT_SIZE = PLUGGABLE_LiveHandles.struct_size()
 PLUGGABLE_LIVE_HANDLES_EXT_STRUCT_SIZE = PLUGGABLE_LiveHandlesExt.struct_size()
 PLUGGABLE_STREAM_NAMES_EXT_STRUCT_SIZE = PLUGGABLE_StreamNamesExt.struct_size()
 PLUGGABLE_DLPACK_DEVICE_EXT_STRUCT_SIZE = PLUGGABLE_DLPackDeviceExt.struct_size()
+PLUGGABLE_PROFILER_CONTEXT_EXT_STRUCT_SIZE = PLUGGABLE_ProfilerContextExt.struct_size()
 
 # The struct each extension tag announces.
 EXT_STRUCTS: dict[int, type[ABIStruct]] = {
@@ -140,6 +159,7 @@ EXT_STRUCTS: dict[int, type[ABIStruct]] = {
     PLUGGABLE_EXT_LIVE_HANDLES: PLUGGABLE_LiveHandlesExt,
     PLUGGABLE_EXT_STREAM_NAMES: PLUGGABLE_StreamNamesExt,
     PLUGGABLE_EXT_DLPACK_DEVICE: PLUGGABLE_DLPackDeviceExt,
+    PLUGGABLE_EXT_PROFILER_CONTEXT: PLUGGABLE_ProfilerContextExt,
 }
 
 
@@ -189,6 +209,7 @@ STRUCTS = (
     PLUGGABLE_PlatformInfoExt,
     PLUGGABLE_LiveHandles,
     PLUGGABLE_LiveHandlesExt,
+    PLUGGABLE_ProfilerContextExt,
     PLUGGABLE_StreamNamesExt,
     PLUGGABLE_DLPackDeviceExt,
 )

@@ -791,7 +791,8 @@ class Kernel:
         if out_words < n_out * _OUT_RECORD_WORDS:
             out, out_address, out_words, status = _scratch.grow(n_out)
         words = _request_header(handle, executor, stream, allocator, step_id & _MASK64,
-                                len(inputs), n_out, out_address, out_words, status)
+                                len(inputs), n_out, out_address, out_words, status,
+                                _compiled.launch())
         if output_host_memory:
             words += [int(d) | (_RUN_OUTPUT_HOST_MEMORY if h else 0)
                       for d, h in zip(output_dtypes, output_host_memory)]
@@ -893,19 +894,20 @@ class Kernel:
 
 def _request_header(handle: int, executor: "StreamExecutor", stream: "Stream", allocator,
                     step_id: int, n_in: int, n_out: int, out_address: int, out_words: int,
-                    status: int) -> list:
+                    status: int, correlation_id: int = 0) -> list:
     """The PG_RUN_* header of a pluggable_KernelRun request, in the order the runtime reads
     it: the one place a request's header is built (`Kernel.run`, `Kernel.prepare`)."""
     return [handle, _addressof(executor._device), _addressof(executor._se),
             stream._handle or 0, allocator._handle, executor.ordinal, step_id, n_in, n_out,
-            out_address, out_words, status]
+            out_address, out_words, status, correlation_id]
 
 
 # The header above is in the runtime's PG_RUN_* order; a runtime built with another order is a
 # broken installation, said at import rather than as kernels reading the wrong words.
 if (_compiled.PG_RUN_KERNEL, _compiled.PG_RUN_STEP_ID, _compiled.PG_RUN_OUT,
         _compiled.PG_RUN_OUT_CAPACITY, _compiled.PG_RUN_STATUS,
-        _compiled.PG_RUN_HEADER_WORDS) != (0, 6, 9, 10, 11, 12):
+        _compiled.PG_RUN_CORRELATION_ID, _compiled.PG_RUN_HEADER_WORDS) != (
+            0, 6, 9, 10, 11, 12, 13):
     raise ImportError("pluggable's runtime library and its kernels.registry disagree on the "
                       "kernel request's layout (PG_RUN_*): reinstall pluggable")
 

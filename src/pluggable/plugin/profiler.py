@@ -17,6 +17,9 @@ from ..base import native as _native
 from ..abi.pluggable_profiler import (
     TP_MAJOR, TP_MINOR, TP_PATCH, TF_InitProfiler_fn, TF_ProfilerRegistrationParams,
     TP_Profiler, TP_ProfilerFns)
+from ..abi.plugin_ext import (
+    PLUGGABLE_EXT_PROFILER_CONTEXT, PLUGGABLE_PROFILER_CONTEXT_EXT_STRUCT_SIZE,
+    PLUGGABLE_ProfilerContextExt)
 from ..abi.tf_status import TF_Code
 from ..base import limits
 from ..base.errors import DeadlineExceededError, InternalError, error_for_code
@@ -62,8 +65,17 @@ class PluginProfiler:
             TP_MAJOR, TP_MINOR, TP_PATCH)
         params.profiler = ctypes.pointer(profiler)
         params.profiler_fns = ctypes.pointer(profiler_fns)
+        # The host's extension: the correlation id of a kernel's launch, read from its
+        # context by the runtime library (pluggable/plugin_ext.h).
+        context_ext = PLUGGABLE_ProfilerContextExt(
+            struct_size=PLUGGABLE_PROFILER_CONTEXT_EXT_STRUCT_SIZE,
+            type=PLUGGABLE_EXT_PROFILER_CONTEXT, next=None)
+        ctypes.cast(ctypes.addressof(context_ext) + PLUGGABLE_ProfilerContextExt.correlation_id
+                    .offset, ctypes.POINTER(ctypes.c_void_p))[0] = ctypes.cast(
+            _native.lib.pluggable_KernelCorrelationId, ctypes.c_void_p).value
+        params.ext = ctypes.addressof(context_ext)
         # The plugin keeps these addresses: they are what every later call passes back.
-        self._storage = (params, profiler, profiler_fns)
+        self._storage = (params, profiler, profiler_fns, context_ext)
         self._profiler_ref = ctypes.byref(profiler)
 
         status = _native.Status()
@@ -188,7 +200,7 @@ class PluginProfiler:
         whose call may still be using them."""
         if self.stuck:
             return
-        _, profiler, profiler_fns = self._storage
+        _, profiler, profiler_fns, _ = self._storage
         destroy_fns, self._destroy_profiler_fns = self._destroy_profiler_fns, None
         destroy, self._destroy_profiler = self._destroy_profiler, None
         if destroy_fns is not None:

@@ -11,6 +11,8 @@ each.
 """
 from __future__ import annotations
 
+import os
+import sys
 import threading
 from _thread import get_ident
 from time import time_ns
@@ -53,6 +55,7 @@ class HostTracer:
         self._allocators: Dict[int, Any] = {}
         # Thread names, taken while the threads live (a line is named after its thread).
         self.thread_names: Dict[int, str] = {}
+        self._tracing_python = False
 
     def _ident(self) -> int:
         ident = get_ident()
@@ -74,7 +77,44 @@ class HostTracer:
             module._tracer = self
         _compiled.set_tracer(self)
 
+    def trace_python(self) -> None:
+        """Records every Python function call (``python_tracer_level`` 1) as an event named
+        as TensorFlow's Python tracer names them, ``$<file>:<line> <function>``, on the line of
+        its thread: calls of the calling thread and of threads started from now on, until
+        `uninstall` (``sys.setprofile`` and ``threading.setprofile``)."""
+        local = threading.local()
+        append, ident = self._append, self._ident
+        names: Dict[Any, str] = {}  # code object -> event name
+
+        def profile(frame, event, arg):
+            if not self._tracing_python:
+                sys.setprofile(None)  # a thread the session started outlives it
+                return
+            if event == "call":
+                stack = getattr(local, "stack", None)
+                if stack is None:
+                    stack = local.stack = []
+                stack.append(time_ns())
+            elif event == "return":
+                stack = getattr(local, "stack", None)
+                if stack:  # frames entered before the session have no start: left out
+                    start = stack.pop()
+                    code = frame.f_code
+                    name = names.get(code)
+                    if name is None:
+                        name = names[code] = (f"${os.path.basename(code.co_filename)}:"
+                                              f"{code.co_firstlineno} {code.co_name}")
+                    append((ANNOTATION, ident(), start, time_ns(), name, None, {}))
+
+        self._tracing_python = True
+        threading.setprofile(profile)
+        sys.setprofile(profile)
+
     def uninstall(self) -> None:
+        if self._tracing_python:
+            sys.setprofile(None)
+            threading.setprofile(None)
+            self._tracing_python = False
         for module in _HOOKED_MODULES:
             if module._tracer is self:
                 module._tracer = None
@@ -95,20 +135,25 @@ class HostTracer:
 
     # -- hooks (the recording cost of a session) ---------------------------------------------
     def op(self, op_name: str, inputs, attrs):
-        """Runs the op through dispatch and records it (dispatch's hook)."""
+        """Runs the op through dispatch and records it (dispatch's hook), with a correlation
+        id its kernel gets too (`_compiled.set_launch`, read into the kernel request)."""
         info: list = []
+        correlation_id = _compiled.next_correlation_id()
+        _compiled.set_launch(correlation_id)
         start = time_ns()
         try:
             outputs = _dispatch_module.execute(op_name, inputs, attrs, info)
         except BaseException:
+            _compiled.set_launch(0)
             self._append((OP, self._ident(), start, time_ns(), op_name,
-                          info[0] if info else None, ()))
+                          info[0] if info else None, (), correlation_id))
             raise
         end = time_ns()
+        _compiled.set_launch(0)
         # The kernel's outputs were allocated inside the plugin call: the record keeps their
         # executors and sizes (never the buffers, which must not be kept alive).
         self._append((OP, self._ident(), start, end, op_name, info[0],
-                      _fresh_outputs(outputs, inputs)))
+                      _fresh_outputs(outputs, inputs), correlation_id))
         return outputs
 
     def copy(self, call: str, executor, stream, nbytes: int, start: int, end: int) -> None:
@@ -138,7 +183,10 @@ class HostTracer:
         if not self.records:
             return None
         builder = PlaneBuilder(plane_id, HOST_PLANE_NAME)
-        in_use_prefix = builder.int_stat_prefix("bytes_in_use")
+        # TensorFlow's stat names, which xprof's memory profile and flows read.
+        prefixes = (builder.int_stat_prefix("bytes_allocated"),
+                    builder.int_stat_prefix("peak_bytes_in_use"),
+                    builder.uint_stat_prefix("correlation_id"))
         stats = builder.stats
         baselines = self._baselines
 
@@ -146,8 +194,8 @@ class HostTracer:
             return stats(_op_stats(info))
 
         def allocation_stats(bfc, chunk: int) -> bytes:
-            return stats({"device": _device_name(bfc.executor), "allocator": bfc.name,
-                          "bytes": chunk})
+            return stats({"device": _device_name(bfc.executor), "allocator_name": bfc.name,
+                          "allocation_bytes": chunk, "bytes_reserved": 0})
 
         def baseline(bfc) -> int:
             return baselines.get(id(bfc), 0)
@@ -168,7 +216,7 @@ class HostTracer:
                 values["step_num"] = int(step_num)
             return name, stats(values)
 
-        lines = _compiled.encode_host_events(self.records, in_use_prefix, op_stats,
+        lines = _compiled.encode_host_events(self.records, prefixes, op_stats,
                                              allocation_stats, baseline, rare_event,
                                              builder.event_metadata_id)
         names = {t.ident: t.name for t in threading.enumerate()}
@@ -206,7 +254,7 @@ def _op_stats(info) -> Dict[str, Any]:
         kernel = plan.kernel_name
         placement = "kernel"
         inputs = plan.inputs
-    stats = {"device": device_name, "placement": placement,
+    stats = {"is_eager": 1, "device": device_name, "placement": placement,
              "input_shapes": ";".join(str(list(shape)) for shape, _ in inputs),
              "input_dtypes": ",".join(dtype for _, dtype in inputs)}
     if kernel:

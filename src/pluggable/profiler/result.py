@@ -14,6 +14,25 @@ from ..base.limits import safe_text
 from .xspace import Event, iter_events, parse_xspace
 
 HOST_PLANE = "/host:CPU"
+# TensorFlow's names of allocator events (xprof's memory profile reads them).
+MEMORY_EVENTS = ("MemoryAllocation", "MemoryDeallocation")
+
+
+def plane_device(plane) -> str:
+    """The device a plane records: ``/device:<device_type_string>:<device_ordinal>`` from the
+    plane's stats when it has both (a plugin plane named ``/device:GPU:0`` for xprof, of an
+    "XPU"), else the plane's name."""
+    names = {k: v.name for k, v in plane.stat_metadata.items()}
+    stats = {names.get(s.metadata_id): s for s in plane.stats}
+    kind, ordinal = stats.get("device_type_string"), stats.get("device_ordinal")
+    if kind is not None and ordinal is not None and kind.str_value:
+        return f"/device:{kind.str_value}:{ordinal.int64_value or ordinal.uint64_value}"
+    return plane.name
+
+
+def op_type(event_name: str) -> str:
+    """The op type of a host launch event, named TensorFlow's way ``<node>:<type>``."""
+    return event_name.rpartition(":")[2] or event_name
 
 
 class ProfileResult:
@@ -37,6 +56,12 @@ class ProfileResult:
         return [p.name for p in self.space.planes]
 
     @property
+    def devices(self) -> Dict[str, str]:
+        """``{plane name: device}``, e.g. ``{"/device:GPU:0": "/device:XPU:0"}``: the device
+        each plane records (see `plane_device`)."""
+        return {p.name: plane_device(p) for p in self.space.planes}
+
+    @property
     def warnings(self) -> List[str]:
         """What went wrong while collecting (a plugin that failed, malformed data)."""
         return list(self.space.warnings)
@@ -58,18 +83,21 @@ class ProfileResult:
         device_events: Dict[tuple, List[float]] = defaultdict(list)
         busy: Dict[str, float] = defaultdict(float)
         host: Dict[tuple, List[float]] = defaultdict(list)
+        devices = self.devices
         for e in self.events():
             if e.plane == HOST_PLANE:
                 device = e.stats.get("device")  # ops and copies; not allocations
-                if device is not None and e.name not in ("Allocate", "Deallocate"):
+                if device is not None and e.name not in MEMORY_EVENTS:
+                    name = op_type(e.name)
                     if e.stats.get("placement", "kernel") != "kernel":
                         device = "/device:CPU:0"
-                        device_events[(device, e.name)].append(e.duration_ns)
+                        device_events[(device, name)].append(e.duration_ns)
                         busy[device] += e.duration_ns
-                    host[(device, e.name)].append(e.duration_ns)
+                    host[(device, name)].append(e.duration_ns)
                 continue
-            device_events[(e.plane, e.name)].append(e.duration_ns)
-            busy[e.plane] += e.duration_ns
+            plane = devices.get(e.plane, e.plane)
+            device_events[(plane, e.name)].append(e.duration_ns)
+            busy[plane] += e.duration_ns
         rows = []
         for device, name in set(device_events) | set(host):
             durations = device_events.get((device, name))
@@ -153,6 +181,46 @@ class ProfileResult:
 
     def __repr__(self) -> str:
         return f"<ProfileResult planes={self.planes} path={self.path!r}>"
+
+
+# Plane names xprof (TensorBoard's profile tools) draws, and those its op and kernel
+# statistics read.
+XPROF_DRAWN_PREFIXES = ("/device:GPU:", "/device:TPU:", "/device:CUSTOM:")
+XPROF_STATS_PREFIXES = ("/device:GPU:", "/device:TPU:")
+# Stats of a kernel event that xprof's tools need (see include/ABI.md).
+XPROF_KERNEL_STATS = {
+    "tf_op": "framework_op_stats cannot tie them to an op",
+    "kernel_details": "kernel_stats does not count them as kernels",
+    "correlation_id": "the trace viewer draws no flow from their host launch",
+}
+
+
+def xprof_problems(result: "ProfileResult", planes: Optional[List[str]] = None) -> List[str]:
+    """Why xprof would not show (all of) the device planes of ``result`` (every plane but the
+    host's, or those named in ``planes``), one sentence each; empty when nothing is missing."""
+    problems = []
+    for plane in result.space.planes:
+        if plane.name == HOST_PLANE or (planes is not None and plane.name not in planes):
+            continue
+        if not plane.name.startswith(XPROF_DRAWN_PREFIXES):
+            problems.append(
+                f"plane {plane.name!r} is not drawn: xprof shows only planes named "
+                f"/device:GPU:<n>, /device:TPU:<n> or /device:CUSTOM:<n>")
+            continue
+        if not plane.name.startswith(XPROF_STATS_PREFIXES):
+            problems.append(
+                f"plane {plane.name!r} is drawn in the trace viewer only: xprof's op and "
+                f"kernel statistics read /device:GPU:<n> and /device:TPU:<n> planes")
+        kernels = [e for e in iter_events(result.space, plane.name) if "op_type" in e.stats
+                   or "tf_op" in e.stats or "kernel_details" in e.stats]
+        if not kernels:
+            continue
+        for stat, consequence in XPROF_KERNEL_STATS.items():
+            missing = sum(1 for e in kernels if stat not in e.stats)
+            if missing:
+                problems.append(f"plane {plane.name!r}: {missing} of {len(kernels)} kernel "
+                                f"events lack the stat {stat!r}, so {consequence}")
+    return problems
 
 
 def latest_profile(logdir: str) -> Optional[str]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import gc
 import operator
 import os
 import socket
@@ -40,8 +41,10 @@ class ProfilerOptions:
     """What a session records (``tf.profiler.experimental.ProfilerOptions``).
 
     ``host_tracer_level``: 0 records nothing on the host, 1 and up records ops, copies,
-    allocations and `Trace` spans. ``python_tracer_level``: accepted for compatibility (no
-    Python function tracing). ``device_tracer_level``: 0 creates no plugin profiler.
+    allocations and `Trace` spans. ``python_tracer_level``: 1 and up also records every
+    Python function call (of the thread that starts the session and of threads started
+    during it) on the host plane, named ``$<file>:<line> <function>`` as TensorFlow's Python
+    tracer does; it needs ``host_tracer_level >= 1``. ``device_tracer_level``: 0 creates no plugin profiler.
     ``delay_ms``: `start` waits that long before recording. ``device_type``: plugin
     profilers run only for "UNSPECIFIED" and "PLUGGABLE_DEVICE".
     """
@@ -62,6 +65,11 @@ class ProfilerOptions:
                                           or self.delay_ms < 0):
             raise InvalidArgumentError(f"ProfilerOptions.delay_ms must be None or an integer "
                                        f">= 0, got {self.delay_ms!r}", call="ProfilerOptions")
+        if self.python_tracer_level >= 1 and self.host_tracer_level == 0:
+            raise InvalidArgumentError(
+                "ProfilerOptions.python_tracer_level records on the host plane, which "
+                "host_tracer_level=0 turns off; set host_tracer_level >= 1 or "
+                "python_tracer_level=0", call="ProfilerOptions")
         if self.device_type not in DEVICE_TYPES:
             raise InvalidArgumentError(
                 f"ProfilerOptions.device_type must be one of {', '.join(DEVICE_TYPES)}, got "
@@ -128,6 +136,8 @@ def start(logdir, options: Optional[ProfilerOptions] = None) -> None:
 
             session.tracer = HostTracer()
             session.tracer.install()
+            if options.python_tracer_level >= 1:
+                session.tracer.trace_python()
         _session = session
 
 
@@ -142,16 +152,27 @@ def stop(save: bool = True) -> ProfileResult:
                                    "pluggable.profiler.start(logdir) or `with "
                                    "pluggable.profiler.Profile(logdir):`", call="profiler.stop")
         _session = None
-        if session.tracer is not None:
-            session.tracer.uninstall()
-        if session.profilers:
-            _finish_device_work(session)
-        for profiler in session.profilers:
-            try:
-                profiler.stop()
-            except PluggableError as exc:
-                _warn(session, f"pluggable.profiler: {exc}")
-        return _finish(session, save)
+        # The host tracer's records become tens of thousands of tuples that live only until
+        # the plane is encoded: the collector stays off meanwhile (it would walk them all,
+        # again and again), and they are freed before it comes back on.
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            if session.tracer is not None:
+                session.tracer.uninstall()
+            if session.profilers:
+                _finish_device_work(session)
+            for profiler in session.profilers:
+                try:
+                    profiler.stop()
+                except PluggableError as exc:
+                    _warn(session, f"pluggable.profiler: {exc}")
+            return _finish(session, save)
+        finally:
+            if session.tracer is not None:
+                session.tracer.records = []
+            if collecting:
+                gc.enable()
 
 
 def _finish_device_work(session: _Session) -> None:
@@ -223,11 +244,17 @@ def is_running() -> bool:
     return _session is not None
 
 
-class Profile:
-    """``with Profile(logdir[, options]):`` profiles the block; ``.result`` after it."""
+# Where `Profile` saves when given no logdir: under the current folder, where
+# `tensorboard --logdir logs` (or `xprof --logdir logs`) run from that folder finds it.
+DEFAULT_LOGDIR = "logs"
 
-    def __init__(self, logdir, options: Optional[ProfilerOptions] = None):
-        self.logdir = logdir
+
+class Profile:
+    """``with Profile([logdir][, options]):`` profiles the block; ``.result`` after it. Without
+    a ``logdir`` the profile goes to ``logs`` under the current folder (`DEFAULT_LOGDIR`)."""
+
+    def __init__(self, logdir=None, options: Optional[ProfilerOptions] = None):
+        self.logdir = os.path.abspath(DEFAULT_LOGDIR) if logdir is None else logdir
         self.options = options
         self.result: Optional[ProfileResult] = None
 

@@ -116,6 +116,11 @@ class PlaneBuilder:
         for a stat on every event, whose value the event encoder appends."""
         return b"\x08" + _varint(self.stat_metadata_id(name)) + bytes((_XSTAT_INT64,))
 
+    def uint_stat_prefix(self, name: str) -> bytes:
+        """As `int_stat_prefix`, for a uint64 XStat (``correlation_id``, which xprof reads as
+        uint64)."""
+        return b"\x08" + _varint(self.stat_metadata_id(name)) + bytes((_XSTAT_UINT64,))
+
     def stats(self, stats: Dict[str, Any]) -> bytes:
         return b"".join(self.stat(k, v) for k, v in stats.items())
 

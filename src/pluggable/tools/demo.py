@@ -59,9 +59,10 @@ def run_on(device: str, arrays: List[np.ndarray]) -> Tuple[np.ndarray, List[floa
 
 
 def main(profile_dir: str = "") -> int:
-    """Runs the demo; with ``profile_dir`` (default: a new temporary directory) it also
-    profiles one run per device and names the saved file."""
-    import tempfile
+    """Runs the demo and profiles one run per device into ``profile_dir`` (default: ``logs``
+    under the current folder); prints the saved profile, its Perfetto trace and how to see
+    them."""
+    import os
 
     import pluggable
 
@@ -100,13 +101,21 @@ def main(profile_dir: str = "") -> int:
 
     from .. import profiler
 
-    logdir = profile_dir or tempfile.mkdtemp(prefix="pluggable-demo-profile-")
-    with profiler.Profile(logdir) as session:
+    with profiler.Profile(profile_dir or None) as session:
         for d in devices:
             name = d.name.replace("/physical_device:", "/device:")
             with pluggable.device(name), profiler.Trace("network", device=name):
                 _network(*[pluggable.tensor(a, device=name) for a in arrays]).numpy()
-    print(f"\nA profile of one run per device: {session.result.path}")
-    print(f"  see it with `tensorboard --logdir {logdir}` (Profile tab) or "
-          f"`python -m pluggable profile-summary {logdir}`")
+    result = session.result
+    logdir = session.logdir
+    trace = result.export_chrome_trace(os.path.join(os.path.dirname(result.path),
+                                                    "trace.json.gz"))
+    print(f"\nA profile of one run per device: {result.path}")
+    print(f"Its Perfetto trace: {trace}")
+    print("See them:")
+    print(f"  python -m pluggable profile-summary {logdir}    (a table, nothing to install)")
+    print(f"  pip install xprof; xprof --logdir {logdir} --port 6006    (then "
+          f"http://localhost:6006; or pip install tensorboard tensorboard-plugin-profile; "
+          f"tensorboard --logdir {logdir}, Profile tab)")
+    print(f"  open {trace} at https://ui.perfetto.dev")
     return 0

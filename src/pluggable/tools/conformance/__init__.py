@@ -64,6 +64,7 @@ class _Collector:
 
     def __init__(self, state_path: Optional[str] = None):
         self.results: Dict[str, Dict[str, str]] = {}
+        self.warnings: List[Dict[str, str]] = []
         self.state_path = state_path
         self.running: Optional[str] = None
         self._save()
@@ -71,10 +72,19 @@ class _Collector:
     def _save(self) -> None:
         if self.state_path:
             with open(self.state_path, "w") as f:
-                json.dump({"results": self.results, "running": self.running}, f)
+                json.dump({"results": self.results, "warnings": self.warnings,
+                           "running": self.running}, f)
 
     def pytest_runtest_logstart(self, nodeid, location):
         self.running = nodeid.split("::", 1)[-1]
+        self._save()
+
+    def pytest_warning_recorded(self, warning_message, when, nodeid, location):
+        # A check that passes may still warn (ProfileViewWarning: TensorBoard would not show
+        # the plugin's planes); the report keeps what it said.
+        self.warnings.append({"check": nodeid.split("::", 1)[-1],
+                              "category": warning_message.category.__name__,
+                              "message": str(warning_message.message)})
         self._save()
 
     def pytest_runtest_logreport(self, report):
@@ -113,7 +123,8 @@ def run(path: str, keyword: Optional[str] = None, json_path: Optional[str] = Non
     failed, naming the signal, and a new child runs the tiers after it. Returns 0 when every
     check passed or was skipped for a stated reason, `TIER_DIED` when a tier's child died,
     else pytest's status. ``json_path`` receives ``{"plugin": path, "exit_status": code,
-    "results": {check: {"outcome", "message"}}}``."""
+    "results": {check: {"outcome", "message"}}, "warnings": [{"check", "category",
+    "message"}]}``."""
     import subprocess
     import sys
     import tempfile
@@ -135,6 +146,7 @@ def run(path: str, keyword: Optional[str] = None, json_path: Optional[str] = Non
     parent = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
         os.path.abspath(__file__)))))
     results: Dict[str, Dict[str, str]] = {}
+    warnings: List[Dict[str, str]] = []
     code = 0
     tiers = list(TIERS)
     while tiers:
@@ -154,6 +166,7 @@ def run(path: str, keyword: Optional[str] = None, json_path: Optional[str] = Non
         finally:
             os.unlink(state_path)
         results.update(state.get("results", {}))
+        warnings += state.get("warnings", [])
         if 0 <= status <= 5:  # pytest finished: every tier asked for ran
             code = code or (0 if status == 5 and results else status)
             break
@@ -168,7 +181,8 @@ def run(path: str, keyword: Optional[str] = None, json_path: Optional[str] = Non
         code = TIER_DIED
         tiers = tiers[tiers.index(tier) + 1:] if tier in tiers else []
     if json_path:
-        report = {"plugin": os.path.abspath(path), "exit_status": code, "results": results}
+        report = {"plugin": os.path.abspath(path), "exit_status": code, "results": results,
+                  "warnings": warnings}
         with open(json_path, "w") as f:
             json.dump(report, f, indent=2)
     return code

@@ -610,7 +610,31 @@ def _device_work(platform, executor) -> None:
         pluggable.config.set_soft_device_placement(previous)
 
 
+class ProfileViewWarning(UserWarning):
+    """The plugin's profile would not (fully) show in TensorBoard's profile tools (xprof)."""
+
+
+def _device_planes(result, device_type: str) -> list:
+    """The planes of ``result`` that record a device of ``device_type``."""
+    return [plane for plane, device in result.devices.items()
+            if device.startswith(f"/device:{device_type}:")]
+
+
 class TestProfiler:
+    def test_planes_are_what_tensorboard_shows(self, plugin_path, platform, executor,
+                                               tmp_path):
+        """A warning, not a failure: TensorFlow accepts any plane; xprof draws only some."""
+        from pluggable import profiler
+        from pluggable.profiler.result import xprof_problems
+
+        device_type = _profiled(plugin_path)
+        with profiler.Profile(str(tmp_path)) as session:
+            _device_work(platform, executor)
+        planes = _device_planes(session.result, device_type)
+        for problem in xprof_problems(session.result, planes):
+            warnings.warn(f"TensorBoard's profile tools (xprof): {problem}; see "
+                          f"include/ABI.md, \"Profiles that xprof shows\"", ProfileViewWarning)
+
     def test_a_session_with_work_gives_the_device_plane(self, plugin_path, platform, executor,
                                                         tmp_path):
         from pluggable import profiler
@@ -620,8 +644,10 @@ class TestProfiler:
             _device_work(platform, executor)
         result = session.result
         assert not result.warnings, f"collecting the profile warned: {result.warnings}"
-        planes = [p for p in result.planes if p.startswith(f"/device:{device_type}:")]
-        assert planes, f"no /device:{device_type}:<n> plane in {result.planes}"
+        planes = _device_planes(result, device_type)
+        assert planes, (f"no plane of a /device:{device_type}:<n> device in {result.planes} "
+                        f"(a plane is the device its name says, or the one its stats "
+                        f"device_type_string and device_ordinal say)")
         events = [e for p in planes for e in result.events(p)]
         assert events, f"the plugin's planes {planes} have no events after device work"
         assert all(e.duration_ns >= 0 for e in events)
@@ -634,7 +660,6 @@ class TestProfiler:
         for round_ in range(3):
             with profiler.Profile(str(tmp_path / str(round_))) as session:
                 pass
-            device_events = [e for p in session.result.planes
-                             if p.startswith(f"/device:{device_type}:")
+            device_events = [e for p in _device_planes(session.result, device_type)
                              for e in session.result.events(p)]
             assert not device_events, f"an idle session has device events: {device_events[:3]}"
