@@ -123,3 +123,27 @@ def test_doctor_names_the_whole_tree(real_plugin):
     if kind == "gpu":
         assert "libimf.so (needed by libitex_gpu.so)" in report
         assert "libsycl.so.8 (needed by libitex_gpu.so)" in report
+
+
+def test_the_cpu_plugin_is_a_kernel_library_refused_only_for_its_dependencies(real_plugin):
+    """libitex_cpu.so has no SE_InitPlugin (only TF_InitKernel and TF_InitGraph): it is a
+    plugin as TensorFlow sees it, and its refusal names TensorFlow and every missing
+    library, never "symbol lookup"."""
+    from pluggable.plugin import dependencies, elf
+    from pluggable.plugin.library import ENTRY_POINTS, PluginCallError, PluginLibrary
+
+    kind, plugin = real_plugin
+    exported = elf.dynamic_info(plugin, ENTRY_POINTS).defined & set(ENTRY_POINTS)
+    if kind == "cpu":
+        assert exported == {"TF_InitKernel", "TF_InitGraph"}
+    else:
+        assert {"SE_InitPlugin", "TF_InitKernel"} <= exported
+    with pytest.raises(PluginCallError) as caught:
+        PluginLibrary(plugin)
+    assert caught.value.step == "dependencies"
+    tree = dependencies.Tree(plugin)
+    assert tree.missing  # at least TensorFlow's own library, outside a TensorFlow install
+    for lib in tree.missing:
+        assert f"{lib.name} (needed by {os.path.basename(lib.needed_by)})" \
+            in caught.value.reason or len(tree.missing) > 20
+    assert f"{len(tree.missing)} of the libraries its tree needs" in caught.value.reason

@@ -211,11 +211,15 @@ TF_CAPI_EXPORT void pluggable_KernelDelete(PG_Kernel* kernel);
  * work that can reuse it (TensorFlow's stream-ordered rule), so the host must run every
  * kernel of a device on one compute stream, or order streams itself.
  *
+ * A run with no device (PG_RUN_DEVICE 0) is a run on the CPU, as TensorFlow runs a kernel
+ * registered for DEVICE_CPU: every input, output and temporary is host memory, and
+ * TF_GetStream fails with TF_FAILED_PRECONDITION (the CPU has no stream).
+ *
  * Cheap: no allocation by the host for up to PG_RUN_INLINE_ARGS inputs and outputs. Several
  * threads may run kernels (the same instance too) at once. */
 enum {
   PG_RUN_KERNEL = 0,          /* PG_Kernel* */
-  PG_RUN_DEVICE,              /* const SP_Device* */
+  PG_RUN_DEVICE,              /* const SP_Device*; 0 for a run on the CPU */
   PG_RUN_STREAM_EXECUTOR,     /* const SP_StreamExecutor* (for copies of shared outputs) */
   PG_RUN_STREAM,              /* SP_Stream, what TF_GetStream returns */
   PG_RUN_ALLOCATOR,           /* PG_BFC* for device outputs and temporaries */

@@ -1,6 +1,6 @@
 """A plugin's shared library: checking the file before it is opened, opening it, and
 looking up its entry points (``SE_InitPlugin`` or ``SE_InitializePlugin``, ``TF_InitKernel``,
-``TF_InitProfiler``, ``TF_InitGraph``).
+``TF_InitProfiler``, ``TF_InitGraph``); a library that exports any one of them is a plugin.
 
 Before ``dlopen`` every candidate is resolved to its absolute real path and checked ("file
 check"): dangling links, files that are not regular, world-writable files or directories and
@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from typing import Optional, Tuple
 
 INIT_SYMBOLS = ("SE_InitPlugin", "SE_InitializePlugin")
+ENTRY_POINTS = (*INIT_SYMBOLS, "TF_InitKernel", "TF_InitGraph", "TF_InitProfiler")
 
 _InitFn = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)
 
@@ -63,12 +64,14 @@ class PluginLibrary:
                 break
         self.kernel_init = self._symbol("TF_InitKernel")
         self.profiler_init = self._symbol("TF_InitProfiler")
-        # A library may provide only a profiler, as TensorFlow allows.
-        if self.init_fn is None and self.profiler_init is None:
-            raise PluginCallError(
-                "symbol lookup", f"the library exports neither {INIT_SYMBOLS[0]} nor "
-                                 f"{INIT_SYMBOLS[1]} (nor TF_InitProfiler)")
         self.graph_init = self._symbol("TF_InitGraph")
+        # Any one entry point makes a plugin, as TensorFlow's load_pluggable_device_library
+        # has it: kernel-only, graph-only and profiler-only libraries are plugins too.
+        if self.init_fn is None and self.kernel_init is None and self.profiler_init is None \
+                and self.graph_init is None:
+            raise PluginCallError(
+                "symbol lookup", f"the library exports none of the plugin entry points "
+                                 f"({', '.join(ENTRY_POINTS)})")
 
     def _symbol(self, name: str) -> Optional[int]:
         try:
@@ -132,12 +135,16 @@ def _check_ownership(real: str, info: os.stat_result) -> None:
 
 
 def refusal_of_tensorflow(tree: "dependencies.Tree") -> str:
-    """Why a plugin that links TensorFlow's own libraries is not loaded, and what to do."""
+    """Why a plugin that links TensorFlow's own libraries is not loaded, and what to do;
+    every library of its tree that is missing besides."""
+    missing = (f". Besides, {len(tree.missing)} of the libraries its tree needs "
+               f"{'are' if len(tree.missing) > 1 else 'is'} missing here: "
+               f"{tree.describe_missing()}" if tree.missing else "")
     return (f"{dependencies.tensorflow_build(tree)}. TensorFlow's libraries carry their own "
             f"implementation of the C API, so loading this plugin here would put two "
             f"implementations in one process, each handed the other's objects. Use it inside "
             f"TensorFlow, or rebuild it against pluggable.get_include() without linking "
-            f"TensorFlow (its headers alone are enough)")
+            f"TensorFlow (its headers alone are enough){missing}")
 
 
 def _logs(tree: "dependencies.Tree") -> bool:

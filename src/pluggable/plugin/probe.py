@@ -342,13 +342,15 @@ def format_report(result: ProbeResult) -> str:
         lines.append(f"struct   {name:<18} plugin {size['plugin']:>4}  host {size['host']:>4}  "
                      f"{relation}")
     callbacks = r.get("callbacks", {})
-    if not callbacks:  # the probe stopped before the callbacks were read
+    if not callbacks and "kernels" not in r:  # the probe stopped before the callbacks were read
         return "\n".join(lines)
     missing_optional = [k for k, v in callbacks.items() if not v["present"] and not v["required"]]
     missing_required = [k for k, v in callbacks.items() if not v["present"] and v["required"]]
-    lines.append(f"callbacks {sum(v['present'] for v in callbacks.values())} of "
-                 f"{len(callbacks)} set; required missing: {', '.join(missing_required) or 'none'}"
-                 f"; optional missing: {', '.join(missing_optional) or 'none'}")
+    if callbacks:  # a library without a device has none
+        lines.append(f"callbacks {sum(v['present'] for v in callbacks.values())} of "
+                     f"{len(callbacks)} set; required missing: "
+                     f"{', '.join(missing_required) or 'none'}; optional missing: "
+                     f"{', '.join(missing_optional) or 'none'}")
     for device in r.get("devices", []):
         details = ", ".join(f"{k}={v}" for k, v in device["details"].items())
         lines.append(f"device   {device['ordinal']}: {details}")
