@@ -18,7 +18,7 @@ from . import dependencies, elf
 
 TYPE_CHECKING = False  # typing's constant, without importing typing at start-up
 if TYPE_CHECKING:
-    from typing import Optional, Tuple
+    from typing import List, Optional, Tuple
 
 INIT_SYMBOLS = ("SE_InitPlugin", "SE_InitializePlugin")
 ENTRY_POINTS = (*INIT_SYMBOLS, "TF_InitKernel", "TF_InitGraph", "TF_InitProfiler")
@@ -51,6 +51,11 @@ class PluginLibrary:
                 reason += (f"; {len(tree.missing)} of the libraries it needs are missing: "
                            f"{tree.describe_missing()}. Install them or add their folders to "
                            f"LD_LIBRARY_PATH")
+            unprovided = unprovided_symbols(tree)
+            if unprovided:
+                reason += (f"; its tree uses {len(unprovided)} C API function(s) the host "
+                           f"runtime does not provide: "
+                           f"{dependencies.describe_missing_symbols(unprovided)}")
             raise PluginCallError("dlopen", reason) from None
         if _logs(tree):
             plugin_log.start()
@@ -132,6 +137,15 @@ def _check_ownership(real: str, info: os.stat_result) -> None:
         raise PluginCallError(
             "file check", f"its directory {directory} is world-writable without the sticky "
                           f"bit; anyone could replace the plugin (chmod o-w the directory)")
+
+
+def unprovided_symbols(tree: "dependencies.Tree") -> List[str]:
+    """The C API functions the libraries of ``tree`` use that neither the tree nor the host's
+    runtime library defines."""
+    from ..base import native
+
+    return sorted(name for name in tree.missing_symbols(())
+                  if not hasattr(native.lib, name))
 
 
 def refusal_of_tensorflow(tree: "dependencies.Tree") -> str:

@@ -283,6 +283,7 @@ def doctor(path: str, timeout: Optional[float] = None) -> ProbeResult:
     """What ``python -m pluggable doctor`` reports on ``path``: the file check, then a fresh
     probe (never the cache). ``ok`` is False on any failure: a failed step, API symbols the
     runtime does not provide, kernels the host refused."""
+    from . import dependencies
     from .library import PluginCallError, check_file
 
     try:
@@ -291,13 +292,15 @@ def doctor(path: str, timeout: Optional[float] = None) -> ProbeResult:
         return ProbeResult(os.path.abspath(path), False, exc.step, exc.reason)
     result = run(real, timeout)
     report = result.report
-    if report.get("missing_symbols") and result.step in ("dlopen", "symbol lookup"):
-        result.reason += (f" (it uses {', '.join(report['missing_symbols'])}, which the host "
-                          f"runtime does not provide)")
-    elif result.ok and report.get("missing_symbols"):
+    missing = report.get("missing_symbols")
+    if missing and result.step == "symbol lookup":
+        result.reason += (f" (its tree uses C API functions the host runtime does not "
+                          f"provide: {dependencies.describe_missing_symbols(missing)})")
+    elif result.ok and missing:
         result.ok, result.step = False, "symbol lookup"
-        result.reason = (f"the plugin uses {', '.join(report['missing_symbols'])}, which the "
-                         f"host runtime does not provide")
+        result.reason = (f"the plugin's tree uses {len(missing)} C API function(s) the host "
+                         f"runtime does not provide: "
+                         f"{dependencies.describe_missing_symbols(missing)}")
     elif result.ok and report.get("kernel_warnings"):
         result.ok, result.step = False, "kernels"
         refused = report.get("refused", [])
