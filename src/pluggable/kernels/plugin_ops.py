@@ -61,6 +61,7 @@ _PROTOTYPES = {
 }
 _fns = _native.bind(_native.lib, _PROTOTYPES)
 _SHAPE_NOT_SET = -2
+_OP_STATEFUL = 4  # PG_OP_STATEFUL (runtime_internal.h): TF_OpDefinitionBuilderSetIsStateful
 
 # TensorFlow's op def builder's names for sets of types (tensorflow/core/framework/types.h).
 _REAL_NUMBER_TYPES = ("float", "double", "int32", "int64", "uint8", "int16", "int8", "uint16",
@@ -341,7 +342,8 @@ def adopt(plugin: str, start: int) -> List[Tuple[str, str]]:
             name, inputs, outputs, tuple(attrs.values()),
             _infer_for(op_id, name, plugin, outputs, type_attrs), _no_cpu(name, plugin),
             doc=f"registered by plugin {plugin} (tensorflow/c/ops.h)",
-            missing=_missing(name, attrs, inputs + outputs))
+            missing=_missing(name, attrs, inputs + outputs),
+            is_stateful=bool(info.flags & _OP_STATEFUL))
     return refused
 
 

@@ -579,6 +579,7 @@ def load_kernels(source: "Platform | PluginLibrary",
             return list(_loaded[init])
         start = _Count()
         from . import plugin_ops  # ops the plugin registers with ops.h, from TF_InitKernel
+        from . import c_api  # noqa: F401  (answers TF_GetAllOpList and the like from now on)
 
         ops_start = plugin_ops.count()
         _Begin(path.encode("utf-8", "surrogateescape"))
