@@ -169,3 +169,16 @@ def test_an_op_that_fails_is_still_recorded(tmp_path):
             ops.matmul(np.ones((2, 3), np.float32), np.ones((2, 3), np.float32))
     (event,) = _host(session.result, "MatMul")
     assert event.stats == {}  # it failed before dispatch chose a device
+
+
+def test_ops_of_the_hosts_own_kernels_are_recorded(tmp_path):
+    """Variable ops the host runs itself (VarHandleOp has no plugin kernel) are recorded
+    with the device they ran for."""
+    with profiler.Profile(tmp_path, HOST_ONLY) as session:
+        with pluggable.device("/xpu:0"):
+            variable = pluggable.Variable(np.ones(3, np.float32))
+        on_cpu = pluggable.Variable(np.zeros(2, np.float32))
+    (xpu, cpu) = _host(session.result, "VarHandleOp")
+    assert (xpu.stats["device"], xpu.stats["placement"]) == ("/device:XPU:0", "cpu")
+    assert cpu.stats["device"] == "/device:CPU:0"
+    assert variable.numpy().tolist() == [1.0] * 3 and on_cpu.numpy().tolist() == [0.0] * 2

@@ -587,6 +587,9 @@ def _execute(op_name: str, inputs: Sequence[Any], attrs: Optional[Mapping[str, A
             _no_kernel(op, target, attrs)
     if op.host_kernel is not None:  # the host's own kernel, for any device
         _log(op, target)
+        if record is not None:
+            record.append(_choice(None if target is CPU_DEVICE else target, None, False,
+                                  tensors))
         outputs = op.host_kernel(target, tensors, attrs)
         if _settings["sync"] and target is not CPU_DEVICE:
             _synchronize_after(op, target)
