@@ -511,8 +511,12 @@ UNARY_POSITIVE = {"Sqrt", "Rsqrt", "Log"}
 UNARY = {"Abs", "Neg", "Square", "Exp", "Tanh", "Sigmoid", "Relu", "Relu6", "Identity",
          "ZerosLike", "OnesLike"} | UNARY_POSITIVE
 BINARY = {"AddV2", "Sub", "Mul", "RealDiv", "Maximum", "Minimum", "Equal", "Less", "Greater",
-          "NotEqual", "LessEqual", "GreaterEqual", "Pow", "FloorDiv", "FloorMod", "DivNoNan"}
-DIVIDES = {"RealDiv", "FloorDiv", "FloorMod", "DivNoNan"}
+          "NotEqual", "LessEqual", "GreaterEqual", "Pow", "FloorDiv", "FloorMod", "DivNoNan",
+          "Add", "Div"}
+DIVIDES = {"RealDiv", "FloorDiv", "FloorMod", "DivNoNan", "Div"}
+# TensorFlow ops pluggable's library does not define, checked against the library op that
+# computes the same (TensorFlow's older names: Add and Div, which all-reduces run).
+REFERENCE_OPS = {"Add": "AddV2", "Div": "RealDiv"}
 REDUCTIONS = {"Sum", "Mean", "Max", "Min", "Prod"}
 
 def _generate(op: str, dtype: dt.DType, seed: int, constraints: Dict[str, tuple]):
@@ -559,7 +563,121 @@ def _generate(op: str, dtype: dt.DType, seed: int, constraints: Dict[str, tuple]
             {"strides": [1, 1 + seed % 2, 1, 1], "padding": padding}
     if op == "ArgMax":
         return [_values(dtype, (4, 7), seed), np.array(1, np.int32)], {}
-    return None
+    more = GENERATORS.get(op)
+    return more(dtype, seed, constraints) if more is not None else None
+
+
+class Variable:
+    """An input that is a resource variable holding ``value``: the check makes one on each
+    device it compares, and compares the variables' values after the op too."""
+
+    def __init__(self, value: np.ndarray):
+        self.value = value
+
+
+def _pick(constraints: Dict[str, tuple], attr: str, default: str, seed: int) -> dt.DType:
+    """One of the types a registration allows for ``attr`` (``default`` when unconstrained)."""
+    allowed = constraints.get(attr) or (default,)
+    return dt.as_dtype(allowed[seed % len(allowed)])
+
+
+def _index(values, constraints: Dict[str, tuple], attr: str, seed: int) -> np.ndarray:
+    """Host-memory integers (a shape, begin, axis, ...) of the index type ``attr`` allows."""
+    return np.array(values, _pick(constraints, attr, "int32", seed).numpy_dtype)
+
+
+def _max_pooled(x: np.ndarray) -> np.ndarray:
+    """A 2x2, stride-2 max pool of an NHWC array whose height and width are even."""
+    n, h, w, c = x.shape
+    return x.reshape(n, h // 2, 2, w // 2, 2, c).max(axis=(2, 4))
+
+
+def _labels(shape, seed: int) -> np.ndarray:
+    """Rows of probabilities (positive, summing to 1) for the cross-entropy ops."""
+    p = _rng(seed).uniform(0.1, 1.0, shape)
+    return p / p.sum(axis=-1, keepdims=True)
+
+
+# Inputs and attributes of the ops the chain above does not cover, by op: each takes
+# (dtype, seed, the registration's type constraints). Data, one line of logic each, so that
+# any runner (the probe too) can use them.
+GENERATORS = {
+    "AddN": lambda d, s, c: ([[_values(d, (3, 4), s + i) for i in range(3)]], {}),
+    "BiasAddGrad": lambda d, s, c: ([_values(d, (4, 6), s)], {}),
+    "BroadcastTo": lambda d, s, c: ([_values(d, (3, 1), s), _index([2, 3, 4], c, "Tidx", s)],
+                                    {}),
+    "ConcatV2": lambda d, s, c: ([[_values(d, (2, 3), s), _values(d, (2, 1 + s % 3), s + 1)],
+                                  _index(1 - s % 2 * 2, c, "Tidx", s)], {}),
+    "Conv2DBackpropFilter": lambda d, s, c: (
+        [_values(d, (2, 6, 5, 3), s), np.array([3, 2, 3, 4], np.int32),
+         _values(d, (2, 4, 4, 4), s + 1)], {"strides": [1, 1, 1, 1], "padding": "VALID"}),
+    "Conv2DBackpropInput": lambda d, s, c: (
+        [np.array([2, 6, 5, 3], np.int32), _values(d, (3, 2, 3, 4), s),
+         _values(d, (2, 4, 4, 4), s + 1)], {"strides": [1, 1, 1, 1], "padding": "VALID"}),
+    "ExpandDims": lambda d, s, c: ([_values(d, (2, 3), s), _index(s % 3 - 1, c, "Tdim", s)],
+                                   {}),
+    "GatherV2": lambda d, s, c: (
+        [_values(d, (5, 4), s), _index(_rng(s).integers(0, 5, 6), c, "Tindices", s),
+         _index(0, c, "Taxis", s)], {}),
+    "MaxPool": lambda d, s, c: ([_values(d, (2, 6, 6, 3), s)],
+                                {"ksize": [1, 2, 2, 1], "strides": [1, 2, 2, 1],
+                                 "padding": "VALID"}),
+    "MaxPoolGrad": lambda d, s, c: (
+        [_values(d, (2, 6, 6, 3), s), _max_pooled(_values(d, (2, 6, 6, 3), s)),
+         _values(d, (2, 3, 3, 3), s + 1)],
+        {"ksize": [1, 2, 2, 1], "strides": [1, 2, 2, 1], "padding": "VALID"}),
+    "Pack": lambda d, s, c: ([[_values(d, (2, 3), s + i) for i in range(3)]],
+                             {"axis": s % 3 - 1}),
+    "Pad": lambda d, s, c: ([_values(d, (2, 3), s), _index([[1, 0], [2, 1]], c, "Tpaddings", s)],
+                            {}),
+    "Range": lambda d, s, c: ([np.array(v, d.numpy_dtype) for v in (1, 11 + s, 2)], {}),
+    "ReluGrad": lambda d, s, c: ([_values(d, (3, 4), s), _values(d, (3, 4), s + 1)], {}),
+    "SelectV2": lambda d, s, c: ([_values(dt.bool_, (3, 1), s), _values(d, (3, 4), s + 1),
+                                  _values(d, (4,), s + 2)], {}),
+    "Shape": lambda d, s, c: ([_values(d, (2, 3, 4), s)], {"out_type": _pick(c, "out_type",
+                                                                            "int32", s)}),
+    "Slice": lambda d, s, c: ([_values(d, (4, 5), s), _index([1, 2], c, "Index", s),
+                               _index([2, -1], c, "Index", s)], {}),
+    "SoftmaxCrossEntropyWithLogits": lambda d, s, c: (
+        [_values(d, (4, 5), s), _labels((4, 5), s).astype(d.numpy_dtype)], {}),
+    "SparseSoftmaxCrossEntropyWithLogits": lambda d, s, c: (
+        [_values(d, (4, 5), s), _index(_rng(s).integers(0, 5, 4), c, "Tlabels", s)], {}),
+    "Split": lambda d, s, c: ([np.array(1, np.int32), _values(d, (2, 6), s)],
+                              {"num_split": 3}),
+    "SplitV": lambda d, s, c: ([_values(d, (2, 6), s), _index([1, 2, 3], c, "Tlen", s),
+                                np.array(1, np.int32)], {"num_split": 3}),
+    "Squeeze": lambda d, s, c: ([_values(d, (1, 3, 1, 4), s)],
+                                {"squeeze_dims": [0] if s % 2 else []}),
+    "StridedSlice": lambda d, s, c: (
+        [_values(d, (5, 6), s), _index([1, 0], c, "Index", s), _index([4, 6], c, "Index", s),
+         _index([1, 2], c, "Index", s)], {"end_mask": s % 2}),
+    "Tile": lambda d, s, c: ([_values(d, (2, 3), s), _index([2, 1 + s % 2], c, "Tmultiples", s)],
+                             {}),
+    # The variable ops: the variables' values after the op are compared too.
+    "AssignVariableOp": lambda d, s, c: ([Variable(_values(d, (3, 4), s)),
+                                          _values(d, (3, 4), s + 1)], {}),
+    "AssignAddVariableOp": lambda d, s, c: ([Variable(_values(d, (3, 4), s)),
+                                             _values(d, (3, 4), s + 1)], {}),
+    "AssignSubVariableOp": lambda d, s, c: ([Variable(_values(d, (3, 4), s)),
+                                             _values(d, (3, 4), s + 1)], {}),
+    "ResourceApplyGradientDescent": lambda d, s, c: (
+        [Variable(_values(d, (3, 4), s)), np.array(0.1, d.numpy_dtype),
+         _values(d, (3, 4), s + 1)], {}),
+    "ResourceApplyMomentum": lambda d, s, c: (
+        [Variable(_values(d, (3, 4), s)), Variable(_values(d, (3, 4), s + 1)),
+         np.array(0.1, d.numpy_dtype), _values(d, (3, 4), s + 2),
+         np.array(0.9, d.numpy_dtype)], {"use_nesterov": bool(s % 2)}),
+    "ResourceApplyAdam": lambda d, s, c: (
+        [Variable(_values(d, (3, 4), s)), Variable(_values(d, (3, 4), s + 1)),
+         Variable(_values(d, (3, 4), s + 2, positive=True))]
+        + [np.array(v, d.numpy_dtype) for v in (0.9, 0.999, 0.01, 0.9, 0.999, 1e-7)]
+        + [_values(d, (3, 4), s + 3)], {"use_nesterov": bool(s % 2)}),
+}
+
+
+# The attribute whose types a kernel check runs over: the first one a registration
+# constrains (the data's type; an index or output type only when nothing else is).
+TYPE_ATTRS = ("T", "SrcT", "Tparams", "dtype", "Tidx")
 
 
 def pytest_generate_tests(metafunc):
@@ -575,13 +693,12 @@ def pytest_generate_tests(metafunc):
         for info in pluggable.config.list_kernels(device_type=platform.device_type):
             if info.source != platform.path:
                 continue
-            type_attr = "T" if "T" in info.type_constraints else (
-                "SrcT" if "SrcT" in info.type_constraints else None)
+            type_attr = next((a for a in TYPE_ATTRS if a in info.type_constraints), None)
             # A kernel without a type constraint takes any type: float32 stands for them.
             dtypes = info.type_constraints.get(type_attr, ()) if type_attr else ("float32",)
             for dtype in dtypes:
                 cases.append((info.op, dtype, dict(info.type_constraints),
-                              info.op in OPS))
+                              REFERENCE_OPS.get(info.op, info.op) in OPS))
                 ids.append(f"{info.op}-{dtype}")
     if not cases:
         cases, ids = [None], ["no-kernels"]
@@ -597,6 +714,54 @@ def _tolerance(dtype: dt.DType, op: str) -> Dict[str, float]:
     return {"rtol": 1e-10, "atol": 0}
 
 
+def _outputs(op: str, inputs, attrs, device: str) -> List[np.ndarray]:
+    """The op's outputs on ``device``, then the values of its variable inputs after it ran."""
+    from pluggable.eager import dispatch
+
+    with pluggable.device(device):
+        variables = [pluggable.Variable(x.value) if isinstance(x, Variable) else None
+                     for x in inputs]
+        given = [v.handle if v is not None else x for v, x in zip(variables, inputs)]
+        outputs = [t.numpy() for t in dispatch.execute(op, given, attrs)]
+    return outputs + [v.numpy() for v in variables if v is not None]
+
+
+def _kernel_outputs(platform, op: str, inputs, attrs, constraints, expected):
+    """Runs the plugin's kernel of ``op`` on device 0 with one foreign call: for an op the
+    library does not define, whose outputs have the types and shapes of ``expected``."""
+    from pluggable.devices.memory import DeviceMemory
+    from pluggable.kernels.registry import KernelInput, registered_kernels
+
+    executor = platform.executor(0)
+    dtypes = {a: dt.as_dtype(v[0]) for a, v in constraints.items() if len(v) == 1}
+    registration = next(r for r in registered_kernels(op, platform.device_type,
+                                                      plugin=platform.path)
+                        if r.matches(dtypes))
+    arrays = [np.ascontiguousarray(x) for x in inputs]
+    memories = [_upload(executor, a) for a in arrays]
+    try:
+        with registration.instantiate(op, {**dtypes, **attrs}) as kernel, \
+                executor.create_stream() as stream:
+            outputs = kernel.run(executor, stream, [
+                KernelInput(m.address, a.nbytes, int(dt.as_dtype(a.dtype).tf_code), a.shape)
+                for m, a in zip(memories, arrays)],
+                [int(dt.as_dtype(e.dtype).tf_code) for e in expected])
+            stream.synchronize()
+            got = []
+            for out, e in zip(outputs, expected):
+                data = np.zeros(out.shape, e.dtype)
+                if out.nbytes:
+                    executor.sync_memcpy_dtoh(data, DeviceMemory.unchecked(
+                        executor, out.address, out.nbytes))
+                if out.owned:
+                    executor.allocator.deallocate(out.address)
+                got.append(data)
+            return got
+    finally:
+        for m in memories:
+            m.close()
+
+
 class TestKernels:
     SEEDS = range(4)
 
@@ -606,7 +771,6 @@ class TestKernels:
         op, dtype_name, constraints, defined = kernel_case
         if not defined:
             pytest.skip(f"pluggable's library has no op {op!r} to compare against")
-        from pluggable.eager import dispatch
 
         dtype = dt.op_dtype(dtype_name)
         if not dt.has_tensors(dtype):
@@ -621,10 +785,13 @@ class TestKernels:
                     pytest.skip(f"no input generator for {op} (its inputs need more than a "
                                 f"shape and a dtype)")
                 inputs, attrs = generated
-                with pluggable.device("/cpu:0"):
-                    expected = [t.numpy() for t in dispatch.execute(op, inputs, attrs)]
-                with pluggable.device(device):
-                    got = [t.numpy() for t in dispatch.execute(op, inputs, attrs)]
+                expected = _outputs(REFERENCE_OPS.get(op, op), inputs, attrs, "/cpu:0")
+                if op in REFERENCE_OPS:  # no op of the library runs it: its kernel, directly
+                    got = _kernel_outputs(platform, op, inputs, attrs, constraints, expected)
+                else:
+                    got = _outputs(op, inputs, attrs, device)
+                assert len(got) == len(expected), f"{op}: {len(got)} outputs, expected " \
+                                                  f"{len(expected)}"
                 for i, (e, g) in enumerate(zip(expected, got)):
                     where = f"{op} ({dtype_name}), output {i}, seed {seed}"
                     assert g.shape == e.shape, f"{where}: shape {g.shape}, expected {e.shape}"
@@ -654,9 +821,7 @@ def _profiled(path: str):
 
 
 def _device_work(platform, executor) -> None:
-    """Copies, and one run of each kernel with an input generator, on device 0."""
-    from pluggable.eager import dispatch
-
+    """Copies, and one run of each kernel of an op of the library, on device 0."""
     data = _pattern(4096, 9)
     memory = _upload(executor, data)
     try:
@@ -668,15 +833,13 @@ def _device_work(platform, executor) -> None:
     try:
         for info in pluggable.config.list_kernels(device_type=platform.device_type):
             constraints = dict(info.type_constraints)
-            names = constraints.get("T") or constraints.get("SrcT") or ("float32",)
+            names = next((constraints[a] for a in TYPE_ATTRS if a in constraints), ("float32",))
             dtype = dt.op_dtype(names[0])
-            if not dt.has_tensors(dtype):  # qint8 and the others: no tensors to run with
-                continue
+            if not dt.has_tensors(dtype) or info.op in REFERENCE_OPS:
+                continue  # no tensors of the type (qint8 ...), or no op of the library
             generated = _generate(info.op, dtype, 0, constraints)
             if info.source == platform.path and generated is not None:
-                with pluggable.device(f"/device:{platform.device_type}:0"):
-                    for out in dispatch.execute(info.op, *generated):
-                        out.numpy()
+                _outputs(info.op, *generated, f"/device:{platform.device_type}:0")
     finally:
         pluggable.config.set_soft_device_placement(previous)
 
