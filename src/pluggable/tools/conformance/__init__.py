@@ -74,10 +74,12 @@ class _Collector:
 
 
 def run(path: str, keyword: Optional[str] = None, json_path: Optional[str] = None,
-        verbose: bool = True) -> int:
+        verbose: bool = True, strict: bool = False) -> int:
     """Runs the suite against the plugin at ``path``; returns pytest's exit status (0: every
-    check passed or was skipped for a stated reason). ``json_path`` receives
-    ``{"plugin": path, "results": {check: {"outcome", "message"}}}``."""
+    check passed or was skipped for a stated reason; with ``strict``, a skipped check fails
+    the run with status 1). Skipped checks are summed up, with their reasons, after the
+    session. ``json_path`` receives ``{"plugin": path, "results": {check: {"outcome",
+    "message"}}}``."""
     if not os.path.isfile(path):
         raise SystemExit(f"pluggable conformance: no such file: {path!r}; name the plugin's "
                          f"shared library (a .so file)")
@@ -104,6 +106,20 @@ def run(path: str, keyword: Optional[str] = None, json_path: Optional[str] = Non
     # The suite's own settings, whatever configuration file the current directory has.
     code = int(pytest.main(args + ["-c", os.devnull, "--rootdir", os.path.dirname(CHECKS)],
                            plugins=[collector]))
+    skipped = {name: r["message"] for name, r in collector.results.items()
+               if r["outcome"] == "skipped"}
+    if skipped:
+        reasons: Dict[str, List[str]] = {}
+        for name, message in skipped.items():
+            reasons.setdefault(message or "(no reason given)", []).append(name)
+        print(f"pluggable conformance: {len(skipped)} check(s) skipped"
+              + (" (--strict: the run fails)" if strict else "") + ":")
+        for message, names in sorted(reasons.items()):
+            shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3
+                                             else "")
+            print(f"  {message}: {shown}")
+        if strict and code == 0:
+            code = 1
     if json_path:
         report = {"plugin": os.path.abspath(path), "exit_status": code,
                   "results": collector.results}

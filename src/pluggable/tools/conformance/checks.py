@@ -174,6 +174,40 @@ class TestMemory:
         assert after["bytes_in_use"] == before["bytes_in_use"], \
             "bytes_in_use did not return to its value after the deallocation"
 
+    def test_allocator_stats_agree_with_real_use(self, executor):
+        """What get_allocator_stats reports against what was really allocated: counts, bytes
+        in use (at least the sizes asked, at most one allocation granule more each), the
+        peak, the largest allocation and the limit."""
+        before = executor.allocator_stats()
+        if before is None:
+            pytest.skip("the plugin reports no allocator statistics (optional)")
+        sizes = [1, 1000, MiB, 3 * MiB + 5]
+        blocks = [executor.allocate(size) for size in sizes]
+        try:
+            during = executor.allocator_stats()
+            grown = during["bytes_in_use"] - before["bytes_in_use"]
+            assert sum(sizes) <= grown <= sum(sizes) + len(sizes) * 64 * 1024, \
+                f"bytes_in_use grew by {grown} over allocations of {sum(sizes)} bytes"
+            if "num_allocs" in during:
+                assert during["num_allocs"] - before["num_allocs"] == len(sizes), \
+                    f"num_allocs went from {before['num_allocs']} to {during['num_allocs']} " \
+                    f"over {len(sizes)} allocations"
+            assert during["peak_bytes_in_use"] >= during["bytes_in_use"]
+            if during.get("largest_alloc_size"):  # 0: not tracked
+                assert during["largest_alloc_size"] >= max(sizes), \
+                    f"largest_alloc_size is {during['largest_alloc_size']} after allocating " \
+                    f"{max(sizes)} bytes"
+            if during.get("bytes_limit"):
+                assert during["bytes_in_use"] <= during["bytes_limit"]
+        finally:
+            for block in blocks:
+                block.close()
+        after = executor.allocator_stats()
+        assert after["bytes_in_use"] == before["bytes_in_use"], \
+            f"bytes_in_use is {after['bytes_in_use']} after every allocation was freed, " \
+            f"{before['bytes_in_use']} before"
+        assert after["peak_bytes_in_use"] >= before["bytes_in_use"] + sum(sizes)
+
     def test_out_of_memory_is_reported(self, executor):
         usage = executor.memory_usage()
         total = usage[1] if usage else 1 << 40
@@ -712,6 +746,43 @@ def _tolerance(dtype: dt.DType, op: str) -> Dict[str, float]:
         loose = op in REDUCTIONS or op in ("MatMul", "BatchMatMulV2", "Softmax", "LogSoftmax")
         return {"rtol": 1e-4 if loose else 1e-5, "atol": 1e-5 if loose else 1e-6}
     return {"rtol": 1e-10, "atol": 0}
+
+
+def _may_match_one_node(a, b) -> bool:
+    """Whether some node matches both registrations: one label, and for every attribute both
+    constrain, a type both allow (an attribute one of them leaves free matches anything)."""
+    if a.label != b.label:
+        return False
+    return all(a.constraints[name] & b.constraints[name]
+               for name in a.constraints.keys() & b.constraints.keys())
+
+
+class TestRegistrations:
+    def test_no_two_kernels_match_one_node_at_one_priority(self, platform):
+        """TensorFlow refuses, at lookup, every node two kernels of one op and device type
+        match at the same priority ("Multiple OpKernel registrations match NodeDef at the
+        same priority"): the plugin would fail those calls in TensorFlow."""
+        from pluggable.base.dtypes import type_names
+        from pluggable.kernels.registry import registered_kernels
+
+        groups: Dict[Any, list] = {}
+        for r in registered_kernels(plugin=platform.path):
+            groups.setdefault((r.op, r.device_type, r.priority), []).append(r)
+        clashes = []
+        for (op, device_type, priority), regs in sorted(groups.items()):
+            for i, a in enumerate(regs):
+                for b in regs[i + 1:]:
+                    if _may_match_one_node(a, b):
+                        shared = "; ".join(
+                            f"{n} in {{{', '.join(type_names(a.constraints[n] & b.constraints[n]))}}}"
+                            for n in sorted(a.constraints.keys() & b.constraints.keys()))
+                        clashes.append(f"{op} on {device_type} at priority {priority}: "
+                                       f"{a.kernel_name!r} and {b.kernel_name!r} "
+                                       f"({shared or 'any type'})")
+        assert not clashes, (
+            f"Multiple OpKernel registrations match NodeDef at the same priority, which "
+            f"TensorFlow refuses for every such call: {'; '.join(clashes)}. Give them "
+            f"different priorities, type constraints or labels, or register one")
 
 
 def _outputs(op: str, inputs, attrs, device: str) -> List[np.ndarray]:
