@@ -34,6 +34,7 @@ from ..base.dtypes import DType, as_dtype, has_tensors, op_dtype, resource, type
 from ..base.errors import (InternalError, InvalidArgumentError, NotFoundError, PlacementWarning,
                            PluggableError, UnimplementedError, warn)
 from ..oplib.core import OPS, REQUIRED, OpDef, TensorMeta, bad, select_condition_shape
+from ..kernels import registry as _registry
 from ..kernels.plugin_ops import plugin_of
 from ..base.native import compiled as _compiled
 from ..tensors.placement import (CPU_DEVICE, device, device_scope, scoped_device,  # noqa: F401
@@ -326,9 +327,10 @@ def _find_cpu_kernel(op: OpDef, attrs: Dict[str, Any]):
     op's NumPy reference does: TensorFlow's rule, with the reference as a kernel of priority
     `BUILTIN_CPU_PRIORITY`. Two at the highest priority (the reference one of them) raise
     InvalidArgumentError, as TensorFlow's lookup does."""
-    from ..kernels.registry import registered_kernels
-
-    candidates = [r for r in registered_kernels(op.name, "CPU") if r.matches(attrs)]
+    registered = _registry.registered_kernels(op.name, "CPU")
+    if not registered:  # the common case: a few hundred nanoseconds
+        return None
+    candidates = [r for r in registered if r.matches(attrs)]
     if not candidates:
         return None
     builtin = plugin_of(op) is None and not attrs.get("_kernel")

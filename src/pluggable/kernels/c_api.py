@@ -11,13 +11,17 @@ a failure becomes the call's status, never an exception crossing into C.
 from __future__ import annotations
 
 import ctypes
-from typing import Iterable, List, Optional
-
 from ..abi.tf_status import TF_Code
 from ..base import native as _native
 from ..base.proto import integer, message, text
-from ..oplib.core import OPS, OpDef
-from ..oplib.proto import attr_value, op_list
+
+TYPE_CHECKING = False  # typing's constant, without importing typing while plugins load
+if TYPE_CHECKING:
+    from typing import Iterable, List, Optional
+    from ..oplib.core import OpDef
+
+# The op library (NumPy, dataclasses) is imported on the first question, not when a plugin's
+# kernels load: discovery imports nothing it does not need.
 
 _QUERY_OP_LIST, _QUERY_KERNELS_FOR_OP, _QUERY_ALL_KERNELS, _QUERY_OP_IS_STATEFUL = 1, 2, 3, 4
 
@@ -31,6 +35,8 @@ _fns = _native.bind(_native.lib, {
 def _kernel_def(op: str, device_type: str, constraints: Iterable, host_memory: Iterable[str],
                 label: str, priority: int) -> bytes:
     """A KernelDef message; ``constraints`` are (attribute, allowed type codes) pairs."""
+    from ..oplib.proto import attr_value
+
     out = text(1, op) + text(2, device_type)
     for name, codes in constraints:
         out += message(3, text(1, name) + message(2, attr_value("list(type)", sorted(codes))))
@@ -52,6 +58,7 @@ def _builtin_kernel(op: OpDef) -> Optional[bytes]:
 
 def kernel_list(op: Optional[str] = None) -> bytes:
     """A KernelList message of the kernels of ``op`` (every op when None)."""
+    from ..oplib.core import OPS
     from .registry import registered_kernels
 
     ops: List[OpDef] = list(OPS.values()) if op is None else [OPS[op]] if op in OPS else []
@@ -63,6 +70,9 @@ def kernel_list(op: Optional[str] = None) -> bytes:
 
 
 def _answer(what: int, name: str) -> bytes:
+    from ..oplib.core import OPS
+    from ..oplib.proto import op_list
+
     if what == _QUERY_OP_LIST:
         return op_list(OPS.values())
     if what == _QUERY_ALL_KERNELS:
