@@ -11,6 +11,7 @@ a failure becomes the call's status, never an exception crossing into C.
 from __future__ import annotations
 
 import ctypes
+
 from ..abi.tf_status import TF_Code
 from ..base import native as _native
 from ..base.proto import integer, message, text
