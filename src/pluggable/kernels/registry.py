@@ -560,7 +560,9 @@ def load_kernels(source: "Platform | PluginLibrary",
     ``source`` is a loaded `Platform`, or a `PluginLibrary` without a device (a kernel
     library, whose kernels then serve every device of the types they name). ``device_types``
     are the device types of every loaded platform (the loader passes them; a platform's own
-    is always one). Kernels for "CPU" run on the host's CPU device, as in TensorFlow. A
+    is always one); None for a kernel library accepts every device type (the probe's child,
+    which loads no other plugin). Kernels for "CPU" run on the host's CPU device, as in
+    TensorFlow. A
     registration for any other device type no loaded plugin provides is disabled, as is one
     that failed; one `PluginLoadWarning` reports them with the ops `plugin_ops.adopt`
     refused, and `refusals` keeps every one.
@@ -573,6 +575,7 @@ def load_kernels(source: "Platform | PluginLibrary",
         return []
     path = source.path
     known = set(device_types or ()) | ({own} if own else set()) | {"CPU"}
+    every_type = own is None and device_types is None
     refused: List[Refusal] = []
     with _registry_lock:
         if init in _loaded:
@@ -594,7 +597,7 @@ def load_kernels(source: "Platform | PluginLibrary",
         mine = [r for r in _registrations[start:] if r.plugin == path]
         accepted = []
         for r in mine:
-            if r.error_code == TF_Code.TF_OK and r.device_type in known:
+            if r.error_code == TF_Code.TF_OK and (every_type or r.device_type in known):
                 accepted.append(r)
                 continue
             if r.error_code != TF_Code.TF_OK:
