@@ -147,3 +147,23 @@ def test_the_cpu_plugin_is_a_kernel_library_refused_only_for_its_dependencies(re
         assert f"{lib.name} (needed by {os.path.basename(lib.needed_by)})" \
             in caught.value.reason or len(tree.missing) > 20
     assert f"{len(tree.missing)} of the libraries its tree needs" in caught.value.reason
+
+
+def test_every_c_api_function_the_cpu_wheel_imports_is_provided(tmp_path):
+    """The C API functions of every library of the CPU wheel (its kernels live in
+    libitex_cpu_internal_*.so): the runtime exports each one (TF_Version, TF_GetAllOpList,
+    TF_OpIsStateful, TF_TensorFromProto, TF_GetRegisteredKernelsForOp among them)."""
+    from pluggable.base import native
+    from pluggable.plugin import elf
+    from pluggable.plugin.dependencies import API_PREFIXES
+
+    with zipfile.ZipFile(_wheel(WHEELS["cpu"][0])) as wheel:
+        names = [n for n in wheel.namelist() if n.endswith(".so") and "libitex" in n]
+        for name in names:
+            wheel.extract(name, tmp_path)
+    imported = set()
+    for name in names:
+        imported |= elf.dynamic_info(str(tmp_path / name), API_PREFIXES).undefined
+    assert {"TF_Version", "TF_GetAllOpList", "TF_OpIsStateful", "TF_TensorFromProto",
+            "TF_GetRegisteredKernelsForOp", "TF_NewKernelBuilder"} <= imported
+    assert sorted(n for n in imported if not hasattr(native.lib, n)) == []
