@@ -132,20 +132,22 @@ print(json.dumps(dict(y=y.numpy().tolist(), device=y.device)))
     assert out["y"] == [-15.0, 20.0, -30.0] and out["device"].endswith("KLDEV:0")
 
 
-def test_kernels_for_a_device_type_no_plugin_provides_are_refused_in_one_warning(
-        run_python, library):
-    path = library(DEVICE_KERNELS="NOWHERE")
+def test_kernels_for_a_device_type_loaded_later_serve_its_devices(run_python, library,
+                                                                   build_test_plugin):
+    """As in TensorFlow, a kernel library's kernels wait for their device type: loaded before
+    the plugin that provides it, with no warning, they run on its devices once it loads."""
+    device = build_test_plugin(DEVICE_SOURCE, PLATFORM_NAME="KL_LATE", DEVICE_TYPE="KLLATE")
+    path = library(DEVICE_KERNELS="KLLATE")
     out = run(run_python, f"""
-with warnings.catch_warnings(record=True) as caught:
-    warnings.simplefilter("always")
-    pluggable.load_plugin({path!r})
-print(json.dumps([str(w.message) for w in caught]))
+pluggable.load_plugin({path!r})  # warnings are errors here: none
+before = [k.kernel_name for k in pluggable.config.list_kernels("Neg", "KLLATE")]
+pluggable.load_plugin({device!r})
+with pluggable.device("KLLATE:0"):
+    y = raw_ops.Neg(x=x)
+print(json.dumps(dict(before=before, y=y.numpy().tolist(), refused=len(
+    pluggable.config.list_refused({path!r})))))
 """)
-    (message,) = out
-    assert message.startswith(f"pluggable: plugin {path}: TF_InitKernel: 1 of its 5 kernels "
-                              f"is ignored (kernel 'LibNegDevice' for op 'Neg' on device type "
-                              f"'NOWHERE': no loaded plugin provides device type 'NOWHERE'")
-    assert "load the plugin that provides 'NOWHERE' first" in message
+    assert out == {"before": ["LibNegDevice"], "y": [-15.0, 20.0, -30.0], "refused": 0}
 
 
 def test_a_graph_only_library_loads(run_python, library):

@@ -558,14 +558,13 @@ def load_kernels(source: "Platform | PluginLibrary",
     registered that the host accepted.
 
     ``source`` is a loaded `Platform`, or a `PluginLibrary` without a device (a kernel
-    library, whose kernels then serve every device of the types they name). ``device_types``
-    are the device types of every loaded platform (the loader passes them; a platform's own
-    is always one); None for a kernel library accepts every device type (the probe's child,
-    which loads no other plugin). Kernels for "CPU" run on the host's CPU device, as in
-    TensorFlow. A
-    registration for any other device type no loaded plugin provides is disabled, as is one
-    that failed; one `PluginLoadWarning` reports them with the ops `plugin_ops.adopt`
-    refused, and `refusals` keeps every one.
+    library). ``device_types`` are the device types of every loaded platform (the loader
+    passes them; a platform's own is always one). Kernels for "CPU" run on the host's CPU
+    device, as in TensorFlow. A kernel library's kernels are all kept, as TensorFlow keeps
+    them: each serves every device of the type it names, including devices of plugins loaded
+    later. A platform's registration for a device type no loaded plugin provides is
+    disabled, as is one that failed; one `PluginLoadWarning` reports them with the ops
+    `plugin_ops.adopt` refused, and `refusals` keeps every one.
     """
     global kernel_libraries
     library = getattr(source, "library", source)
@@ -575,7 +574,7 @@ def load_kernels(source: "Platform | PluginLibrary",
         return []
     path = source.path
     known = set(device_types or ()) | ({own} if own else set()) | {"CPU"}
-    every_type = own is None and device_types is None
+    every_type = own is None  # a kernel library: its kernels wait for their devices
     refused: List[Refusal] = []
     with _registry_lock:
         if init in _loaded:
@@ -606,10 +605,9 @@ def load_kernels(source: "Platform | PluginLibrary",
             else:  # a device type no loaded plugin provides
                 r.set_enabled(False)
                 reason = (f"no loaded plugin provides device type {r.device_type!r} (loaded "
-                          f"device types: {', '.join(sorted(known))}); "
-                          + (f"register kernels for the plugin's own device type ({own}), or "
-                             if own else "")
-                          + f"load the plugin that provides {r.device_type!r} first")
+                          f"device types: {', '.join(sorted(known))}); register kernels for "
+                          f"the plugin's own device type ({own}), or load the plugin that "
+                          f"provides {r.device_type!r} first")
             refused.append(Refusal(path, "kernel", r.kernel_name, r.op, r.device_type,
                                    reason))
         if own is None:

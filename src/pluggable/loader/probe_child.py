@@ -54,7 +54,7 @@ def inspect(path: str, step: Callable[[str], None],
     report["exports"] = {name: library._symbol(name) is not None for name in ENTRY_POINTS}
     if library.init_fn is None:  # kernels, an optimizer or a profiler and no device, as TF allows
         step("kernels")
-        _kernels(library, report, None)  # its kernels may name any device type
+        _kernels(library, report, set())
         step("profiler")
         report["profiler"] = library.profiler_init is not None
         step("shutdown")
