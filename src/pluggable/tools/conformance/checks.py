@@ -701,6 +701,24 @@ GENERATORS = {
         [Variable(_values(d, (3, 4), s)), Variable(_values(d, (3, 4), s + 1)),
          np.array(0.1, d.numpy_dtype), _values(d, (3, 4), s + 2),
          np.array(0.9, d.numpy_dtype)], {"use_nesterov": bool(s % 2)}),
+    "ResourceApplyKerasMomentum": lambda d, s, c: (
+        [Variable(_values(d, (3, 4), s)), Variable(_values(d, (3, 4), s + 1)),
+         np.array(0.1, d.numpy_dtype), _values(d, (3, 4), s + 2),
+         np.array(0.9, d.numpy_dtype)], {"use_nesterov": bool(s % 2)}),
+    "ResourceApplyRMSProp": lambda d, s, c: (
+        [Variable(_values(d, (3, 4), s)), Variable(_values(d, (3, 4), s + 1, positive=True)),
+         Variable(_values(d, (3, 4), s + 2))]
+        + [np.array(v, d.numpy_dtype) for v in (0.01, 0.9, 0.5, 1e-7)]
+        + [_values(d, (3, 4), s + 3)], {}),
+    "ResourceApplyCenteredRMSProp": lambda d, s, c: (
+        [Variable(np.zeros((3, 4), d.numpy_dtype)) if i == 1 else
+         Variable(_values(d, (3, 4), s + i, positive=i == 2)) for i in range(4)]
+        + [np.array(v, d.numpy_dtype) for v in (0.01, 0.9, 0.5, 1e-7)]
+        + [_values(d, (3, 4), s + 4)], {}),
+    "ResourceApplyAdagradV2": lambda d, s, c: (
+        [Variable(_values(d, (3, 4), s)), Variable(_values(d, (3, 4), s + 1, positive=True)),
+         np.array(0.1, d.numpy_dtype), np.array(1e-7, d.numpy_dtype),
+         _values(d, (3, 4), s + 2)], {"update_slots": bool(s % 2)}),
     "ResourceApplyAdam": lambda d, s, c: (
         [Variable(_values(d, (3, 4), s)), Variable(_values(d, (3, 4), s + 1)),
          Variable(_values(d, (3, 4), s + 2, positive=True))]
