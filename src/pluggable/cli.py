@@ -3,7 +3,7 @@
     python -m pluggable devices   a table of devices with their details
     python -m pluggable plugins   every plugin file found, its status and why
     python -m pluggable demo      one network on every device: results and timings
-    python -m pluggable conformance PATH.so [-k EXPR] [--json FILE]
+    python -m pluggable conformance PATH.so [-k EXPR] [--json FILE] [--strict]
                                   the conformance checks against one plugin library
     python -m pluggable profile-summary PATH   the summary table of a saved profile
     python -m pluggable doctor PATH.so [--json]   a plugin checked in a child process
@@ -121,7 +121,7 @@ def cmd_conformance(args) -> int:
     from .tools import conformance
 
     return conformance.run(args.path, keyword=args.k, json_path=args.json,
-                           verbose=not args.quiet)
+                           verbose=not args.quiet, strict=args.strict)
 
 
 def _profiler_cell(record) -> str:
@@ -181,6 +181,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                                                   "(pytest's -k), e.g. 'Memory or Copies'")
     check.add_argument("--json", metavar="FILE", help="also write the results to FILE")
     check.add_argument("-q", "--quiet", action="store_true", help="quiet: a dot per passing check")
+    check.add_argument("--strict", action="store_true",
+                       help="fail (exit status 1) when any check is skipped")
     check.set_defaults(run=cmd_conformance)
     summary = sub.add_parser("profile-summary",
                              help="print the per-op summary of a saved profile (.xplane.pb, "

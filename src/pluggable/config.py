@@ -241,7 +241,8 @@ class KernelInfo:
 
 def list_kernels(op: Optional[str] = None, device_type: Optional[str] = None) -> List[KernelInfo]:
     """The kernels registered for ``op`` on ``device_type`` (all when None), the CPU's NumPy
-    reference kernels included: the coverage matrix."""
+    reference kernels (priority 0) and the CPU kernels of plugins included: the coverage
+    matrix."""
     from .base.dtypes import type_names
     from .kernels.registry import registered_kernels
     from .eager import OPS
@@ -250,7 +251,7 @@ def list_kernels(op: Optional[str] = None, device_type: Optional[str] = None) ->
     wanted_type = device_type.upper() if device_type else None
     out: List[KernelInfo] = []
     if wanted_type in (None, "CPU"):
-        from .kernels.plugin_ops import plugin_of  # ops of plugins have no CPU kernel
+        from .kernels.plugin_ops import plugin_of  # ops of plugins have no NumPy reference
 
         for name, definition in sorted(OPS.items()):
             if (op is None or op == name) and plugin_of(definition) is None:
@@ -258,7 +259,7 @@ def list_kernels(op: Optional[str] = None, device_type: Optional[str] = None) ->
                                for a in definition.attrs if a.kind == "type" and a.allowed}
                 out.append(KernelInfo(name, "CPU", f"{name}Op", constraints, (), 0, "",
                                       "pluggable (NumPy reference)"))
-    plugin_kernels = [] if wanted_type == "CPU" else registered_kernels(op, wanted_type)
+    plugin_kernels = registered_kernels(op, wanted_type)  # CPU kernels of plugins too
     for r in plugin_kernels:
         constraints = {attr: type_names(codes) for attr, codes in sorted(r.constraints.items())}
         out.append(KernelInfo(r.op, r.device_type, r.kernel_name, constraints,

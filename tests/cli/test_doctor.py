@@ -116,8 +116,11 @@ def test_symbols_the_runtime_does_not_provide_are_named(run_python, tmp_path):
     source = tmp_path / "missing.c"
     source.write_text('#include "tensorflow/c/tf_status.h"\n'
                       "void TF_NotARealFunction(int);\n"
+                      "void TFE_NewOp(void);\nvoid TFE_Execute(void);\n"
+                      "void TF_GetPjRtCClient(void);\n"
                       "void SE_InitPlugin(void* params, TF_Status* status) {\n"
-                      "  (void)params; (void)status; TF_NotARealFunction(1);\n}\n")
+                      "  (void)params; (void)status; TF_NotARealFunction(1);\n"
+                      "  TFE_NewOp(); TFE_Execute(); TF_GetPjRtCClient();\n}\n")
     library = tmp_path / "libmissing.so"
     subprocess.run(["cc", "-std=c11", "-fPIC", "-shared", "-I", pluggable.get_include(),
                     "-o", str(library), str(source)], check=True)
@@ -125,5 +128,11 @@ def test_symbols_the_runtime_does_not_provide_are_named(run_python, tmp_path):
     assert result.returncode == 1
     data = json.loads(result.stdout)
     assert data["step"] == "dlopen"
-    assert data["report"]["missing_symbols"] == ["TF_NotARealFunction"]
-    assert "which the host runtime does not provide" in data["reason"]
+    assert data["report"]["missing_symbols"] == ["TFE_Execute", "TFE_NewOp",
+                                                 "TF_GetPjRtCClient", "TF_NotARealFunction"]
+    # Every one is named, grouped by why it is not provided.
+    assert "its tree uses 4 C API function(s) the host runtime does not provide: " \
+           "TFE_Execute, TFE_NewOp (TensorFlow's eager C API: " in data["reason"]
+    assert "; TF_GetPjRtCClient (the NextPluggableDevice API: " in data["reason"]
+    assert "; TF_NotARealFunction (not among the TensorFlow C API functions pluggable " \
+           "provides" in data["reason"]

@@ -42,6 +42,7 @@
  *   BUG_MEM_ZERO      mem_zero leaves the last byte alone
  *   BUG_DTOD          memcpy_dtod (on a stream) copies one byte too few
  *   BUG_STATS         get_allocator_stats never counts bytes in use
+ *   BUG_STATS_ROUNDED get_allocator_stats reports bytes in use in whole MiB, rounded down
  *   BUG_OOM           allocate ignores the memory limit
  *   BUG_TIMER         timers always measure 0 ns
  *   BUG_MEMORY_USAGE  device_memory_usage reports more free memory than there is in total
@@ -161,6 +162,9 @@ static TF_Bool plugin_allocator_stats(const SP_Device* device, SP_AllocatorStats
 #if defined(CONFORMANT) && !defined(BUG_STATS)
   stats->bytes_in_use = bytes_in_use;
   stats->peak_bytes_in_use = peak_bytes_in_use;
+#endif
+#ifdef BUG_STATS_ROUNDED
+  stats->bytes_in_use &= ~(int64_t)0xFFFFF;
 #endif
   return 1;
 }

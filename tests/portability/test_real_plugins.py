@@ -123,3 +123,47 @@ def test_doctor_names_the_whole_tree(real_plugin):
     if kind == "gpu":
         assert "libimf.so (needed by libitex_gpu.so)" in report
         assert "libsycl.so.8 (needed by libitex_gpu.so)" in report
+
+
+def test_the_cpu_plugin_is_a_kernel_library_refused_only_for_its_dependencies(real_plugin):
+    """libitex_cpu.so has no SE_InitPlugin (only TF_InitKernel and TF_InitGraph): it is a
+    plugin as TensorFlow sees it, and its refusal names TensorFlow and every missing
+    library, never "symbol lookup"."""
+    from pluggable.plugin import dependencies, elf
+    from pluggable.plugin.library import ENTRY_POINTS, PluginCallError, PluginLibrary
+
+    kind, plugin = real_plugin
+    exported = elf.dynamic_info(plugin, ENTRY_POINTS).defined & set(ENTRY_POINTS)
+    if kind == "cpu":
+        assert exported == {"TF_InitKernel", "TF_InitGraph"}
+    else:
+        assert {"SE_InitPlugin", "TF_InitKernel"} <= exported
+    with pytest.raises(PluginCallError) as caught:
+        PluginLibrary(plugin)
+    assert caught.value.step == "dependencies"
+    tree = dependencies.Tree(plugin)
+    assert tree.missing  # at least TensorFlow's own library, outside a TensorFlow install
+    for lib in tree.missing:
+        assert f"{lib.name} (needed by {os.path.basename(lib.needed_by)})" \
+            in caught.value.reason or len(tree.missing) > 20
+    assert f"{len(tree.missing)} of the libraries its tree needs" in caught.value.reason
+
+
+def test_every_c_api_function_the_cpu_wheel_imports_is_provided(tmp_path):
+    """The C API functions of every library of the CPU wheel (its kernels live in
+    libitex_cpu_internal_*.so): the runtime exports each one (TF_Version, TF_GetAllOpList,
+    TF_OpIsStateful, TF_TensorFromProto, TF_GetRegisteredKernelsForOp among them)."""
+    from pluggable.base import native
+    from pluggable.plugin import elf
+    from pluggable.plugin.dependencies import API_PREFIXES
+
+    with zipfile.ZipFile(_wheel(WHEELS["cpu"][0])) as wheel:
+        names = [n for n in wheel.namelist() if n.endswith(".so") and "libitex" in n]
+        for name in names:
+            wheel.extract(name, tmp_path)
+    imported = set()
+    for name in names:
+        imported |= elf.dynamic_info(str(tmp_path / name), API_PREFIXES).undefined
+    assert {"TF_Version", "TF_GetAllOpList", "TF_OpIsStateful", "TF_TensorFromProto",
+            "TF_GetRegisteredKernelsForOp", "TF_NewKernelBuilder"} <= imported
+    assert sorted(n for n in imported if not hasattr(native.lib, n)) == []

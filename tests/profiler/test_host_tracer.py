@@ -217,3 +217,16 @@ def test_python_tracer_records_python_calls_on_the_host_plane(tmp_path):
 def test_python_tracer_needs_the_host_tracer():
     with pytest.raises(pluggable.errors.InvalidArgumentError, match="host_tracer_level >= 1"):
         ProfilerOptions(python_tracer_level=1, host_tracer_level=0)
+
+
+def test_ops_of_the_hosts_own_kernels_are_recorded(tmp_path):
+    """Variable ops the host runs itself (VarHandleOp has no plugin kernel) are recorded
+    with the device they ran for."""
+    with profiler.Profile(tmp_path, HOST_ONLY) as session:
+        with pluggable.device("/xpu:0"):
+            variable = pluggable.Variable(np.ones(3, np.float32))
+        on_cpu = pluggable.Variable(np.zeros(2, np.float32))
+    (xpu, cpu) = _host(session.result, "VarHandleOp")
+    assert (xpu.stats["device"], xpu.stats["placement"]) == ("/device:XPU:0", "cpu")
+    assert cpu.stats["device"] == "/device:CPU:0"
+    assert variable.numpy().tolist() == [1.0] * 3 and on_cpu.numpy().tolist() == [0.0] * 2

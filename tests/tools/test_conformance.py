@@ -29,15 +29,21 @@ def failed(report):
 
 
 def test_the_xpu_passes_every_check(xpu_platform, tmp_path):
-    result, report = conformance(xpu_platform.path, tmp_path=tmp_path)
+    result, report = conformance(xpu_platform.path, "--strict", tmp_path=tmp_path)
     assert result.returncode == 0, result.stdout[-3000:]
     assert failed(report) == []
     outcomes = [r["outcome"] for r in report["results"].values()]
-    assert outcomes.count("passed") > 200  # every kernel of every dtype, and the API tiers
+    assert outcomes.count("passed") > 500  # every kernel of every dtype, and the API tiers
+    assert "skipped" not in outcomes  # every kernel has generated inputs
     # Every tier ran.
     tiers = {name.split("::")[0] for name in report["results"]}
     assert {"TestLoading", "TestDevices", "TestMemory", "TestCopies", "TestStreams",
-            "TestKernels", "TestProfiler"} <= tiers
+            "TestKernels", "TestRegistrations", "TestProfiler"} <= tiers
+    kernels = {n.split("[")[1].split("-")[0] for n in report["results"] if "[" in n
+               and n.startswith("TestKernels")}
+    assert {"StridedSlice", "GatherV2", "ConcatV2", "Pad", "Tile", "Conv2DBackpropInput",
+            "Conv2DBackpropFilter", "MaxPoolGrad", "AssignAddVariableOp", "ResourceApplyAdam",
+            "Add", "Div"} <= kernels
     profiler = [r["outcome"] for n, r in report["results"].items() if n.startswith("TestProfiler")]
     assert profiler and set(profiler) == {"passed"}
 
@@ -90,7 +96,9 @@ DEFECTS = [
     ("BUG_MEMSET", "TestMemory::test_memset["),
     ("BUG_MEM_ZERO", "TestMemory::test_mem_zero["),
     ("BUG_DTOD", "TestCopies::test_dtod["),
-    ("BUG_STATS", "TestMemory::test_allocator_stats_follow_allocations"),
+    ("BUG_STATS", "TestMemory::test_allocator_stats_"),
+    # Only the allocations smaller than a MiB go uncounted: the older check misses it.
+    ("BUG_STATS_ROUNDED", "TestMemory::test_allocator_stats_agree_with_real_use"),
     ("BUG_OOM", "TestMemory::test_out_of_memory_is_reported"),
     ("BUG_TIMER", "TestStreams::test_timer_measures_device_time"),
     # The host itself refuses inconsistent memory figures when it creates the device.
@@ -124,6 +132,32 @@ def test_a_wrong_kernel_fails_its_kernel_check_only(build_test_plugin, tmp_path)
     result, report = conformance(bad, tmp_path=tmp_path)
     assert failed(report) == ["TestKernels::test_kernel_matches_reference[Neg-float32]"]
     assert "Neg (float32)" in report["results"][failed(report)[0]]["message"]
+
+
+def test_skips_are_summed_up_and_strict_fails_on_them(build_test_plugin, tmp_path):
+    path = build_test_plugin(KERNEL_C_PLUGIN, CONFORMANT=True, WITH_NEG=True,
+                             PLATFORM_NAME="KC_DEV", DEVICE_TYPE="KC")
+    result, report = conformance(path, "-k", "TestKernels", tmp_path=tmp_path)
+    assert result.returncode == 0
+    skipped = [n for n, r in report["results"].items() if r["outcome"] == "skipped"]
+    assert skipped
+    assert f"pluggable conformance: {len(skipped)} check(s) skipped:" in result.stdout
+    assert "pluggable's library has no op 'Typed' to compare against: " in result.stdout
+    result, report = conformance(path, "-k", "TestKernels", "--strict", tmp_path=tmp_path)
+    assert result.returncode == 1 and report["exit_status"] == 1
+    assert f"{len(skipped)} check(s) skipped (--strict: the run fails):" in result.stdout
+
+
+def test_two_kernels_matching_one_node_fail_the_registration_check(build_test_plugin,
+                                                                   tmp_path):
+    path = build_test_plugin(KERNEL_C_PLUGIN, CONFORMANT=True, DUPLICATE=True,
+                             PLATFORM_NAME="KC_DUP", DEVICE_TYPE="KCDUP")
+    result, report = conformance(path, tmp_path=tmp_path)
+    check = "TestRegistrations::test_no_two_kernels_match_one_node_at_one_priority"
+    assert failed(report) == [check]
+    message = report["results"][check]["message"]
+    assert "Multiple OpKernel registrations match NodeDef at the same priority" in message
+    assert "Dup on KCDUP at priority 0: 'DupFirst' and 'DupSecond' (T in {float32})" in message
 
 
 def test_kernels_of_types_without_tensors_are_skipped(build_test_plugin, tmp_path):
@@ -191,7 +225,9 @@ def test_a_file_that_is_not_a_plugin_gets_one_line_and_status_2(kind, tmp_path):
     assert len(lines) == 1 and lines[0].startswith(f"pluggable conformance: {path} is not a "
                                                    f"plugin; verdict FAILED at step ")
     if kind == "a library":
-        assert "step 'symbol lookup': the library exports neither SE_InitPlugin" in lines[0]
+        assert "step 'symbol lookup': the library exports none of the plugin entry points " \
+               "(SE_InitPlugin, SE_InitializePlugin, TF_InitKernel, TF_InitGraph, " \
+               "TF_InitProfiler)" in lines[0]
     else:
         assert "step 'file check'" in lines[0] and "not an ELF shared library" in lines[0]
 

@@ -996,6 +996,12 @@ SP_Stream TF_GetStream(TF_OpKernelContext* ctx, TF_Status* status) {
     TF_SetStatus(status, TF_FAILED_PRECONDITION, "TF_GetStream: ctx is NULL");
     return NULL;
   }
+  if (ctx->device == NULL) {
+    TF_SetStatus(status, TF_FAILED_PRECONDITION,
+                 "TF_GetStream: kernels on the CPU device have no stream (they run on the "
+                 "calling thread, in host memory)");
+    return NULL;
+  }
   TF_SetStatus(status, TF_OK, "");
   return ctx->stream;
 }
@@ -1265,6 +1271,7 @@ static PG_Buffer* allocate_buffer(TF_OpKernelContext* ctx, TF_DataType dtype,
     return NULL;
   }
   uint64_t bytes = (uint64_t)elements * size;
+  if (ctx->device == NULL) host_memory = true; /* on the CPU all memory is host memory */
   void* data = NULL;
   if (bytes > 0) {
     if (host_memory) {
@@ -1656,7 +1663,7 @@ int pluggable_KernelRun(const int64_t* request) {
   for (int i = 0; i < ctx.num_outputs; i++) {
     PG_OutputSlot* o = &ctx.outputs[i];
     o->expected = (TF_DataType)(w[i] & 0xFFFFFFFF);
-    o->host_memory = (w[i] & PG_RUN_OUTPUT_HOST_MEMORY) != 0;
+    o->host_memory = (w[i] & PG_RUN_OUTPUT_HOST_MEMORY) != 0 || ctx.device == NULL;
     o->set = false;
     o->t.buf = NULL;
     o->t.num_dims = 0;
@@ -1668,7 +1675,7 @@ int pluggable_KernelRun(const int64_t* request) {
     in->data = (void*)(intptr_t)w[0];
     in->nbytes = (uint64_t)w[1];
     in->dtype = (TF_DataType)w[2];
-    in->host_memory = w[3] != 0;
+    in->host_memory = w[3] != 0 || ctx.device == NULL;
     in->num_dims = (int)w[4];
     in->dims = w + 5;
     atomic_init(&in->buf, NULL);

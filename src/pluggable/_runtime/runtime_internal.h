@@ -3,6 +3,7 @@
 #ifndef PLUGGABLE_RUNTIME_INTERNAL_H_
 #define PLUGGABLE_RUNTIME_INTERNAL_H_
 
+#include "tensorflow/c/tf_buffer.h"
 #include "tensorflow/c/tf_status.h"
 
 #ifdef __cplusplus
@@ -239,11 +240,15 @@ TF_CAPI_EXPORT void pluggable_KernelDelete(PG_Kernel* kernel);
  * work that can reuse it (TensorFlow's stream-ordered rule), so the host must run every
  * kernel of a device on one compute stream, or order streams itself.
  *
+ * A run with no device (PG_RUN_DEVICE 0) is a run on the CPU, as TensorFlow runs a kernel
+ * registered for DEVICE_CPU: every input, output and temporary is host memory, and
+ * TF_GetStream fails with TF_FAILED_PRECONDITION (the CPU has no stream).
+ *
  * Cheap: no allocation by the host for up to PG_RUN_INLINE_ARGS inputs and outputs. Several
  * threads may run kernels (the same instance too) at once. */
 enum {
   PG_RUN_KERNEL = 0,          /* PG_Kernel* */
-  PG_RUN_DEVICE,              /* const SP_Device* */
+  PG_RUN_DEVICE,              /* const SP_Device*; 0 for a run on the CPU */
   PG_RUN_STREAM_EXECUTOR,     /* const SP_StreamExecutor* (for copies of shared outputs) */
   PG_RUN_STREAM,              /* SP_Stream, what TF_GetStream returns */
   PG_RUN_ALLOCATOR,           /* PG_BFC* for device outputs and temporaries */
@@ -364,6 +369,31 @@ TF_CAPI_EXPORT int pluggable_VariableInfo(PG_Variable* var, int64_t* dims, int c
  * with the lock held. */
 TF_CAPI_EXPORT void* pluggable_VariableAllocate(PG_Variable* var, const int64_t* dims,
                                                 int num_dims, TF_Status* status);
+
+/* ---- c_api.c: what the op library and the kernel registry answer ------------------------ */
+
+/* The host's answer to one question a plugin asks through TensorFlow's C API: a new TF_Buffer
+ * (the caller deletes it) holding a serialized OpList (PG_QUERY_OP_LIST), KernelList
+ * (PG_QUERY_KERNELS_FOR_OP of op `name`, PG_QUERY_ALL_KERNELS) or one byte 0 or 1
+ * (PG_QUERY_OP_IS_STATEFUL of op `name`); NULL with `status` set on failure (an unknown op is
+ * TF_NOT_FOUND). Python installs it (pluggable.kernels.c_api); any thread may call it. */
+enum { PG_QUERY_OP_LIST = 1, PG_QUERY_KERNELS_FOR_OP = 2, PG_QUERY_ALL_KERNELS = 3,
+       PG_QUERY_OP_IS_STATEFUL = 4 };
+typedef void* (*PG_HostQuery)(int what, const char* name, TF_Status* status);
+TF_CAPI_EXPORT void pluggable_SetHostQuery(PG_HostQuery query);
+
+/* TensorFlow's own declarations of these are in its c_api.h and c_api_experimental.h,
+ * which include/ does not reproduce (include/ABI.md, "Functions of TensorFlow's client
+ * API"); plugins built against TensorFlow import them. */
+TF_CAPI_EXPORT const char* TF_Version(void);
+TF_CAPI_EXPORT TF_Buffer* TF_GetAllOpList(void);
+TF_CAPI_EXPORT TF_Buffer* TF_GetRegisteredKernelsForOp(const char* name, TF_Status* status);
+TF_CAPI_EXPORT TF_Buffer* TF_GetAllRegisteredKernels(TF_Status* status);
+TF_CAPI_EXPORT int TF_OpIsStateful(const char* op_type, TF_Status* status);
+TF_CAPI_EXPORT unsigned char TF_GetXlaAutoJitEnabled(void);
+typedef struct TF_Tensor TF_Tensor;
+TF_CAPI_EXPORT void TF_TensorFromProto(const TF_Buffer* from, TF_Tensor* to,
+                                       TF_Status* status); /* tensor_proto.c */
 
 #ifdef __cplusplus
 }

@@ -34,6 +34,8 @@ from ..base.dtypes import DType, as_dtype, has_tensors, op_dtype, resource, type
 from ..base.errors import (InternalError, InvalidArgumentError, NotFoundError, PlacementWarning,
                            PluggableError, ResourceExhaustedError, UnimplementedError, warn)
 from ..oplib.core import OPS, REQUIRED, OpDef, TensorMeta, bad, select_condition_shape
+from ..kernels import registry as _registry
+from ..kernels.plugin_ops import plugin_of
 from ..base.native import compiled as _compiled
 from ..kernels.registry import output_guard_report, set_output_guards
 from ..tensors.placement import (CPU_DEVICE, device, device_scope, scoped_device,  # noqa: F401
@@ -316,26 +318,60 @@ def _target_device(tensors: Sequence[Tensor]):
 
 
 def _find_kernel(op: OpDef, device: PluggableDevice, attrs: Dict[str, Any]):
-    from ..kernels.registry import registered_kernels
+    from ..kernels import registry
 
-    # Only the kernels of the plugin whose device it is: two plugins may register one device
-    # type (RFC 262 keys kernels by the platform too).
-    candidates = [r for r in registered_kernels(op.name, device.device_type,
-                                                plugin=device.platform.path)
-                  if r.matches(attrs)]
+    # Only the kernels of the plugin whose device it is (two plugins may register one device
+    # type; RFC 262 keys kernels by the platform too), and those of kernel libraries, which
+    # have no device of their own and serve every device of the types they name.
+    own, shared = device.platform.path, registry.kernel_libraries
+    candidates = [r for r in registry.registered_kernels(op.name, device.device_type)
+                  if (r.plugin == own or r.plugin in shared) and r.matches(attrs)]
+    return _highest(op, device.name, attrs, candidates)
+
+
+# The op library's NumPy reference stands, on the CPU, for TensorFlow's own CPU kernel: a
+# registration at the default priority, 0, for every type the op allows.
+BUILTIN_CPU_PRIORITY = 0
+
+
+def _find_cpu_kernel(op: OpDef, attrs: Dict[str, Any]):
+    """The plugin kernel registered for "CPU" that runs ``op`` on the CPU, or None when the
+    op's NumPy reference does: TensorFlow's rule, with the reference as a kernel of priority
+    `BUILTIN_CPU_PRIORITY`. Two at the highest priority (the reference one of them) raise
+    InvalidArgumentError, as TensorFlow's lookup does."""
+    registered = _registry.registered_kernels(op.name, "CPU")
+    if not registered:  # the common case: a few hundred nanoseconds
+        return None
+    candidates = [r for r in registered if r.matches(attrs)]
+    if not candidates:
+        return None
+    builtin = plugin_of(op) is None and not attrs.get("_kernel")
+    if builtin and max(r.priority for r in candidates) < BUILTIN_CPU_PRIORITY:
+        return None
+    return _highest(op, CPU_DEVICE.name, attrs, candidates, builtin)
+
+
+def _highest(op: OpDef, device_name: str, attrs: Dict[str, Any], candidates: List,
+             builtin: bool = False):
+    """The candidate of the highest priority; ``builtin``: the op library's reference kernel
+    competes at `BUILTIN_CPU_PRIORITY` (it is never returned)."""
     if not candidates:
         return None
     best = max(candidates, key=lambda r: r.priority)
-    tied = [r for r in candidates if r.priority == best.priority]
+    tied = [_kernel_summary(r) for r in candidates if r.priority == best.priority]
+    if builtin and best.priority == BUILTIN_CPU_PRIORITY:
+        tied.insert(0, f"pluggable's own CPU kernel for {op.name} (its NumPy reference, "
+                       f"standing for TensorFlow's), priority {BUILTIN_CPU_PRIORITY}")
     if len(tied) > 1:
         # TensorFlow keeps every registration and refuses, at lookup, a node that two of
         # them match at the highest priority.
+        plugins = sorted({r.plugin for r in candidates if r.priority == best.priority})
         raise InvalidArgumentError(
             f"Multiple OpKernel registrations match NodeDef at the same priority "
-            f"'{op.name}' on {device.name} ({_type_summary(op, attrs)}): "
-            f"'{_kernel_summary(tied[0])}' and '{_kernel_summary(tied[1])}'"
+            f"'{op.name}' on {device_name} ({_type_summary(op, attrs)}): "
+            f"'{tied[0]}' and '{tied[1]}'"
             + (f" (and {len(tied) - 2} more)" if len(tied) > 2 else "")
-            + f". TensorFlow refuses this call too; the plugin ({device.platform.path}) must "
+            + f". TensorFlow refuses this call too; the plugin ({', '.join(plugins)}) must "
             f"register them with different priorities, type constraints or labels. "
             f"pluggable.config.list_kernels({op.name!r}) lists the kernels",
             call=op.name)
@@ -567,14 +603,21 @@ def _execute(op_name: str, inputs: Sequence[Any], attrs: Optional[Mapping[str, A
     if op.host_kernel is not None:  # the host's own kernel, for any device
         _check_output_sizes(op, shapes, out_dtypes, target)
         _log(op, target)
+        if record is not None:
+            record.append(_choice(None if target is CPU_DEVICE else target, None, False,
+                                  tensors))
         outputs = op.host_kernel(target, tensors, attrs)
         if _settings["sync"] and target is not CPU_DEVICE:
             _synchronize_after(op, target)
         return outputs
+    cpu_kernel = _find_cpu_kernel(op, attrs)
     _log(op, CPU_DEVICE)
     if record is not None:
-        record.append(_choice(None, None, target is not CPU_DEVICE, tensors))
+        record.append(_choice(None, cpu_kernel and cpu_kernel.kernel_name,
+                              target is not CPU_DEVICE, tensors))
     _check_output_sizes(op, shapes, out_dtypes, CPU_DEVICE)
+    if cpu_kernel is not None:
+        return _run_on_cpu(op, cpu_kernel, tensors, attrs, shapes, out_dtypes)
     arrays = [t.numpy() for t in tensors]
     try:
         outputs = op.cpu(arrays, attrs)
@@ -641,8 +684,9 @@ _kernel_cache: Dict[Tuple, Any] = {}
 _kernel_cache_lock = threading.Lock()
 
 
-def _kernel_instance(registration, device: PluggableDevice, attrs: Dict[str, Any]):
-    key = (id(registration), device.executor.ordinal,
+def _kernel_instance(registration, device: Optional[PluggableDevice], attrs: Dict[str, Any]):
+    """The cached instance of ``registration`` for ``device`` (None: the CPU) and ``attrs``."""
+    key = (id(registration), "CPU" if device is None else device.executor.ordinal,
            tuple(sorted((k, v if not isinstance(v, list) else tuple(v)) for k, v in attrs.items())))
     kernel = _kernel_cache.get(key)
     if kernel is None or kernel.is_closed:
@@ -652,6 +696,36 @@ def _kernel_instance(registration, device: PluggableDevice, attrs: Dict[str, Any
                 kernel = registration.instantiate(registration.op, attrs)
                 _kernel_cache[key] = kernel
     return kernel
+
+
+def _run_on_cpu(op: OpDef, registration, tensors: List[Tensor], attrs: Dict[str, Any],
+                shapes: List[Optional[Tuple[int, ...]]], out_dtypes: List[DType]
+                ) -> List[Tensor]:
+    """Runs a plugin's CPU kernel on the calling thread, as TensorFlow runs a DEVICE_CPU
+    kernel: inputs and outputs are host memory (the outputs' arrays are the memory the
+    kernel allocated, not copies)."""
+    from ..kernels.registry import KernelInput, free_host_output, host_output_array
+
+    arrays = [np.ascontiguousarray(t.numpy()) for t in tensors]
+    inputs = [KernelInput(a.__array_interface__["data"][0] if a.nbytes else 0, a.nbytes,
+                          int(t.dtype.tf_code), t.shape, True) for a, t in zip(arrays, tensors)]
+    kernel = _kernel_instance(registration, None, attrs)
+    outputs = kernel.run(None, None, inputs, [int(d.tf_code) for d in out_dtypes])
+    for out, shape, dtype in zip(outputs, shapes, out_dtypes):
+        if out.dtype != dtype.tf_code or (shape is not None and tuple(out.shape) != shape):
+            for other in outputs:  # what the caller would have owned
+                if other.owned:
+                    free_host_output(other.address)
+            raise InternalError(
+                f"{registration.plugin}: CPU kernel {registration.kernel_name} for {op.name} "
+                f"returned an output of type code {out.dtype} and shape {out.shape}; the op "
+                f"says {dtype.name} and {shape}", call=op.name)
+    result = []
+    for out, dtype in zip(outputs, out_dtypes):
+        array = host_output_array(out, dtype.numpy_dtype, arrays)
+        array.flags.writeable = False
+        result.append(Tensor(tuple(out.shape), dtype, CPU_DEVICE, array=array))
+    return result
 
 
 def _serves_plain_calls(op: OpDef, target: PluggableDevice, tensors: List[Tensor],

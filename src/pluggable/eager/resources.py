@@ -509,3 +509,11 @@ _update_op("ResourceApplyCenteredRMSProp", ("var", "mg", "ms", "mom"),
 _update_op("ResourceApplyAdagradV2", ("var", "accum"), ("lr", "epsilon", "grad"), "T",
            [_LOCKING, Attr("update_slots", "bool", True)], _adagrad_v2,
            _apply_shapes((0, 1), 2))
+
+# TensorFlow marks every one of these stateful: a handle's creation and destruction, and
+# each read or write of a variable's value.
+for _name in ("VarHandleOp", "DestroyResourceOp", "ReadVariableOp", "AssignVariableOp",
+              "AssignAddVariableOp", "AssignSubVariableOp", "ResourceApplyGradientDescent",
+              "ResourceApplyMomentum", "ResourceApplyAdam", "ResourceApplyKerasMomentum",
+              "ResourceApplyRMSProp", "ResourceApplyCenteredRMSProp", "ResourceApplyAdagradV2"):
+    OPS[_name].is_stateful = True

@@ -6,7 +6,8 @@ runtime keeps the specs (ops.c). When the plugin's kernels are loaded, `adopt` p
 new op's specs into an `OpDef` in `op_defs.OPS`: the op is then callable as
 ``pluggable.raw_ops.<Name>`` (and through `dispatch.execute`), runs the plugin's kernels, and
 its output shapes come from the plugin's shape function, run at dispatch through the
-TF_ShapeInferenceContext functions. Such an op has no CPU kernel: the CPU has no code for it.
+TF_ShapeInferenceContext functions. On the CPU such an op runs the kernels a plugin registered
+for "CPU"; pluggable has no code of its own for it.
 
 Spec syntax understood (TensorFlow's op def builder's): inputs and outputs ``name: T`` (a type
 attribute), ``name: float`` (a fixed type), ``name: N * T`` (a list), ``name: Tlist`` (a
@@ -60,6 +61,7 @@ _PROTOTYPES = {
 }
 _fns = _native.bind(_native.lib, _PROTOTYPES)
 _SHAPE_NOT_SET = -2
+_OP_STATEFUL = 4  # PG_OP_STATEFUL (runtime_internal.h): TF_OpDefinitionBuilderSetIsStateful
 
 # TensorFlow's op def builder's names for sets of types (tensorflow/core/framework/types.h).
 _REAL_NUMBER_TYPES = ("float", "double", "int32", "int64", "uint8", "int16", "int8", "uint16",
@@ -301,9 +303,10 @@ def _infer_for(op_id: int, name: str, plugin: str, outputs: Tuple[Arg, ...],
 def _no_cpu(name: str, plugin: str):
     def cpu(arrays, attrs):
         raise UnimplementedError(
-            f"{name} is an op of plugin {plugin}, which registers no CPU kernel for it (the "
-            f"CPU's kernels are pluggable's NumPy references); run it on the plugin's device "
-            f"(with pluggable.device(...))", call=name)
+            f"{name} is an op of plugin {plugin}, which registers no CPU kernel for this call "
+            f"(pluggable has no code of its own for the op); run it on the plugin's device "
+            f"(with pluggable.device(...)). pluggable.config.list_kernels({name!r}) lists its "
+            f"kernels", call=name)
     return cpu
 
 
@@ -339,7 +342,8 @@ def adopt(plugin: str, start: int) -> List[Tuple[str, str]]:
             name, inputs, outputs, tuple(attrs.values()),
             _infer_for(op_id, name, plugin, outputs, type_attrs), _no_cpu(name, plugin),
             doc=f"registered by plugin {plugin} (tensorflow/c/ops.h)",
-            missing=_missing(name, attrs, inputs + outputs))
+            missing=_missing(name, attrs, inputs + outputs),
+            is_stateful=bool(info.flags & _OP_STATEFUL))
     return refused
 
 

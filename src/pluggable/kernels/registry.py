@@ -45,10 +45,11 @@ if TYPE_CHECKING:
     from ..devices.executor import StreamExecutor
     from ..devices.platform import Platform
     from ..devices.stream import Stream
+    from ..plugin.library import PluginLibrary
 
 __all__ = ["KernelRegistration", "Kernel", "KernelInput", "KernelOutput", "AttrList",
            "registered_kernels", "all_registrations", "load_kernels", "flush_releases", "close_all",
-           "free_host_output", "Refusal", "refusals"]
+           "free_host_output", "host_output_array", "Refusal", "refusals", "kernel_libraries"]
 
 
 # -- the foreign functions ------------------------------------------------------------------
@@ -203,6 +204,35 @@ class KernelOutput(namedtuple("KernelOutput", "address nbytes dtype shape owned 
 def free_host_output(address: int) -> None:
     """Frees the host memory of an owned host-memory `KernelOutput`."""
     _FreeHostMemory(address or None)
+
+
+class _HostBlock:
+    """Host memory the runtime allocated for an owned output, as a NumPy buffer: freed when
+    the last array over it is gone."""
+
+    __slots__ = ("__array_interface__", "__weakref__")
+
+    def __init__(self, address: int, nbytes: int):
+        self.__array_interface__ = {"data": (address, False), "shape": (nbytes,),
+                                    "typestr": "|u1", "version": 3}
+        finalizer(self, free_host_output, address)
+
+
+def host_output_array(output: KernelOutput, numpy_dtype, inputs: Sequence[Any] = ()):
+    """A NumPy array over a host-memory output of `Kernel.run`, without a copy: an owned
+    output's memory is freed with the last array over it; an output aliasing an input is a
+    view of that input's array (``inputs``: the contiguous arrays the run read)."""
+    import numpy as np  # here: loading kernels needs no NumPy
+
+    if not output.nbytes:
+        return np.zeros(output.shape, numpy_dtype)
+    if output.aliased_input >= 0:
+        source = inputs[output.aliased_input]
+        start = output.address - source.__array_interface__["data"][0]
+        raw = source.reshape(-1).view(np.uint8)[start:start + output.nbytes]
+    else:
+        raw = np.asarray(_HostBlock(output.address, output.nbytes))
+    return raw.view(numpy_dtype).reshape(output.shape)
 
 
 # -- registrations --------------------------------------------------------------------------
@@ -543,67 +573,78 @@ def all_registrations() -> List[KernelRegistration]:
         return list(_registrations)
 
 
-def load_kernels(platform: "Platform",
+# Libraries with kernels and no device of their own (TF_InitKernel without SE_InitPlugin,
+# as TensorFlow's load_pluggable_device_library loads them): their kernels serve every device
+# of the types they name, whichever plugin provides it.
+kernel_libraries: FrozenSet[str] = frozenset()
+
+
+def load_kernels(source: "Platform | PluginLibrary",
                  device_types: Optional[Iterable[str]] = None) -> List[KernelRegistration]:
-    """Runs ``platform``'s ``TF_InitKernel`` (once per process) and returns the kernels it
+    """Runs the ``TF_InitKernel`` of ``source`` (once per process) and returns the kernels it
     registered that the host accepted.
 
-    ``device_types`` are the device types of every loaded platform (the loader passes them;
-    ``platform``'s own is always one). A registration for
-    another device type, or for "CPU", is disabled, as is one that failed; one
-    `PluginLoadWarning` reports them with the ops `plugin_ops.adopt` refused, and `refusals`
-    keeps every one.
+    ``source`` is a loaded `Platform`, or a `PluginLibrary` without a device (a kernel
+    library). ``device_types`` are the device types of every loaded platform (the loader
+    passes them; a platform's own is always one). Kernels for "CPU" run on the host's CPU
+    device, as in TensorFlow. A kernel library's kernels are all kept, as TensorFlow keeps
+    them: each serves every device of the type it names, including devices of plugins loaded
+    later. A platform's registration for a device type no loaded plugin provides is
+    disabled, as is one that failed; one `PluginLoadWarning` reports them with the ops
+    `plugin_ops.adopt` refused, and `refusals` keeps every one.
     """
-    init = platform.library.kernel_init
+    global kernel_libraries
+    library = getattr(source, "library", source)
+    own = getattr(source, "device_type", None)  # None: a library without a device
+    init = library.kernel_init
     if init is None:
         return []
-    known = set(device_types or ()) | {platform.device_type}
+    path = source.path
+    known = set(device_types or ()) | ({own} if own else set()) | {"CPU"}
+    every_type = own is None  # a kernel library: its kernels wait for their devices
     refused: List[Refusal] = []
     with _registry_lock:
         if init in _loaded:
             return list(_loaded[init])
         start = _Count()
         from . import plugin_ops  # ops the plugin registers with ops.h, from TF_InitKernel
+        from . import c_api  # noqa: F401  (answers TF_GetAllOpList and the like from now on)
 
         ops_start = plugin_ops.count()
-        _Begin(platform.path.encode("utf-8", "surrogateescape"))
+        _Begin(path.encode("utf-8", "surrogateescape"))
         try:
             TF_InitKernel_fn(init)()
         finally:
             _End()
         ops_made = plugin_ops.count() - ops_start
-        refused += [Refusal(platform.path, "op", safe_text(name), safe_text(name), "",
+        refused += [Refusal(path, "op", safe_text(name), safe_text(name), "",
                             safe_text(reason))
-                    for name, reason in plugin_ops.adopt(platform.path, ops_start)]
+                    for name, reason in plugin_ops.adopt(path, ops_start)]
         _refresh()
-        mine = [r for r in _registrations[start:] if r.plugin == platform.path]
+        mine = [r for r in _registrations[start:] if r.plugin == path]
         accepted = []
         for r in mine:
-            if r.error_code == TF_Code.TF_OK and r.device_type in known \
-                    and r.device_type != "CPU":
+            if r.error_code == TF_Code.TF_OK and (every_type or r.device_type in known):
                 accepted.append(r)
                 continue
             if r.error_code != TF_Code.TF_OK:
                 reason = (f"TF_RegisterKernelBuilder failed with {_code_name(r.error_code)}: "
                           f"{r.error_message}")
-            elif r.device_type == "CPU":
-                r._set_enabled(False)
-                reason = (f"CPU is the host's own device, whose kernels are NumPy's; plugins "
-                          f"register kernels for the device types they provide "
-                          f"({platform.device_type})")
             else:  # a device type no loaded plugin provides
                 r._set_enabled(False)
                 reason = (f"no loaded plugin provides device type {r.device_type!r} (loaded "
                           f"device types: {', '.join(sorted(known))}); register kernels for "
-                          f"the plugin's own device type ({platform.device_type}), or load the "
-                          f"plugin that provides {r.device_type!r} first")
-            refused.append(Refusal(platform.path, "kernel", r.kernel_name, r.op, r.device_type,
+                          f"the plugin's own device type ({own}), or load the plugin that "
+                          f"provides {r.device_type!r} first")
+            refused.append(Refusal(path, "kernel", r.kernel_name, r.op, r.device_type,
                                    reason))
+        if own is None:
+            kernel_libraries = kernel_libraries | {path}
         _rebuild_index()
         _loaded[init] = accepted
         _refused.extend(refused)
     if refused:  # after every decision: the warning may be raised as an error
-        warn(_summary(platform.path, refused, len(mine), ops_made), PluginLoadWarning)
+        warn(_summary(path, refused, len(mine), ops_made), PluginLoadWarning)
     return list(accepted)
 
 
@@ -762,13 +803,18 @@ class Kernel:
         state = " closed" if self._handle is None else ""
         return f"<Kernel {r.kernel_name!r} for {r.op} node={self.node_name!r}{state}>"
 
-    def run(self, executor: "StreamExecutor", stream: "Stream", inputs: Sequence[KernelInput],
-            output_dtypes: Sequence[int], step_id: int = 0,
+    def run(self, executor: Optional["StreamExecutor"], stream: Optional["Stream"],
+            inputs: Sequence[KernelInput], output_dtypes: Sequence[int], step_id: int = 0,
             output_host_memory: Optional[Sequence[bool]] = None) -> List[KernelOutput]:
         """Runs the kernel once on ``executor``'s device: the plugin's ``compute_func`` reads
         ``inputs`` and enqueues its work on ``stream`` (what ``TF_GetStream`` returns).
         Device outputs and temporaries come from ``executor.allocator``; an output listed
         in ``output_host_memory`` (a flag per output) is in host memory.
+
+        With ``executor`` None the kernel (one registered for "CPU") runs on the CPU, as
+        TensorFlow runs it: inputs, outputs and temporaries are host memory, the work is done
+        when the call returns, and ``TF_GetStream`` fails. Owned outputs are then freed with
+        `free_host_output` (or wrapped by `host_output_array`).
 
         Inputs must stay valid until the work on ``stream`` is done. Outputs are ready once
         that work is. Raises the `pluggable.errors` class of the kernel's status, with every
@@ -781,18 +827,23 @@ class Kernel:
                 f"closed", call="Kernel.run")
         if _pending_deletes:
             flush_releases()
-        allocator = executor._allocator
-        if allocator is None or allocator._handle is None:
-            executor._check_open()
-            allocator = executor.allocator
         n_out = len(output_dtypes)
         # `out` stays referenced here even if a nested run on this thread grows the scratch.
         out, out_address, out_words, status = _scratch.state
         if out_words < n_out * _OUT_RECORD_WORDS:
             out, out_address, out_words, status = _scratch.grow(n_out)
-        words = _request_header(handle, executor, stream, allocator, step_id & _MASK64,
-                                len(inputs), n_out, out_address, out_words, status,
-                                _compiled.launch())
+        if executor is None:  # the CPU: no device, every argument in host memory
+            words = [handle, 0, 0, 0, 0, 0, step_id & _MASK64, len(inputs), n_out,
+                     out_address, out_words, status, _compiled.launch()]
+            output_host_memory = (True,) * n_out
+        else:
+            allocator = executor._allocator
+            if allocator is None or allocator._handle is None:
+                executor._check_open()
+                allocator = executor.allocator
+            words = _request_header(handle, executor, stream, allocator, step_id & _MASK64,
+                                    len(inputs), n_out, out_address, out_words, status,
+                                    _compiled.launch())
         if output_host_memory:
             words += [int(d) | (_RUN_OUTPUT_HOST_MEMORY if h else 0)
                       for d, h in zip(output_dtypes, output_host_memory)]
@@ -882,8 +933,13 @@ class Kernel:
                     f"codes") from None
         return _array("Q", fixed)
 
-    def _error(self, executor: "StreamExecutor", code: int, message: str):
+    def _error(self, executor: Optional["StreamExecutor"], code: int, message: str):
         r = self.registration
+        if executor is None:
+            return error_for_code(code)(
+                f"{r.plugin}, CPU: kernel {r.kernel_name} for {r.op} failed: "
+                f"{message or '(the kernel gave no message)'}",
+                plugin=r.plugin, call=f"kernel {r.kernel_name}", plugin_message=message)
         label = executor.platform.label
         message = safe_text(message)  # the fast path hands over the plugin's raw text
         return error_for_code(code)(

@@ -173,12 +173,8 @@ class PluginManager:
             library = PluginLibrary(real)
             record.provides_kernels = library.kernel_init is not None
             record.provides_profiler = library.profiler_init is not None
-            if library.init_fn is None:  # a profiler and no device
-                self._load_profiler(library, record)
-                if record.profiler_type is not None:
-                    record.status = "loaded"
-                else:
-                    record.step, _, record.reason = record.profiler_reason.partition(": ")
+            if library.init_fn is None:  # kernels, a graph optimizer or a profiler; no device
+                self._load_without_device(library, record)
                 return None
             platform = Platform(library, library.init_fn, library.init_symbol)
             record.platform_name = platform.name
@@ -212,6 +208,27 @@ class PluginManager:
             self._init_graph(library, record, platform.device_type)
         return platform
 
+    def _load_without_device(self, library: PluginLibrary, record: PluginRecord) -> None:
+        """A library with no SE_InitPlugin, loaded as TensorFlow loads it: its kernels serve
+        the device types they name ("CPU" included), its graph optimizer and its profiler
+        are registered. It is loaded when one of them is; a library with nothing but a
+        profiler that fails is skipped with the profiler's reason."""
+        if library.kernel_init is not None:
+            from ..kernels.registry import load_kernels
+
+            load_kernels(library, {p.device_type for p in self.platforms.all()})
+        if library.graph_init is not None:
+            self._init_graph(library, record, None)
+        if library.profiler_init is not None:
+            self._load_profiler(library, record)
+        if library.kernel_init is not None or record.graph_optimizer is not None \
+                or record.profiler_type is not None:
+            record.status = "loaded"
+        elif record.profiler_reason:
+            record.step, _, record.reason = record.profiler_reason.partition(": ")
+        else:
+            record.step, record.reason = "graph optimizer", record.graph_optimizer_error
+
     def _load_profiler(self, library: PluginLibrary, record: PluginRecord) -> None:
         """Calls the library's TF_InitProfiler; a profiler that fails is skipped with a
         warning and the library's devices stay usable."""
@@ -233,8 +250,9 @@ class PluginManager:
             self.profilers.append(profiler)
 
     def _init_graph(self, library: PluginLibrary, record: PluginRecord,
-                    device_type: str) -> None:
-        """Calls and validates TF_InitGraph; a refusal is a warning, not a failed load."""
+                    device_type: Optional[str]) -> None:
+        """Calls and validates TF_InitGraph (``device_type``: the plugin's own, None for a
+        library without a device); a refusal is a warning, not a failed load."""
         from ..plugin.graph_optimizers import init_graph
         from ..plugin.validation import ValidationError
 

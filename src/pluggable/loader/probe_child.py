@@ -23,7 +23,7 @@ from ..devices.platform import Platform
 from ..kernels import registry as kernel_registry
 from ..kernels.registry import load_kernels
 from ..plugin import dependencies
-from ..plugin.library import INIT_SYMBOLS, PluginCallError, PluginLibrary
+from ..plugin.library import ENTRY_POINTS, PluginCallError, PluginLibrary
 from ..plugin.validation import optional_callback
 
 TYPE_CHECKING = False  # typing's constant, without importing typing at start-up
@@ -55,13 +55,16 @@ def inspect(path: str, step: Callable[[str], None],
         report["tensorflow"] = dependencies.tensorflow_build(tree)
     step("dlopen")
     library = PluginLibrary(path)
-    report["exports"] = {name: library._symbol(name) is not None
-                         for name in (*INIT_SYMBOLS, "TF_InitKernel", "TF_InitProfiler")}
-    if library.init_fn is None:  # a library with a profiler and no device, as TensorFlow allows
+    report["exports"] = {name: library._symbol(name) is not None for name in ENTRY_POINTS}
+    if library.init_fn is None:  # kernels, an optimizer or a profiler and no device, as TF allows
+        step("kernels")
+        _kernels(library, report, set())
         step("profiler")
         report["profiler"] = library.profiler_init is not None
-        report["kernels"] = []
+        if library.profiler_init is not None:
+            report["profiler_error"] = exercise_profiler(library, step)
         step("shutdown")
+        kernel_registry.close_all()
         return report
     platform = Platform(library, library.init_fn, library.init_symbol, progress=step)
     report.update(
@@ -97,23 +100,10 @@ def inspect(path: str, step: Callable[[str], None],
                               for n in SP_StreamExecutor.callbacks()})
     report.update(struct_sizes=sizes, callbacks=callbacks, devices=devices)
     step("kernels")
-    kernels = []
-    if library.kernel_init is not None:
-        from ..base.dtypes import type_names  # NumPy: only for a plugin with kernels
-
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            accepted = load_kernels(platform, {platform.device_type})
-        kernels = [{"op": r.op, "device_type": r.device_type, "kernel": r.kernel_name,
-                    "types": {a: type_names(c) for a, c in sorted(r.constraints.items())}}
-                   for r in accepted]
-        report["kernel_warnings"] = [limits.safe_text(str(w.message)) for w in caught]
-        report["refused"] = [limits.safe_text(str(r))
-                             for r in kernel_registry.refusals(platform.path)]
-    report["kernels"] = kernels
+    accepted = _kernels(platform, report, {platform.device_type})
     if platform.device_count:
         executor = platform._create_executor(0)
-        report["exercised"] = exercise(executor, accepted if library.kernel_init else [], step)
+        report["exercised"] = exercise(executor, accepted, step)
     step("profiler")
     report["profiler"] = library.profiler_init is not None
     if library.profiler_init is not None:
@@ -198,6 +188,8 @@ def _run_once(executor, stream, registration, step: Callable[[str], None]) -> st
     if generated is None:
         return f"no input generator for {op.name}"
     arrays, attrs = generated
+    if any(isinstance(a, (list, samples.Variable)) for a in arrays):
+        return "its inputs are a list or a resource variable (conformance runs it)"
     attrs = dict(attrs)
     for arg, array in zip(op.inputs, arrays):
         if arg.type_attr and arg.type_attr not in attrs:
@@ -262,6 +254,28 @@ def exercise_profiler(library, step: Callable[[str], None]) -> str:
     finally:
         profiler.destroy()
     return ""
+
+
+def _kernels(source, report: Dict[str, Any], device_types) -> list:
+    """Runs the TF_InitKernel of ``source`` (a platform, or a library without a device),
+    fills in what it registered, what was refused and the warnings, and returns the accepted
+    registrations."""
+    kernels, accepted = [], []
+    library = getattr(source, "library", source)
+    if library.kernel_init is not None:
+        from ..base.dtypes import type_names  # NumPy: only for a plugin with kernels
+
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            accepted = load_kernels(source, device_types)
+        kernels = [{"op": r.op, "device_type": r.device_type, "kernel": r.kernel_name,
+                    "types": {a: type_names(c) for a, c in sorted(r.constraints.items())}}
+                   for r in accepted]
+        report["kernel_warnings"] = [limits.safe_text(str(w.message)) for w in caught]
+        report["refused"] = [limits.safe_text(str(r))
+                             for r in kernel_registry.refusals(source.path)]
+    report["kernels"] = kernels
+    return accepted
 
 
 def _present(view, name: str) -> bool:

@@ -439,7 +439,7 @@ def _squeezed(shape, dims) -> Tuple[int, ...]:
 
 
 _define("Squeeze", [Arg("input", "T")], [Arg("output", "T")],
-        [Attr("T", "type", allowed=ALL), Attr("squeeze_dims", "list(int)", ())],
+        [Attr("T", "type", allowed=ALL), Attr("squeeze_dims", "list(int)", (), minimum=0)],
         lambda meta, attrs, host: [_squeezed(meta[0].shape, attrs["squeeze_dims"])],
         lambda arrays, attrs: [arrays[0].reshape(_squeezed(arrays[0].shape,
                                                            attrs["squeeze_dims"]))])

@@ -76,6 +76,9 @@ class OpDef:
     # What a call would need that pluggable lacks (an op of a plugin with a qint8 input, or
     # inputs typed by a list(type)); a call raises UnimplementedError with it. "" for none.
     missing: str = ""
+    # TensorFlow's OpDef.is_stateful: the op has state or effects beyond its outputs (random
+    # draws, variables), so a graph must not merge or drop its calls (TF_OpIsStateful).
+    is_stateful: bool = False
 
     def attr(self, name: str) -> Attr:
         for a in self.attrs:

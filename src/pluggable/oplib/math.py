@@ -368,3 +368,7 @@ _define("RandomUniformInt", [Arg("shape", "T", host=True), Arg("minval", "Tout")
                              Arg("maxval", "Tout")], [Arg("output", "Tout")],
         [Attr("seed", "int", 0), Attr("seed2", "int", 0), Attr("Tout", "type", allowed=INDEX),
          Attr("T", "type", allowed=INDEX)], _uniform_int_infer, _uniform_int_cpu)
+
+# Each call draws new numbers from the op's own generator: stateful, as TensorFlow says.
+for _name in ("RandomUniform", "RandomStandardNormal", "TruncatedNormal", "RandomUniformInt"):
+    OPS[_name].is_stateful = True

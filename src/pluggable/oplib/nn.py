@@ -240,7 +240,7 @@ _define("Conv2DBackpropFilter",
 # -- max pooling ----------------------------------------------------------------------------
 _POOL_TYPES = tuple(t for t in REAL if t not in (dt.uint32, dt.uint64))  # TensorFlow's MaxPool
 _POOL_ATTRS = [Attr("T", "type", dt.float32, allowed=_POOL_TYPES),
-               Attr("ksize", "list(int)"), Attr("strides", "list(int)"),
+               Attr("ksize", "list(int)", minimum=4), Attr("strides", "list(int)", minimum=4),
                Attr("padding", "string", allowed=("SAME", "VALID", "EXPLICIT")),
                Attr("explicit_paddings", "list(int)", ()),
                Attr("data_format", "string", "NHWC", allowed=("NHWC", "NCHW", "NCHW_VECT_C"))]

@@ -37,15 +37,17 @@ UNARY_POSITIVE = {"Sqrt", "Rsqrt", "Log"}
 UNARY = {"Abs", "Neg", "Square", "Exp", "Tanh", "Sigmoid", "Relu", "Relu6", "Identity",
          "ZerosLike", "OnesLike"} | UNARY_POSITIVE
 BINARY = {"AddV2", "Sub", "Mul", "RealDiv", "Maximum", "Minimum", "Equal", "Less", "Greater",
-          "NotEqual", "LessEqual", "GreaterEqual", "Pow", "FloorDiv", "FloorMod", "DivNoNan"}
-DIVIDES = {"RealDiv", "FloorDiv", "FloorMod", "DivNoNan"}
+          "NotEqual", "LessEqual", "GreaterEqual", "Pow", "FloorDiv", "FloorMod", "DivNoNan",
+          "Add", "Div"}
+DIVIDES = {"RealDiv", "FloorDiv", "FloorMod", "DivNoNan", "Div"}
 REDUCTIONS = {"Sum", "Mean", "Max", "Min", "Prod"}
 
 def generate(op: str, dtype: DType, seed: int, constraints: Dict[str, tuple]):
     """(inputs, attrs) for ``op`` with ``dtype``, from ``seed``: NumPy arrays and the
     attributes that are not inferred from them. ``constraints`` are the kernel's type
     constraints (Cast's ``DstT`` picks the target). None for ops whose inputs need more than
-    a shape and a dtype."""
+    a shape and a dtype. An input is an array, a list of arrays (a list argument) or a
+    `Variable` (a resource input)."""
     rng = _rng(seed)
     shape = tuple(int(d) for d in rng.integers(1, 6, rng.integers(1, 4)))
     if op in UNARY:
@@ -87,4 +89,131 @@ def generate(op: str, dtype: DType, seed: int, constraints: Dict[str, tuple]):
             {"strides": [1, 1 + seed % 2, 1, 1], "padding": padding}
     if op == "ArgMax":
         return [values(dtype, (4, 7), seed), np.array(1, np.int32)], {}
-    return None
+    more = GENERATORS.get(op)
+    return more(dtype, seed, constraints) if more is not None else None
+
+
+class Variable:
+    """An input that is a resource variable holding ``value``: the check makes one on each
+    device it compares, and compares the variables' values after the op too."""
+
+    def __init__(self, value: np.ndarray):
+        self.value = value
+
+
+def _pick(constraints: Dict[str, tuple], attr: str, default: str, seed: int) -> DType:
+    """One of the types a registration allows for ``attr`` (``default`` when unconstrained)."""
+    allowed = constraints.get(attr) or (default,)
+    return dt.as_dtype(allowed[seed % len(allowed)])
+
+
+def _index(values, constraints: Dict[str, tuple], attr: str, seed: int) -> np.ndarray:
+    """Host-memory integers (a shape, begin, axis, ...) of the index type ``attr`` allows."""
+    return np.array(values, _pick(constraints, attr, "int32", seed).numpy_dtype)
+
+
+def _max_pooled(x: np.ndarray) -> np.ndarray:
+    """A 2x2, stride-2 max pool of an NHWC array whose height and width are even."""
+    n, h, w, c = x.shape
+    return x.reshape(n, h // 2, 2, w // 2, 2, c).max(axis=(2, 4))
+
+
+def _labels(shape, seed: int) -> np.ndarray:
+    """Rows of probabilities (positive, summing to 1) for the cross-entropy ops."""
+    p = _rng(seed).uniform(0.1, 1.0, shape)
+    return p / p.sum(axis=-1, keepdims=True)
+
+
+# Inputs and attributes of the ops the chain above does not cover, by op: each takes
+# (dtype, seed, the registration's type constraints). Data, one line of logic each, so that
+# any runner (the probe too) can use them.
+GENERATORS = {
+    "AddN": lambda d, s, c: ([[values(d, (3, 4), s + i) for i in range(3)]], {}),
+    "BiasAddGrad": lambda d, s, c: ([values(d, (4, 6), s)], {}),
+    "BroadcastTo": lambda d, s, c: ([values(d, (3, 1), s), _index([2, 3, 4], c, "Tidx", s)],
+                                    {}),
+    "ConcatV2": lambda d, s, c: ([[values(d, (2, 3), s), values(d, (2, 1 + s % 3), s + 1)],
+                                  _index(1 - s % 2 * 2, c, "Tidx", s)], {}),
+    "Conv2DBackpropFilter": lambda d, s, c: (
+        [values(d, (2, 6, 5, 3), s), np.array([3, 2, 3, 4], np.int32),
+         values(d, (2, 4, 4, 4), s + 1)], {"strides": [1, 1, 1, 1], "padding": "VALID"}),
+    "Conv2DBackpropInput": lambda d, s, c: (
+        [np.array([2, 6, 5, 3], np.int32), values(d, (3, 2, 3, 4), s),
+         values(d, (2, 4, 4, 4), s + 1)], {"strides": [1, 1, 1, 1], "padding": "VALID"}),
+    "ExpandDims": lambda d, s, c: ([values(d, (2, 3), s), _index(s % 3 - 1, c, "Tdim", s)],
+                                   {}),
+    "GatherV2": lambda d, s, c: (
+        [values(d, (5, 4), s), _index(_rng(s).integers(0, 5, 6), c, "Tindices", s),
+         _index(0, c, "Taxis", s)], {}),
+    "MaxPool": lambda d, s, c: ([values(d, (2, 6, 6, 3), s)],
+                                {"ksize": [1, 2, 2, 1], "strides": [1, 2, 2, 1],
+                                 "padding": "VALID"}),
+    "MaxPoolGrad": lambda d, s, c: (
+        [values(d, (2, 6, 6, 3), s), _max_pooled(values(d, (2, 6, 6, 3), s)),
+         values(d, (2, 3, 3, 3), s + 1)],
+        {"ksize": [1, 2, 2, 1], "strides": [1, 2, 2, 1], "padding": "VALID"}),
+    "Pack": lambda d, s, c: ([[values(d, (2, 3), s + i) for i in range(3)]],
+                             {"axis": s % 3 - 1}),
+    "Pad": lambda d, s, c: ([values(d, (2, 3), s), _index([[1, 0], [2, 1]], c, "Tpaddings", s)],
+                            {}),
+    "Range": lambda d, s, c: ([np.array(v, d.numpy_dtype) for v in (1, 11 + s, 2)], {}),
+    "ReluGrad": lambda d, s, c: ([values(d, (3, 4), s), values(d, (3, 4), s + 1)], {}),
+    "SelectV2": lambda d, s, c: ([values(dt.bool_, (3, 1), s), values(d, (3, 4), s + 1),
+                                  values(d, (4,), s + 2)], {}),
+    "Shape": lambda d, s, c: ([values(d, (2, 3, 4), s)], {"out_type": _pick(c, "out_type",
+                                                                            "int32", s)}),
+    "Slice": lambda d, s, c: ([values(d, (4, 5), s), _index([1, 2], c, "Index", s),
+                               _index([2, -1], c, "Index", s)], {}),
+    "SoftmaxCrossEntropyWithLogits": lambda d, s, c: (
+        [values(d, (4, 5), s), _labels((4, 5), s).astype(d.numpy_dtype)], {}),
+    "SparseSoftmaxCrossEntropyWithLogits": lambda d, s, c: (
+        [values(d, (4, 5), s), _index(_rng(s).integers(0, 5, 4), c, "Tlabels", s)], {}),
+    "Split": lambda d, s, c: ([np.array(1, np.int32), values(d, (2, 6), s)],
+                              {"num_split": 3}),
+    "SplitV": lambda d, s, c: ([values(d, (2, 6), s), _index([1, 2, 3], c, "Tlen", s),
+                                np.array(1, np.int32)], {"num_split": 3}),
+    "Squeeze": lambda d, s, c: ([values(d, (1, 3, 1, 4), s)],
+                                {"squeeze_dims": [0] if s % 2 else []}),
+    "StridedSlice": lambda d, s, c: (
+        [values(d, (5, 6), s), _index([1, 0], c, "Index", s), _index([4, 6], c, "Index", s),
+         _index([1, 2], c, "Index", s)], {"end_mask": s % 2}),
+    "Tile": lambda d, s, c: ([values(d, (2, 3), s), _index([2, 1 + s % 2], c, "Tmultiples", s)],
+                             {}),
+    # The variable ops: the variables' values after the op are compared too.
+    "AssignVariableOp": lambda d, s, c: ([Variable(values(d, (3, 4), s)),
+                                          values(d, (3, 4), s + 1)], {}),
+    "AssignAddVariableOp": lambda d, s, c: ([Variable(values(d, (3, 4), s)),
+                                             values(d, (3, 4), s + 1)], {}),
+    "AssignSubVariableOp": lambda d, s, c: ([Variable(values(d, (3, 4), s)),
+                                             values(d, (3, 4), s + 1)], {}),
+    "ResourceApplyGradientDescent": lambda d, s, c: (
+        [Variable(values(d, (3, 4), s)), np.array(0.1, d.numpy_dtype),
+         values(d, (3, 4), s + 1)], {}),
+    "ResourceApplyMomentum": lambda d, s, c: (
+        [Variable(values(d, (3, 4), s)), Variable(values(d, (3, 4), s + 1)),
+         np.array(0.1, d.numpy_dtype), values(d, (3, 4), s + 2),
+         np.array(0.9, d.numpy_dtype)], {"use_nesterov": bool(s % 2)}),
+    "ResourceApplyKerasMomentum": lambda d, s, c: (
+        [Variable(values(d, (3, 4), s)), Variable(values(d, (3, 4), s + 1)),
+         np.array(0.1, d.numpy_dtype), values(d, (3, 4), s + 2),
+         np.array(0.9, d.numpy_dtype)], {"use_nesterov": bool(s % 2)}),
+    "ResourceApplyRMSProp": lambda d, s, c: (
+        [Variable(values(d, (3, 4), s)), Variable(values(d, (3, 4), s + 1, positive=True)),
+         Variable(values(d, (3, 4), s + 2))]
+        + [np.array(v, d.numpy_dtype) for v in (0.01, 0.9, 0.5, 1e-7)]
+        + [values(d, (3, 4), s + 3)], {}),
+    "ResourceApplyCenteredRMSProp": lambda d, s, c: (
+        [Variable(np.zeros((3, 4), d.numpy_dtype)) if i == 1 else
+         Variable(values(d, (3, 4), s + i, positive=i == 2)) for i in range(4)]
+        + [np.array(v, d.numpy_dtype) for v in (0.01, 0.9, 0.5, 1e-7)]
+        + [values(d, (3, 4), s + 4)], {}),
+    "ResourceApplyAdagradV2": lambda d, s, c: (
+        [Variable(values(d, (3, 4), s)), Variable(values(d, (3, 4), s + 1, positive=True)),
+         np.array(0.1, d.numpy_dtype), np.array(1e-7, d.numpy_dtype),
+         values(d, (3, 4), s + 2)], {"update_slots": bool(s % 2)}),
+    "ResourceApplyAdam": lambda d, s, c: (
+        [Variable(values(d, (3, 4), s)), Variable(values(d, (3, 4), s + 1)),
+         Variable(values(d, (3, 4), s + 2, positive=True))]
+        + [np.array(v, d.numpy_dtype) for v in (0.9, 0.999, 0.01, 0.9, 0.999, 1e-7)]
+        + [values(d, (3, 4), s + 3)], {"use_nesterov": bool(s % 2)}),
+}

@@ -23,6 +23,37 @@ API_PREFIXES = ("TF_", "TSL_", "SE_", "TP_", "TFE_")
 #: TensorFlow's own libraries: each carries TensorFlow's implementation of the C API.
 TENSORFLOW_LIBRARIES = ("_pywrap_tensorflow_internal.so", "libtensorflow_framework.so",
                         "libtensorflow_cc.so", "libtensorflow.so")
+# The C API functions plugins built against TensorFlow import that the host runtime does
+# not provide, each family with the reason (include/ABI.md, "Functions of TensorFlow's
+# client API"): (does a name belong to it, why it is not provided).
+UNPROVIDED = (
+    (lambda name: name.startswith("TFE_"),
+     "TensorFlow's eager C API: a kernel that runs TensorFlow ops itself through a "
+     "TFE_Context needs TensorFlow's eager runtime, and pluggable's ops run in Python, not "
+     "from C"),
+    (lambda name: "PjRt" in name,
+     "the NextPluggableDevice API: pluggable drives devices through the StreamExecutor C API "
+     "and has no PJRT client or buffers"),
+    (lambda name: name in ("TF_NewGraph", "TF_DeleteGraph", "TF_NewSession",
+                           "TF_DeleteSession") or name.startswith((
+                               "TF_Graph", "TF_Session", "TF_NewOperation", "TF_Operation",
+                               "TF_FinishOperation", "TF_Function", "TF_ImportGraphDef")),
+     "TensorFlow's graph and session API: pluggable builds no graphs and runs no sessions"),
+)
+_OTHER = ("not among the TensorFlow C API functions pluggable provides (include/ABI.md lists "
+          "them); the plugin must run inside TensorFlow")
+
+
+def describe_missing_symbols(names: Iterable[str]) -> str:
+    """Every name of ``names`` (C API functions the host does not provide), grouped by why:
+    ``TFE_NewOp, TFE_Execute: TensorFlow's eager C API: ...; TF_Foo: not among ...``."""
+    groups: Dict[str, List[str]] = {}
+    for name in sorted(names):
+        reason = next((why for belongs, why in UNPROVIDED if belongs(name)), _OTHER)
+        groups.setdefault(reason, []).append(name)
+    return "; ".join(f"{', '.join(found)} ({reason})" for reason, found in groups.items())
+
+
 _TENSORFLOW_PACKAGES = {"tensorflow", "tensorflow-cpu", "tensorflow-gpu", "tensorflow-intel",
                         "tensorflow-macos", "tf-nightly", "tf-nightly-cpu"}
 

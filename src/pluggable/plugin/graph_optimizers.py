@@ -41,9 +41,12 @@ class GraphOptimizer:
                 + "; not run: pluggable builds no graphs")
 
 
-def init_graph(symbol: int, path: str, device_type: str) -> GraphOptimizer:
+def init_graph(symbol: int, path: str, device_type: Optional[str]) -> GraphOptimizer:
     """Calls the plugin's TF_InitGraph at ``symbol`` and validates the result; raises
-    `ValidationError` (with the reason) when the plugin fails or breaks a rule."""
+    `ValidationError` (with the reason) when the plugin fails or breaks a rule.
+    ``device_type`` is the plugin's own device type, which the optimizer must be for; None
+    for a library without a device, whose optimizer may be for any (ITEX's CPU library
+    registers one for "CPU")."""
     params = alloc_struct(TP_OptimizerRegistrationParams)
     configs = alloc_struct(TP_OptimizerConfigs)
     optimizer = alloc_struct(TP_Optimizer)
@@ -64,7 +67,7 @@ def init_graph(symbol: int, path: str, device_type: str) -> GraphOptimizer:
     configs_view = negotiate(TP_OptimizerConfigs, configs, where)
     registered = read_name(params.device_type or 0,
                            "TP_OptimizerRegistrationParams.device_type")
-    if registered != device_type:
+    if device_type is not None and registered != device_type:
         raise ValidationError(
             f"TF_InitGraph registered an optimizer for device type {registered!r}, but the "
             f"plugin provides {device_type!r}; a plugin optimizes graphs for its own device")

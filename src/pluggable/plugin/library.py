@@ -1,6 +1,6 @@
 """A plugin's shared library: checking the file before it is opened, opening it, and
 looking up its entry points (``SE_InitPlugin`` or ``SE_InitializePlugin``, ``TF_InitKernel``,
-``TF_InitProfiler``, ``TF_InitGraph``).
+``TF_InitProfiler``, ``TF_InitGraph``); a library that exports any one of them is a plugin.
 
 Before ``dlopen`` every candidate is resolved to its absolute real path and checked ("file
 check"): dangling links, files that are not regular, world-writable files or directories and
@@ -19,9 +19,10 @@ from . import dependencies, elf
 
 TYPE_CHECKING = False  # typing's constant, without importing typing at start-up
 if TYPE_CHECKING:
-    from typing import Optional, Tuple
+    from typing import List, Optional, Tuple
 
 INIT_SYMBOLS = ("SE_InitPlugin", "SE_InitializePlugin")
+ENTRY_POINTS = (*INIT_SYMBOLS, "TF_InitKernel", "TF_InitGraph", "TF_InitProfiler")
 
 _InitFn = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)
 
@@ -51,6 +52,11 @@ class PluginLibrary:
                 reason += (f"; {len(tree.missing)} of the libraries it needs are missing: "
                            f"{tree.describe_missing()}. Install them or add their folders to "
                            f"LD_LIBRARY_PATH")
+            unprovided = unprovided_symbols(tree)
+            if unprovided:
+                reason += (f"; its tree uses {len(unprovided)} C API function(s) the host "
+                           f"runtime does not provide: "
+                           f"{dependencies.describe_missing_symbols(unprovided)}")
             raise PluginCallError("dlopen", reason) from None
         if _logs(tree):
             plugin_log.start()
@@ -64,12 +70,14 @@ class PluginLibrary:
                 break
         self.kernel_init = self._symbol("TF_InitKernel")
         self.profiler_init = self._symbol("TF_InitProfiler")
-        # A library may provide only a profiler, as TensorFlow allows.
-        if self.init_fn is None and self.profiler_init is None:
-            raise PluginCallError(
-                "symbol lookup", f"the library exports neither {INIT_SYMBOLS[0]} nor "
-                                 f"{INIT_SYMBOLS[1]} (nor TF_InitProfiler)")
         self.graph_init = self._symbol("TF_InitGraph")
+        # Any one entry point makes a plugin, as TensorFlow's load_pluggable_device_library
+        # has it: kernel-only, graph-only and profiler-only libraries are plugins too.
+        if self.init_fn is None and self.kernel_init is None and self.profiler_init is None \
+                and self.graph_init is None:
+            raise PluginCallError(
+                "symbol lookup", f"the library exports none of the plugin entry points "
+                                 f"({', '.join(ENTRY_POINTS)})")
 
     def _symbol(self, name: str) -> Optional[int]:
         try:
@@ -159,13 +167,26 @@ def _check_ownership(real: str, info: os.stat_result) -> None:
     _check_directory(os.path.dirname(real), "the plugin")
 
 
+def unprovided_symbols(tree: "dependencies.Tree") -> List[str]:
+    """The C API functions the libraries of ``tree`` use that neither the tree nor the host's
+    runtime library defines."""
+    from ..base import native
+
+    return sorted(name for name in tree.missing_symbols(())
+                  if not hasattr(native.lib, name))
+
+
 def refusal_of_tensorflow(tree: "dependencies.Tree") -> str:
-    """Why a plugin that links TensorFlow's own libraries is not loaded, and what to do."""
+    """Why a plugin that links TensorFlow's own libraries is not loaded, and what to do;
+    every library of its tree that is missing besides."""
+    missing = (f". Besides, {len(tree.missing)} of the libraries its tree needs "
+               f"{'are' if len(tree.missing) > 1 else 'is'} missing here: "
+               f"{tree.describe_missing()}" if tree.missing else "")
     return (f"{dependencies.tensorflow_build(tree)}. TensorFlow's libraries carry their own "
             f"implementation of the C API, so loading this plugin here would put two "
             f"implementations in one process, each handed the other's objects. Use it inside "
             f"TensorFlow, or rebuild it against pluggable.get_include() without linking "
-            f"TensorFlow (its headers alone are enough)")
+            f"TensorFlow (its headers alone are enough){missing}")
 
 
 def _logs(tree: "dependencies.Tree") -> bool:

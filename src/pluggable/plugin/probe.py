@@ -339,6 +339,7 @@ def doctor(path: str, timeout: Optional[float] = None) -> ProbeResult:
     """What ``python -m pluggable doctor`` reports on ``path``: the file check, then a fresh
     probe (never the cache). ``ok`` is False on any failure: a failed step, API symbols the
     runtime does not provide, kernels the host refused."""
+    from . import dependencies
     from .library import PluginCallError, check_file
 
     try:
@@ -347,13 +348,15 @@ def doctor(path: str, timeout: Optional[float] = None) -> ProbeResult:
         return ProbeResult(os.path.abspath(path), False, exc.step, exc.reason)
     result = run(real, timeout)
     report = result.report
-    if report.get("missing_symbols") and result.step in ("dlopen", "symbol lookup"):
-        result.reason += (f" (it uses {', '.join(report['missing_symbols'])}, which the host "
-                          f"runtime does not provide)")
-    elif result.ok and report.get("missing_symbols"):
+    missing = report.get("missing_symbols")
+    if missing and result.step == "symbol lookup":
+        result.reason += (f" (its tree uses C API functions the host runtime does not "
+                          f"provide: {dependencies.describe_missing_symbols(missing)})")
+    elif result.ok and missing:
         result.ok, result.step = False, "symbol lookup"
-        result.reason = (f"the plugin uses {', '.join(report['missing_symbols'])}, which the "
-                         f"host runtime does not provide")
+        result.reason = (f"the plugin's tree uses {len(missing)} C API function(s) the host "
+                         f"runtime does not provide: "
+                         f"{dependencies.describe_missing_symbols(missing)}")
     elif result.ok and (report.get("exercised") or {}).get("kernels_failed"):
         failed = report["exercised"]["kernels_failed"]
         name, message = next(iter(failed.items()))
@@ -429,13 +432,15 @@ def _report_lines(result: ProbeResult) -> List[str]:
         lines.append(f"struct   {name:<18} plugin {size['plugin']:>4}  host {size['host']:>4}  "
                      f"{relation}")
     callbacks = r.get("callbacks", {})
-    if not callbacks:  # the probe stopped before the callbacks were read
+    if not callbacks and "kernels" not in r:  # the probe stopped before the callbacks were read
         return lines
     missing_optional = [k for k, v in callbacks.items() if not v["present"] and not v["required"]]
     missing_required = [k for k, v in callbacks.items() if not v["present"] and v["required"]]
-    lines.append(f"callbacks {sum(v['present'] for v in callbacks.values())} of "
-                 f"{len(callbacks)} set; required missing: {', '.join(missing_required) or 'none'}"
-                 f"; optional missing: {', '.join(missing_optional) or 'none'}")
+    if callbacks:  # a library without a device has none
+        lines.append(f"callbacks {sum(v['present'] for v in callbacks.values())} of "
+                     f"{len(callbacks)} set; required missing: "
+                     f"{', '.join(missing_required) or 'none'}; optional missing: "
+                     f"{', '.join(missing_optional) or 'none'}")
     for device in r.get("devices", []):
         details = ", ".join(f"{k}={v}" for k, v in device["details"].items())
         lines.append(f"device   {device['ordinal']}: {details}")

@@ -12,6 +12,7 @@ import struct
 from typing import Any, Dict, Iterator, List, NamedTuple, Optional
 
 from ..base.errors import DataLossError
+from ..base.proto import field_bytes as _field_bytes, varint as _varint
 
 _pb2 = None
 
@@ -41,24 +42,6 @@ def parse_xspace(data: bytes, what: str):
         raise DataLossError(f"{what} is not a serialized XSpace ({len(data)} bytes): {exc}",
                             call="XSpace.ParseFromString") from None
     return space
-
-
-def _varint(n: int) -> bytes:
-    """``n`` as a protobuf varint (int64 on the wire: two's complement, 10 bytes when
-    negative). Used for headers, metadata and stats encoded once per key; the per-event
-    varints are written in C (`pluggable._compiled`)."""
-    n &= 0xFFFFFFFFFFFFFFFF
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
-def _field_bytes(tag: int, data: bytes) -> bytes:
-    """A length-delimited field: ``tag`` is (field number << 3) | 2."""
-    return _varint(tag) + _varint(len(data)) + data
 
 
 # Wire tags of the fields written here (field number << 3 | wire type), from xplane.proto.

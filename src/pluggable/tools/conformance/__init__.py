@@ -117,12 +117,13 @@ sys.exit(run_tiers({path!r}, {tiers!r}, {keyword!r}, {results!r}, {verbose!r}))
 
 
 def run(path: str, keyword: Optional[str] = None, json_path: Optional[str] = None,
-        verbose: bool = True) -> int:
+        verbose: bool = True, strict: bool = False) -> int:
     """Runs the suite against the plugin at ``path`` in a child process, so that a plugin that
     crashes or exits takes down the child, never this process: the tier it was in is reported
     failed, naming the signal, and a new child runs the tiers after it. Returns 0 when every
-    check passed or was skipped for a stated reason, `TIER_DIED` when a tier's child died,
-    else pytest's status. ``json_path`` receives ``{"plugin": path, "exit_status": code,
+    check passed or was skipped for a stated reason (with ``strict``, a skipped check fails
+    the run with status 1), `TIER_DIED` when a tier's child died, else pytest's status.
+    Skipped checks are summed up, with their reasons, after the run. ``json_path`` receives ``{"plugin": path, "exit_status": code,
     "results": {check: {"outcome", "message"}}, "warnings": [{"check", "category",
     "message"}]}``."""
     import subprocess
@@ -180,6 +181,19 @@ def run(path: str, keyword: Optional[str] = None, json_path: Optional[str] = Non
         print(f"pluggable conformance: {tier} FAILED: {message}", flush=True)
         code = TIER_DIED
         tiers = tiers[tiers.index(tier) + 1:] if tier in tiers else []
+    skipped = {name: r["message"] for name, r in results.items() if r["outcome"] == "skipped"}
+    if skipped:
+        reasons: Dict[str, List[str]] = {}
+        for name, message in skipped.items():
+            reasons.setdefault(message or "(no reason given)", []).append(name)
+        print(f"pluggable conformance: {len(skipped)} check(s) skipped"
+              + (" (--strict: the run fails)" if strict else "") + ":")
+        for message, names in sorted(reasons.items()):
+            shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3
+                                             else "")
+            print(f"  {message}: {shown}")
+        if strict and code == 0:
+            code = 1
     if json_path:
         report = {"plugin": os.path.abspath(path), "exit_status": code, "results": results,
                   "warnings": warnings}

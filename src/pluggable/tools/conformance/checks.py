@@ -19,7 +19,7 @@ import pytest
 import pluggable
 from pluggable import dtypes as dt
 from pluggable.errors import PluggableError, ResourceExhaustedError
-from pluggable.oplib.samples import REDUCTIONS, generate as _generate
+from pluggable.oplib.samples import REDUCTIONS, Variable, generate as _generate
 
 MiB = 1 << 20
 
@@ -174,6 +174,40 @@ class TestMemory:
         after = executor.allocator_stats()
         assert after["bytes_in_use"] == before["bytes_in_use"], \
             "bytes_in_use did not return to its value after the deallocation"
+
+    def test_allocator_stats_agree_with_real_use(self, executor):
+        """What get_allocator_stats reports against what was really allocated: counts, bytes
+        in use (at least the sizes asked, at most one allocation granule more each), the
+        peak, the largest allocation and the limit."""
+        before = executor.allocator_stats()
+        if before is None:
+            pytest.skip("the plugin reports no allocator statistics (optional)")
+        sizes = [1, 1000, MiB, 3 * MiB + 5]
+        blocks = [executor.allocate(size) for size in sizes]
+        try:
+            during = executor.allocator_stats()
+            grown = during["bytes_in_use"] - before["bytes_in_use"]
+            assert sum(sizes) <= grown <= sum(sizes) + len(sizes) * 64 * 1024, \
+                f"bytes_in_use grew by {grown} over allocations of {sum(sizes)} bytes"
+            if "num_allocs" in during:
+                assert during["num_allocs"] - before["num_allocs"] == len(sizes), \
+                    f"num_allocs went from {before['num_allocs']} to {during['num_allocs']} " \
+                    f"over {len(sizes)} allocations"
+            assert during["peak_bytes_in_use"] >= during["bytes_in_use"]
+            if during.get("largest_alloc_size"):  # 0: not tracked
+                assert during["largest_alloc_size"] >= max(sizes), \
+                    f"largest_alloc_size is {during['largest_alloc_size']} after allocating " \
+                    f"{max(sizes)} bytes"
+            if during.get("bytes_limit"):
+                assert during["bytes_in_use"] <= during["bytes_limit"]
+        finally:
+            for block in blocks:
+                block.close()
+        after = executor.allocator_stats()
+        assert after["bytes_in_use"] == before["bytes_in_use"], \
+            f"bytes_in_use is {after['bytes_in_use']} after every allocation was freed, " \
+            f"{before['bytes_in_use']} before"
+        assert after["peak_bytes_in_use"] >= before["bytes_in_use"] + sum(sizes)
 
     def test_out_of_memory_is_reported(self, executor):
         usage = executor.memory_usage()
@@ -490,6 +524,14 @@ class TestCrossDevice:
 
 # ---- tier 6: kernels -----------------------------------------------------------------------
 
+# TensorFlow ops pluggable's library does not define, checked against the library op that
+# computes the same (TensorFlow's older names: Add and Div, which all-reduces run).
+REFERENCE_OPS = {"Add": "AddV2", "Div": "RealDiv"}
+
+# The attribute whose types a kernel check runs over: the first one a registration
+# constrains (the data's type; an index or output type only when nothing else is).
+TYPE_ATTRS = ("T", "SrcT", "Tparams", "dtype", "Tidx")
+
 
 def pytest_generate_tests(metafunc):
     if "kernel_case" not in metafunc.fixturenames:
@@ -504,13 +546,12 @@ def pytest_generate_tests(metafunc):
         for info in pluggable.config.list_kernels(device_type=platform.device_type):
             if info.source != platform.path:
                 continue
-            type_attr = "T" if "T" in info.type_constraints else (
-                "SrcT" if "SrcT" in info.type_constraints else None)
+            type_attr = next((a for a in TYPE_ATTRS if a in info.type_constraints), None)
             # A kernel without a type constraint takes any type: float32 stands for them.
             dtypes = info.type_constraints.get(type_attr, ()) if type_attr else ("float32",)
             for dtype in dtypes:
                 cases.append((info.op, dtype, dict(info.type_constraints),
-                              info.op in OPS))
+                              REFERENCE_OPS.get(info.op, info.op) in OPS))
                 ids.append(f"{info.op}-{dtype}")
     if not cases:
         cases, ids = [None], ["no-kernels"]
@@ -526,6 +567,91 @@ def _tolerance(dtype: dt.DType, op: str) -> Dict[str, float]:
     return {"rtol": 1e-10, "atol": 0}
 
 
+def _may_match_one_node(a, b) -> bool:
+    """Whether some node matches both registrations: one label, and for every attribute both
+    constrain, a type both allow (an attribute one of them leaves free matches anything)."""
+    if a.label != b.label:
+        return False
+    return all(a.constraints[name] & b.constraints[name]
+               for name in a.constraints.keys() & b.constraints.keys())
+
+
+class TestRegistrations:
+    def test_no_two_kernels_match_one_node_at_one_priority(self, platform):
+        """TensorFlow refuses, at lookup, every node two kernels of one op and device type
+        match at the same priority ("Multiple OpKernel registrations match NodeDef at the
+        same priority"): the plugin would fail those calls in TensorFlow."""
+        from pluggable.base.dtypes import type_names
+        from pluggable.kernels.registry import registered_kernels
+
+        groups: Dict[Any, list] = {}
+        for r in registered_kernels(plugin=platform.path):
+            groups.setdefault((r.op, r.device_type, r.priority), []).append(r)
+        clashes = []
+        for (op, device_type, priority), regs in sorted(groups.items()):
+            for i, a in enumerate(regs):
+                for b in regs[i + 1:]:
+                    if _may_match_one_node(a, b):
+                        shared = "; ".join(
+                            f"{n} in {{{', '.join(type_names(a.constraints[n] & b.constraints[n]))}}}"
+                            for n in sorted(a.constraints.keys() & b.constraints.keys()))
+                        clashes.append(f"{op} on {device_type} at priority {priority}: "
+                                       f"{a.kernel_name!r} and {b.kernel_name!r} "
+                                       f"({shared or 'any type'})")
+        assert not clashes, (
+            f"Multiple OpKernel registrations match NodeDef at the same priority, which "
+            f"TensorFlow refuses for every such call: {'; '.join(clashes)}. Give them "
+            f"different priorities, type constraints or labels, or register one")
+
+
+def _outputs(op: str, inputs, attrs, device: str) -> List[np.ndarray]:
+    """The op's outputs on ``device``, then the values of its variable inputs after it ran."""
+    from pluggable.eager import dispatch
+
+    with pluggable.device(device):
+        variables = [pluggable.Variable(x.value) if isinstance(x, Variable) else None
+                     for x in inputs]
+        given = [v.handle if v is not None else x for v, x in zip(variables, inputs)]
+        outputs = [t.numpy() for t in dispatch.execute(op, given, attrs)]
+    return outputs + [v.numpy() for v in variables if v is not None]
+
+
+def _kernel_outputs(platform, op: str, inputs, attrs, constraints, expected):
+    """Runs the plugin's kernel of ``op`` on device 0 with one foreign call: for an op the
+    library does not define, whose outputs have the types and shapes of ``expected``."""
+    from pluggable.devices.memory import DeviceMemory
+    from pluggable.kernels.registry import KernelInput, registered_kernels
+
+    executor = platform.executor(0)
+    dtypes = {a: dt.as_dtype(v[0]) for a, v in constraints.items() if len(v) == 1}
+    registration = next(r for r in registered_kernels(op, platform.device_type,
+                                                      plugin=platform.path)
+                        if r.matches(dtypes))
+    arrays = [np.ascontiguousarray(x) for x in inputs]
+    memories = [_upload(executor, a) for a in arrays]
+    try:
+        with registration.instantiate(op, {**dtypes, **attrs}) as kernel, \
+                executor.create_stream() as stream:
+            outputs = kernel.run(executor, stream, [
+                KernelInput(m.address, a.nbytes, int(dt.as_dtype(a.dtype).tf_code), a.shape)
+                for m, a in zip(memories, arrays)],
+                [int(dt.as_dtype(e.dtype).tf_code) for e in expected])
+            stream.synchronize()
+            got = []
+            for out, e in zip(outputs, expected):
+                data = np.zeros(out.shape, e.dtype)
+                if out.nbytes:
+                    executor.sync_memcpy_dtoh(data, DeviceMemory.unchecked(
+                        executor, out.address, out.nbytes))
+                if out.owned:
+                    executor.allocator.deallocate(out.address)
+                got.append(data)
+            return got
+    finally:
+        for m in memories:
+            m.close()
+
+
 class TestKernels:
     SEEDS = range(4)
 
@@ -535,7 +661,6 @@ class TestKernels:
         op, dtype_name, constraints, defined = kernel_case
         if not defined:
             pytest.skip(f"pluggable's library has no op {op!r} to compare against")
-        from pluggable.eager import dispatch
 
         dtype = dt.op_dtype(dtype_name)
         if not dt.has_tensors(dtype):
@@ -550,10 +675,13 @@ class TestKernels:
                     pytest.skip(f"no input generator for {op} (its inputs need more than a "
                                 f"shape and a dtype)")
                 inputs, attrs = generated
-                with pluggable.device("/cpu:0"):
-                    expected = [t.numpy() for t in dispatch.execute(op, inputs, attrs)]
-                with pluggable.device(device):
-                    got = [t.numpy() for t in dispatch.execute(op, inputs, attrs)]
+                expected = _outputs(REFERENCE_OPS.get(op, op), inputs, attrs, "/cpu:0")
+                if op in REFERENCE_OPS:  # no op of the library runs it: its kernel, directly
+                    got = _kernel_outputs(platform, op, inputs, attrs, constraints, expected)
+                else:
+                    got = _outputs(op, inputs, attrs, device)
+                assert len(got) == len(expected), f"{op}: {len(got)} outputs, expected " \
+                                                  f"{len(expected)}"
                 for i, (e, g) in enumerate(zip(expected, got)):
                     where = f"{op} ({dtype_name}), output {i}, seed {seed}"
                     assert g.shape == e.shape, f"{where}: shape {g.shape}, expected {e.shape}"
@@ -583,9 +711,7 @@ def _profiled(path: str):
 
 
 def _device_work(platform, executor) -> None:
-    """Copies, and one run of each kernel with an input generator, on device 0."""
-    from pluggable.eager import dispatch
-
+    """Copies, and one run of each kernel of an op of the library, on device 0."""
     data = _pattern(4096, 9)
     memory = _upload(executor, data)
     try:
@@ -597,15 +723,13 @@ def _device_work(platform, executor) -> None:
     try:
         for info in pluggable.config.list_kernels(device_type=platform.device_type):
             constraints = dict(info.type_constraints)
-            names = constraints.get("T") or constraints.get("SrcT") or ("float32",)
+            names = next((constraints[a] for a in TYPE_ATTRS if a in constraints), ("float32",))
             dtype = dt.op_dtype(names[0])
-            if not dt.has_tensors(dtype):  # qint8 and the others: no tensors to run with
-                continue
+            if not dt.has_tensors(dtype) or info.op in REFERENCE_OPS:
+                continue  # no tensors of the type (qint8 ...), or no op of the library
             generated = _generate(info.op, dtype, 0, constraints)
             if info.source == platform.path and generated is not None:
-                with pluggable.device(f"/device:{platform.device_type}:0"):
-                    for out in dispatch.execute(info.op, *generated):
-                        out.numpy()
+                _outputs(info.op, *generated, f"/device:{platform.device_type}:0")
     finally:
         pluggable.config.set_soft_device_placement(previous)
 
