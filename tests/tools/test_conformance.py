@@ -279,3 +279,15 @@ def test_the_xpu_passes_the_cross_device_checks(xpu_platform, tmp_path):
     assert sorted(n for n, r in report["results"].items() if r["outcome"] == "passed") == \
         sorted(CROSS_DEVICE_CHECKS + ["TestCrossDevice::test_dtod_across_devices"
                                       "[destination_stream]"])
+
+
+def test_every_tier_of_the_checks_is_run():
+    """The tiers `run` hands to its children are exactly the check classes, in file order: a
+    tier missing there would never run."""
+    import re
+
+    from pluggable.tools.conformance import CHECKS, TIERS
+
+    with open(CHECKS) as f:
+        classes = re.findall(r"^class (Test\w+)", f.read(), re.M)
+    assert list(TIERS) == classes

@@ -106,7 +106,7 @@ class _Collector:
 
 #: The tiers, in the order they run: the classes of `checks.py`.
 TIERS = ("TestLoading", "TestDevices", "TestMemory", "TestCopies", "TestStreams",
-         "TestCrossDevice", "TestKernels", "TestProfiler")
+         "TestCrossDevice", "TestRegistrations", "TestKernels", "TestProfiler")
 #: The exit status of a run in which a tier's child died (pytest's own statuses are 0 to 5).
 TIER_DIED = 6
 _CHILD_PROGRAM = """import sys
