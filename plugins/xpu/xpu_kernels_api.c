@@ -633,8 +633,15 @@ bool xpu_enqueue_on_context(TF_OpKernelContext* ctx, const char* op, XpuStreamFn
              TF_GetCode(status) != TF_OK ? TF_Message(status) : "TF_GetStream returned NULL");
     TF_SetStatus(status, TF_INVALID_ARGUMENT, message);
   } else {
-    ok = xpu_stream_enqueue_work(stream, op, NULL, 0, 0, fn, work, size, NULL, ranges, count,
-                                 launch_blocking(), status);
+    /* As a kernel's own work: the node and the host's launch, for a profiling session. */
+    TF_StringView node = {NULL, 0};
+    uint64_t launch = 0;
+    if (xpu_prof_active()) {
+      node = TF_GetOpKernelName(ctx);
+      launch = xpu_prof_correlation_id(ctx);
+    }
+    ok = xpu_stream_enqueue_work(stream, op, node.data, node.len, launch, fn, work, size, NULL,
+                                 ranges, count, launch_blocking(), status);
   }
   if (!ok) TF_OpKernelContext_Failure(ctx, status);
   return ok;
