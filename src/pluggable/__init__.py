@@ -25,7 +25,8 @@ __all__ = ["config", "errors", "get_include", "load_plugin", "get_platform", "ge
            "tensor", "zeros", "empty", "Tensor", "DType", "bool_", "int8", "int16", "int32",
            "int64", "uint8", "uint16", "uint32", "uint64", "float16", "bfloat16", "float32",
            "float64", "complex64", "complex128", "ops", "raw_ops", "device", "profiler",
-           "to_dlpack", "from_dlpack", "Variable"]
+           "to_dlpack", "from_dlpack", "Variable", "GradientTape", "UnconnectedGradients",
+           "stop_gradient"]
 # TensorFlow's top-level functions for making and arranging tensors (tf.constant, tf.concat,
 # ...), from pluggable.ops; and tf.random's.
 _TF_FUNCTIONS = ("constant", "convert_to_tensor", "ones", "zeros_like", "ones_like", "fill",
@@ -44,7 +45,9 @@ _LAZY = {"tensor": "tensors.tensor", "zeros": "tensors.tensor", "empty": "tensor
          "uint16": "dtypes", "uint32": "dtypes", "uint64": "dtypes", "float16": "dtypes",
          "bfloat16": "dtypes", "float32": "dtypes", "float64": "dtypes",
          "complex64": "dtypes", "complex128": "dtypes",
-         "to_dlpack": "tensors.dlpack", "from_dlpack": "tensors.dlpack", "Variable": "variables"}
+         "to_dlpack": "tensors.dlpack", "from_dlpack": "tensors.dlpack", "Variable": "variables",
+         "GradientTape": "eager.tape", "UnconnectedGradients": "eager.tape",
+         "stop_gradient": "eager.tape"}
 _LAZY.update({name: "ops" for name in _TF_FUNCTIONS})
 _LAZY["random"] = None
 

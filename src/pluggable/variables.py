@@ -20,7 +20,7 @@ from typing import Any, Optional, Tuple
 import numpy as np
 
 from .base import dtypes as dt
-from .eager import resources
+from .eager import resources, tape as _tape
 from .tensors.tensor import Tensor, tensor
 
 __all__ = ["Variable"]
@@ -63,6 +63,7 @@ class Variable:
         self._finalizer = weakref.finalize(self, _destroy, address)
         self._state = resources.state_of("Variable", self._handle.numpy())
         self.assign(value)
+        _tape.register_variable(self)  # its reads are watched by gradient tapes
 
     # -- description ---------------------------------------------------------------------
     @property

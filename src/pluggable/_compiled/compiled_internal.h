@@ -47,6 +47,10 @@ int pg_plans_usable(void);
 /* The outputs of the plan stored under `key` (dispatch._plans) run on the `n` tensors at
  * `items`, or None when there is no such plan or it went stale. */
 PyObject* pg_run_plan(PyObject* key, PyObject* const* items, Py_ssize_t n, PyObject* op_name);
+/* The gradient tape's recorder (a borrowed reference), NULL while no tape records; and its
+ * call: the outputs of `op_name` on `inputs` with `attrs` (NULL: none), run and recorded. */
+PyObject* pg_tape_recorder(void);
+PyObject* pg_record_on_tape(PyObject* op_name, PyObject* inputs, PyObject* attrs);
 /* The current device scope (tensors.device_scope), a new reference. */
 PyObject* pg_device_scope(void);
 /* A tensor's (dtype code, shape, device), or None when a slot is unset. */

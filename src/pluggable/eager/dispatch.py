@@ -56,6 +56,9 @@ _SYNC_VARIABLE = "PLUGGABLE_SYNC_EVERY_OP"
 _settings = {"soft": True, "log": False,
              "sync": os.environ.get(_SYNC_VARIABLE, "") not in ("", "0")}
 _settings["general"] = _settings["sync"]
+# "tape": a gradient tape records in some thread (set by eager.tape); paths that run a plan
+# without the compiled entry points (Tensor indexing) take the general path then.
+_settings["tape"] = False
 _warned: set = set()
 _warned_lock = threading.Lock()
 # The host tracer of a running profiling session, or None (set by pluggable.profiler): the
