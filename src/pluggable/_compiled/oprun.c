@@ -62,10 +62,6 @@ static PyObject* pending_deletes;       /* the kernel registry's instances await
 static PyObject* flush_releases;        /* what deletes them */
 static PyObject* kernels_module;        /* pluggable.kernels.registry (its `generation`) */
 static PyObject* slow_execute;          /* dispatch._missed, for calls without a plan */
-/* eager.tape's recorder while a gradient tape records in any thread, else NULL: the one check
- * an op pays when none does. Called as recorder(op_name, inputs, attrs), it runs the op (through
- * `run_untaped`) and returns its outputs, recorded on the calling thread's tapes. */
-static PyObject* tape_recorder;
 
 /* Slot offsets of Tensor and DType (from their member descriptors). */
 static Py_ssize_t off_shape, off_dtype, off_device, off_array, off_buffer, off_ready, off_code;
@@ -1193,13 +1189,6 @@ static PyObject* execute_items(PyObject* op_name, PyObject* const* items, Py_ssi
 
 static PyObject* untaped_execute(PyObject* op_name, PyObject* inputs);
 
-PyObject* pg_tape_recorder(void) { return tape_recorder; }
-
-PyObject* pg_record_on_tape(PyObject* op_name, PyObject* inputs, PyObject* attrs) {
-  PyObject* call[3] = {op_name, inputs, attrs == NULL ? Py_None : attrs};
-  return PyObject_Vectorcall(tape_recorder, call, 3, NULL);
-}
-
 /* execute(op_name, inputs): the outputs of a remembered plan, or None (with a tape recording,
  * the outputs of the recorder). */
 static PyObject* fast_execute(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
@@ -1208,7 +1197,7 @@ static PyObject* fast_execute(PyObject* self, PyObject* const* args, Py_ssize_t 
     PyErr_SetString(PyExc_TypeError, "execute(op_name, inputs)");
     return NULL;
   }
-  if (tape_recorder != NULL) return pg_record_on_tape(args[0], args[1], NULL);
+  if (pg_tape_recorder() != NULL) return pg_record_on_tape(args[0], args[1], NULL);
   return untaped_execute(args[0], args[1]);
 }
 
@@ -1222,9 +1211,7 @@ static PyObject* untaped_execute(PyObject* op_name, PyObject* inputs) {
   Py_RETURN_NONE;
 }
 
-/* The outputs of `op_name` on `inputs` with `attrs` (NULL or None: none) without the tape:
- * from a remembered plan (one with host values included), else from dispatch._missed. */
-static PyObject* untaped_outputs(PyObject* op_name, PyObject* inputs, PyObject* attrs) {
+PyObject* pg_plan_outputs(PyObject* op_name, PyObject* inputs, PyObject* attrs) {
   int plain = attrs == NULL || attrs == Py_None;
   if (!plain) {
     plain = PyObject_Not(attrs);
@@ -1235,6 +1222,13 @@ static PyObject* untaped_outputs(PyObject* op_name, PyObject* inputs, PyObject* 
     Py_DECREF(outputs);
     outputs = pg_execute_constants(op_name, inputs, attrs == Py_None ? NULL : attrs);
   }
+  return outputs;
+}
+
+/* The outputs of `op_name` on `inputs` with `attrs` (NULL or None: none) without the tape:
+ * from a remembered plan (one with host values included), else from dispatch._missed. */
+static PyObject* untaped_outputs(PyObject* op_name, PyObject* inputs, PyObject* attrs) {
+  PyObject* outputs = pg_plan_outputs(op_name, inputs, attrs);
   if (outputs == NULL || PyList_CheckExact(outputs)) return outputs;
   /* no plan: `outputs` is the call's constant key or None */
   PyObject* found = outputs;
@@ -1262,17 +1256,6 @@ static PyObject* fast_run_untaped(PyObject* self, PyObject* const* args, Py_ssiz
   return untaped_outputs(args[0], args[1], args[2]);
 }
 
-/* set_tape_recorder(recorder or None). */
-static PyObject* fast_set_tape_recorder(PyObject* self, PyObject* recorder) {
-  (void)self;
-  if (recorder != Py_None && !PyCallable_Check(recorder)) {
-    PyErr_SetString(PyExc_TypeError, "set_tape_recorder: the recorder must be callable or None");
-    return NULL;
-  }
-  Py_XSETREF(tape_recorder, recorder == Py_None ? NULL : (Py_INCREF(recorder), recorder));
-  Py_RETURN_NONE;
-}
-
 /* run(op_name, inputs): the op's first output: from its remembered plan (one with host values
  * among the inputs included), or from dispatch.execute when there is none (which then
  * remembers one); with a tape recording, from the tape's recorder. The per-call path of
@@ -1283,7 +1266,7 @@ static PyObject* fast_run(PyObject* self, PyObject* const* args, Py_ssize_t narg
     PyErr_SetString(PyExc_TypeError, "run(op_name, inputs)");
     return NULL;
   }
-  PyObject* outputs = tape_recorder != NULL ? pg_record_on_tape(args[0], args[1], NULL)
+  PyObject* outputs = pg_tape_recorder() != NULL ? pg_record_on_tape(args[0], args[1], NULL)
                                             : untaped_outputs(args[0], args[1], NULL);
   if (outputs == NULL) return NULL;
   PyObject* first = PySequence_GetItem(outputs, 0);
@@ -1313,7 +1296,7 @@ static PyObject* raw_op_call(RawOpObject* r, PyObject* const* args, size_t nargs
                              PyObject* kwnames) {
   Py_ssize_t n = PyVectorcall_NARGS(nargsf);
   Py_ssize_t n_in = PyTuple_GET_SIZE(r->inputs);
-  if (tape_recorder == NULL && n == 0 && kwnames != NULL && PyTuple_GET_SIZE(kwnames) == n_in && n_in > 0 &&
+  if (pg_tape_recorder() == NULL && n == 0 && kwnames != NULL && PyTuple_GET_SIZE(kwnames) == n_in && n_in > 0 &&
       n_in <= RAW_OP_MAX_INPUTS) {
     PyObject* items[RAW_OP_MAX_INPUTS];
     int matched = 1;
@@ -1739,9 +1722,6 @@ PyMethodDef pg_oprun_methods[] = {
     {"run_untaped", (PyCFunction)(void (*)(void))fast_run_untaped, METH_FASTCALL,
      "run_untaped(op_name, inputs, attrs): the op's outputs, run as execute and run do but "
      "never recorded on a gradient tape."},
-    {"set_tape_recorder", (PyCFunction)fast_set_tape_recorder, METH_O,
-     "set_tape_recorder(recorder or None): while set, every op goes through recorder(op_name, "
-     "inputs, attrs), which runs it and returns its outputs."},
     {"run", (PyCFunction)(void (*)(void))fast_run, METH_FASTCALL,
      "run(op_name, inputs): the op's first output, from its remembered plan or from "
      "dispatch.execute."},

@@ -55,6 +55,8 @@ class UnconnectedGradients(enum.Enum):
 class _ThreadTapes(threading.local):
     def __init__(self):
         self.tapes: List["GradientTape"] = []  # the recording tapes, innermost last
+        # their (tensor table, op list) pairs, which the compiled path records on
+        self.recording: List[Tuple[dict, list]] = []
         self.busy = False  # inside a recorded op's run: the ops it runs itself are its own
 
 
@@ -68,7 +70,7 @@ def _started() -> None:
     with _count_lock:
         _recording_count += 1
         if _recording_count == 1:
-            _compiled.set_tape_recorder(_recorder)
+            _compiled.set_tape_recorder(_recorder, _state, _recordable)
             _settings["tape"] = True
 
 
@@ -101,6 +103,7 @@ def _trainable_dtype(dtype) -> bool:
 
 
 # -- recording ----------------------------------------------------------------------------
+_NOT_DIFFERENTIABLE = _gradients.NOT_DIFFERENTIABLE
 # Op name -> (gradient function or None, whether an input is a list, whether an input is a
 # resource): what the recorder needs of an op, looked up once.
 _op_info: Dict[str, Tuple[Any, bool, Tuple[bool, ...]]] = {}
@@ -112,11 +115,17 @@ def _info(op_name: str) -> Tuple[Any, bool, Tuple[bool, ...]]:
         op = OPS.get(op_name)
         lists = op is not None and any(arg.number_attr for arg in op.inputs)
         resources = () if op is None else tuple(arg.dtype is resource for arg in op.inputs)
-        info = _op_info[op_name] = (_gradients.lookup(op_name), lists, resources)
+        grad = _gradients.lookup(op_name)
+        info = _op_info[op_name] = (grad, lists, resources)
+        _recordable[op_name] = op is not None and not lists and grad is not _NOT_DIFFERENTIABLE
     return info
 
 
-_NOT_DIFFERENTIABLE = _gradients.NOT_DIFFERENTIABLE
+# Op name -> whether the compiled path may record the op itself (no list inputs, not
+# declared non-differentiable), filled as ops are first met.
+_recordable: Dict[str, bool] = {}
+
+
 _PLAIN = (Tensor, float, int)
 
 
@@ -197,14 +206,18 @@ class GradientTape:
         self._recording = False
         self._owner: Optional[int] = None  # the thread the tape records in
         self._warned_inside = False
-        self._clear()
+        self._tensors: Dict[int, Tuple[Any, Optional[tuple]]] = {}
+        self._ops: List[tuple] = []
+        self._watched_variables: Dict[int, Any] = {}
+        self._used = False
 
     def _clear(self) -> None:
         # id of a tensor on the tape -> (the tensor, kept alive so that the id stays its own;
-        # the recorded op that made it, or None for a watched one)
-        self._tensors: Dict[int, Tuple[Any, Optional[_Recorded]]] = {}
-        self._ops: List[_Recorded] = []
-        self._watched_variables: Dict[int, Any] = {}
+        # the recorded op that made it, or None for a watched one). Both are emptied, never
+        # replaced: the compiled path holds them while the tape records.
+        self._tensors.clear()
+        self._ops.clear()  # (op name, inputs, outputs, attributes) of each recorded op
+        self._watched_variables.clear()
         self._used = False
 
     # -- the recording context -----------------------------------------------------------
@@ -221,6 +234,7 @@ class GradientTape:
 
     def _push(self) -> None:
         _state.tapes.append(self)
+        _state.recording.append((self._tensors, self._ops))
         self._recording = True
         self._owner = threading.get_ident()
         _started()
@@ -232,6 +246,7 @@ class GradientTape:
         for i in range(len(tapes) - 1, -1, -1):
             if tapes[i] is self:
                 del tapes[i]
+                del _state.recording[i]
                 break
         self._recording = False
         _stopped()
@@ -308,8 +323,7 @@ class GradientTape:
             if variable is None or not variable.trainable:
                 return
             self._watch_variable(variable)
-        entry = _Recorded(op_name, flat, outputs, attrs, grad,
-                          outputs[0]._device if outputs else None)
+        entry = (op_name, tuple(flat), outputs, attrs)
         self._ops.append(entry)
         for out in outputs:
             tensors[id(out)] = (out, entry)
@@ -359,7 +373,8 @@ class GradientTape:
     def _release(self) -> None:
         if not self._persistent:
             self._used = True
-            self._tensors, self._ops = {}, []
+            self._tensors.clear()
+            self._ops.clear()
 
     def _source_id(self, source: Any) -> int:
         if _is_variable(source):
@@ -396,11 +411,13 @@ class GradientTape:
         # The ops on a path from a source: only they are differentiated.
         leads = set(wanted)
         relevant = []
-        for entry in self._ops:
-            for value in entry.inputs:
+        for name, inputs, outputs, attrs in self._ops:
+            for value in inputs:
                 if id(value) in leads:
-                    relevant.append(entry)
-                    leads.update(id(o) for o in entry.outputs)
+                    relevant.append(_Recorded(name, inputs, outputs, attrs,
+                                              _gradients.lookup(name),
+                                              outputs[0]._device if outputs else None))
+                    leads.update(id(o) for o in outputs)
                     break
         for entry in reversed(relevant):
             out_grads = []
