@@ -372,3 +372,14 @@ def test_ops_run_from_remembered_plans_are_recorded():
     bn = np.array([[0.5, -1.0], [2.0, 1.0]])
     np.testing.assert_allclose(ga.numpy(), (np.ones((2, 2)) @ bn.T) * bn + 1.0)
     np.testing.assert_allclose(gv.numpy(), [[1.0, 2.0], [3.0, 4.0]])
+
+
+def test_variables_inside_list_inputs_are_read_and_watched(where):
+    a = pluggable.Variable(np.array([1.0, 2.0]))
+    b = pluggable.Variable(np.array([3.0, 4.0]))
+    with pluggable.GradientTape() as tape:
+        y = ops.reduce_sum(ops.add_n([a, b, a]) * ops.stack([b, a])[0])
+    ga, gb = tape.gradient(y, [a, b])
+    assert tape.watched_variables() == (a, b)
+    # y = sum((2a + b) * b): dy/da = 2b, dy/db = 2a + 2b
+    assert ga.numpy().tolist() == [6.0, 8.0] and gb.numpy().tolist() == [8.0, 12.0]

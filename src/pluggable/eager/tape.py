@@ -104,73 +104,79 @@ def _trainable_dtype(dtype) -> bool:
 
 # -- recording ----------------------------------------------------------------------------
 _NOT_DIFFERENTIABLE = _gradients.NOT_DIFFERENTIABLE
-# Op name -> (gradient function or None, whether an input is a list, whether an input is a
-# resource): what the recorder needs of an op, looked up once.
-_op_info: Dict[str, Tuple[Any, bool, Tuple[bool, ...]]] = {}
+# Op name -> (gradient function or None, per input: (a list input, a resource input)):
+# what the recorder needs of an op, looked up once (None for an op it does not know).
+_op_info: Dict[str, Tuple[Any, Optional[Tuple[Tuple[bool, bool], ...]]]] = {}
+# Op name -> whether the compiled path may record the op itself: not declared
+# non-differentiable, no list input, and not ReadVariableOp (whose recording watches the
+# variable read). Filled as ops are first met.
+_recordable: Dict[str, bool] = {}
 
 
-def _info(op_name: str) -> Tuple[Any, bool, Tuple[bool, ...]]:
+def _info(op_name: str):
     info = _op_info.get(op_name)
     if info is None:
         op = OPS.get(op_name)
-        lists = op is not None and any(arg.number_attr for arg in op.inputs)
-        resources = () if op is None else tuple(arg.dtype is resource for arg in op.inputs)
+        kinds = None if op is None else tuple((bool(arg.number_attr), arg.dtype is resource)
+                                              for arg in op.inputs)
         grad = _gradients.lookup(op_name)
-        info = _op_info[op_name] = (grad, lists, resources)
-        _recordable[op_name] = op is not None and not lists and grad is not _NOT_DIFFERENTIABLE
+        info = _op_info[op_name] = (grad, kinds)
+        _recordable[op_name] = (kinds is not None and grad is not _NOT_DIFFERENTIABLE
+                                and not any(is_list for is_list, _ in kinds)
+                                and op_name != "ReadVariableOp")
     return info
-
-
-# Op name -> whether the compiled path may record the op itself (no list inputs, not
-# declared non-differentiable), filled as ops are first met.
-_recordable: Dict[str, bool] = {}
 
 
 _PLAIN = (Tensor, float, int)
 
 
+def _read(value: Any, is_resource: bool) -> Any:
+    """A variable given where a value is wanted, read here, so that the read is recorded
+    (and the variable watched) as TensorFlow records it; anything else unchanged."""
+    if type(value) in _PLAIN or not _is_variable(value):
+        return value
+    return value.__pluggable_tensor__(is_resource)
+
+
+def _prepared(kinds, inputs: Sequence[Any]) -> Tuple[Sequence[Any], List[Any]]:
+    """The inputs with variables read, and the same flattened (list inputs spread out)."""
+    given, flat = [], []
+    for (is_list, is_resource), value in zip(kinds, inputs):
+        if is_list and isinstance(value, (list, tuple)):
+            value = [_read(v, is_resource) for v in value]
+            flat.extend(value)
+        else:
+            value = _read(value, is_resource)
+            flat.append(value)
+        given.append(value)
+    return given, flat
+
+
 def _recorder(op_name: str, inputs: Sequence[Any], attrs: Optional[dict]) -> List[Tensor]:
     """Runs the op and records it on the calling thread's recording tapes (the compiled path
-    calls it while any tape records)."""
+    calls it while any tape records, for the ops it does not record itself)."""
     state = _state
     tapes = state.tapes
     if not tapes or state.busy:
         return _run_untaped(op_name, inputs, attrs)
-    grad, lists, resources = _info(op_name)
+    grad, kinds = _info(op_name)
     if grad is _NOT_DIFFERENTIABLE:
         state.busy = True
         try:
             return _run_untaped(op_name, inputs, attrs)
         finally:
             state.busy = False
-    if lists:
-        flat = []
-        for value, is_list in zip(inputs, _list_flags(op_name)):
-            if is_list and isinstance(value, (list, tuple)):
-                flat.extend(value)
-            else:
-                flat.append(value)
-    else:
-        flat = inputs
-        for value in inputs:
-            if type(value) not in _PLAIN and _is_variable(value):
-                # A variable given where a value is wanted is read here, so that the read
-                # is recorded (and the variable watched) as TensorFlow records it.
-                inputs = flat = [v.__pluggable_tensor__(is_resource) if _is_variable(v) else v
-                                 for is_resource, v in zip(resources, inputs)]
-                break
+    flat = inputs
+    if kinds is not None and len(kinds) == len(inputs):
+        inputs, flat = _prepared(kinds, inputs)
     state.busy = True
     try:
         outputs = _run_untaped(op_name, inputs, attrs)
     finally:
         state.busy = False
     for tape in tapes:
-        tape._record(op_name, flat, attrs, outputs, grad)
+        tape._record(op_name, flat, attrs, outputs)
     return outputs
-
-
-def _list_flags(op_name: str) -> Tuple[bool, ...]:
-    return tuple(bool(arg.number_attr) for arg in OPS[op_name].inputs)
 
 
 class _Recorded:
@@ -310,8 +316,8 @@ class GradientTape:
         return tuple(self._watched_variables.values())
 
     # -- recording -----------------------------------------------------------------------
-    def _record(self, op_name: str, flat: Sequence[Any], attrs, outputs: List[Tensor],
-                grad) -> None:
+    def _record(self, op_name: str, flat: Sequence[Any], attrs,
+                outputs: List[Tensor]) -> None:
         tensors = self._tensors
         for value in flat:
             if id(value) in tensors:
