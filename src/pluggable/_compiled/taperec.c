@@ -4,8 +4,9 @@
  * does, every op comes here. An op that a remembered plan runs (no Python on the way, so no
  * op inside it), whose inputs are tensors or plain values and which tape.py marked
  * recordable, is run and recorded here: for each recording of the calling thread that sees
- * one of its inputs, the tuple (op_name, inputs, outputs, attrs) is appended to the
- * recording's op list and each output's id maps to (output, that tuple) in its tensor table.
+ * one of its inputs (checked before the run: the outputs are new), the tuple (op_name, inputs,
+ * outputs, attrs) is appended to the recording's op list, and each output's id maps to that
+ * tuple in its tensor table (the tuple holds the output, so the id stays the output's).
  * Any other op goes to `recorder` (tape.py's `_recorder`), which does the same in Python
  * around the general path.
  *
@@ -29,47 +30,94 @@ static PyObject* not_here(void) {
   return Py_NotImplemented;
 }
 
+/* Types found plain (a NumPy array, a NumPy scalar), held: a failed attribute lookup costs
+ * more than the rest of the recording. */
+#define PLAIN_TYPES 8
+static PyTypeObject* plain_types[PLAIN_TYPES];
+
 /* Whether `value` may be recorded as it is: anything but an object that stands for a tensor
  * (a Variable, read in Python so that the read is recorded) or a list of values. */
 static int plain_input(PyObject* value, PyTypeObject* tensor_type) {
   PyTypeObject* type = Py_TYPE(value);
   if (type == tensor_type || type == &PyFloat_Type || type == &PyLong_Type) return 1;
   if (PyList_Check(value) || PyTuple_Check(value)) return 0;
+  for (int i = 0; i < PLAIN_TYPES && plain_types[i] != NULL; i++) {
+    if (plain_types[i] == type) return 1;
+  }
   int has = PyObject_HasAttr((PyObject*)type, s_stands_for_tensor);
-  return !has;
+  if (has) return 0;
+  for (int i = 0; i < PLAIN_TYPES; i++) {
+    if (plain_types[i] == NULL) {
+      Py_INCREF(type);
+      plain_types[i] = type;
+      break;
+    }
+  }
+  return 1;
 }
 
-/* Records `entry`'s outputs in `recording` (a (tensor table, op list) pair) when one of the
- * `n` inputs (their ids in `ids`) is in its table: 1 recorded, 0 not, -1 error. */
-static int record_on(PyObject* recording, PyObject* const* ids, Py_ssize_t n,
-                     PyObject* entry, PyObject* outputs) {
-  if (!PyTuple_CheckExact(recording) || PyTuple_GET_SIZE(recording) != 2) {
-    PyErr_SetString(PyExc_TypeError, "a tape recording must be a (tensors, ops) pair");
-    return -1;
-  }
-  PyObject* tensors = PyTuple_GET_ITEM(recording, 0);
-  PyObject* ops = PyTuple_GET_ITEM(recording, 1);
-  if (!PyDict_CheckExact(tensors) || !PyList_CheckExact(ops)) {
+#define MAX_RECORDINGS 16
+
+/* The tensor table and op list of `recording` (a (dict, list) pair); 0 with an error when it
+ * is something else. */
+static int parts_of(PyObject* recording, PyObject** tensors, PyObject** ops) {
+  if (!PyTuple_CheckExact(recording) || PyTuple_GET_SIZE(recording) != 2 ||
+      !PyDict_CheckExact(PyTuple_GET_ITEM(recording, 0)) ||
+      !PyList_CheckExact(PyTuple_GET_ITEM(recording, 1))) {
     PyErr_SetString(PyExc_TypeError, "a tape recording must be a (dict, list) pair");
-    return -1;
+    return 0;
   }
-  int seen = 0;
-  for (Py_ssize_t i = 0; i < n && !seen; i++) {
-    seen = PyDict_Contains(tensors, ids[i]);
-    if (seen < 0) return -1;
+  *tensors = PyTuple_GET_ITEM(recording, 0);
+  *ops = PyTuple_GET_ITEM(recording, 1);
+  return 1;
+}
+
+/* Whether the recording's table holds one of the `n` input ids: 1, 0, or -1 with an error. */
+static int sees(PyObject* recording, PyObject* const* ids, Py_ssize_t n) {
+  PyObject *tensors, *ops;
+  if (!parts_of(recording, &tensors, &ops)) return -1;
+  for (Py_ssize_t i = 0; i < n; i++) {
+    int found = PyDict_Contains(tensors, ids[i]);
+    if (found != 0) return found;
   }
-  if (!seen) return 0;
-  if (PyList_Append(ops, entry) < 0) return -1;
+  return 0;
+}
+
+/* Appends `entry` to the recording's ops and maps each output's id to it (which holds the
+ * output, so the id stays the output's while the tape lives). */
+static int record_into(PyObject* recording, PyObject* entry, PyObject* outputs) {
+  PyObject *tensors, *ops;
+  if (!parts_of(recording, &tensors, &ops) || PyList_Append(ops, entry) < 0) return -1;
   for (Py_ssize_t i = 0; i < PyList_GET_SIZE(outputs); i++) {
     PyObject* out = PyList_GET_ITEM(outputs, i);
     PyObject* key = PyLong_FromVoidPtr(out);
-    PyObject* value = key ? PyTuple_Pack(2, out, entry) : NULL;
-    int failed = value == NULL || PyDict_SetItem(tensors, key, value) < 0;
+    int failed = key == NULL || PyDict_SetItem(tensors, key, entry) < 0;
     Py_XDECREF(key);
-    Py_XDECREF(value);
     if (failed) return -1;
   }
-  return 1;
+  return 0;
+}
+
+/* Which of the recordings see one of the `n` inputs at `items` (`seen`), how many do, or -1
+ * with an error. */
+static int seeing(PyObject* recordings, PyObject* const* items, Py_ssize_t n, char* seen) {
+  PyObject* ids[MAX_RECORDED_INPUTS];
+  Py_ssize_t made = 0;
+  int total = 0;
+  for (; made < n; made++) {
+    ids[made] = PyLong_FromVoidPtr(items[made]);
+    if (ids[made] == NULL) {
+      total = -1;
+      break;
+    }
+  }
+  for (Py_ssize_t r = 0; total >= 0 && r < PyList_GET_SIZE(recordings); r++) {
+    int found = sees(PyList_GET_ITEM(recordings, r), ids, n);
+    seen[r] = (char)(found > 0);
+    total = found < 0 ? -1 : total + (found > 0);
+  }
+  for (Py_ssize_t i = 0; i < made; i++) Py_DECREF(ids[i]);
+  return total;
 }
 
 /* The op run and recorded here; NotImplemented when it must go to the recorder (before
@@ -95,43 +143,34 @@ static PyObject* record_here(PyObject* op_name, PyObject* inputs, PyObject* attr
   if (is_busy) return is_busy < 0 ? NULL : not_here();
   PyObject* recordings = PyObject_GetAttr(thread_state, s_recording);
   if (recordings == NULL) return NULL;
-  if (!PyList_CheckExact(recordings) || PyList_GET_SIZE(recordings) == 0) {
+  if (!PyList_CheckExact(recordings) || PyList_GET_SIZE(recordings) == 0 ||
+      PyList_GET_SIZE(recordings) > MAX_RECORDINGS) {
     Py_DECREF(recordings);
     return not_here(); /* this thread records nothing: the recorder runs it plainly */
   }
-  PyObject* outputs = pg_plan_outputs(op_name, inputs, attrs);
-  if (outputs == NULL || !PyList_CheckExact(outputs)) { /* no plan ran it */
+  char seen[MAX_RECORDINGS];
+  int count = seeing(recordings, items, n, seen);
+  PyObject* outputs = count < 0 ? NULL : pg_plan_outputs(op_name, inputs, attrs);
+  if (outputs == NULL || !PyList_CheckExact(outputs)) { /* an error, or no plan ran it */
     Py_DECREF(recordings);
     if (outputs == NULL) return NULL;
     Py_DECREF(outputs);
     return not_here();
   }
-  PyObject* ids[MAX_RECORDED_INPUTS];
-  Py_ssize_t made = 0;
-  PyObject* entry = NULL;
-  PyObject* held = PySequence_Tuple(inputs);
-  int failed = held == NULL;
-  for (; !failed && made < n; made++) {
-    ids[made] = PyLong_FromVoidPtr(items[made]);
-    if (ids[made] == NULL) failed = 1;
+  if (count > 0) {
+    PyObject* held = PySequence_Tuple(inputs);
+    PyObject* entry = held ? PyTuple_Pack(4, op_name, held, outputs,
+                                          attrs == NULL || attrs == Py_None ? Py_None : attrs)
+                           : NULL;
+    int failed = entry == NULL;
+    for (Py_ssize_t r = 0; !failed && r < PyList_GET_SIZE(recordings); r++) {
+      if (seen[r]) failed = record_into(PyList_GET_ITEM(recordings, r), entry, outputs) < 0;
+    }
+    Py_XDECREF(entry);
+    Py_XDECREF(held);
+    if (failed) Py_CLEAR(outputs);
   }
-  if (failed && made > 0) made--; /* the id that failed was not made */
-  if (!failed) {
-    entry = PyTuple_Pack(4, op_name, held, outputs,
-                         attrs == NULL || attrs == Py_None ? Py_None : attrs);
-    failed = entry == NULL;
-  }
-  for (Py_ssize_t r = 0; !failed && r < PyList_GET_SIZE(recordings); r++) {
-    failed = record_on(PyList_GET_ITEM(recordings, r), ids, n, entry, outputs) < 0;
-  }
-  for (Py_ssize_t i = 0; i < made; i++) Py_DECREF(ids[i]);
-  Py_XDECREF(entry);
-  Py_XDECREF(held);
   Py_DECREF(recordings);
-  if (failed) {
-    Py_DECREF(outputs);
-    return NULL;
-  }
   return outputs;
 }
 

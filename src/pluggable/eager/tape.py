@@ -212,15 +212,16 @@ class GradientTape:
         self._recording = False
         self._owner: Optional[int] = None  # the thread the tape records in
         self._warned_inside = False
-        self._tensors: Dict[int, Tuple[Any, Optional[tuple]]] = {}
+        self._tensors: Dict[int, Any] = {}
         self._ops: List[tuple] = []
         self._watched_variables: Dict[int, Any] = {}
         self._used = False
 
     def _clear(self) -> None:
-        # id of a tensor on the tape -> (the tensor, kept alive so that the id stays its own;
-        # the recorded op that made it, or None for a watched one). Both are emptied, never
-        # replaced: the compiled path holds them while the tape records.
+        # id of a tensor on the tape -> the tensor itself when it is watched, else the
+        # recorded op that made it (which holds it): either keeps it alive, so the id stays
+        # its own. Both are emptied, never replaced: the compiled path holds them while the
+        # tape records.
         self._tensors.clear()
         self._ops.clear()  # (op name, inputs, outputs, attributes) of each recorded op
         self._watched_variables.clear()
@@ -303,12 +304,12 @@ class GradientTape:
             if _is_variable(value):
                 self._watch_variable(value)
             else:
-                self._tensors.setdefault(id(value), (value, None))
+                self._tensors.setdefault(id(value), value)
 
     def _watch_variable(self, variable: Any) -> None:
         handle = variable.handle
         self._watched_variables[id(handle)] = variable
-        self._tensors.setdefault(id(handle), (handle, None))
+        self._tensors.setdefault(id(handle), handle)
 
     def watched_variables(self) -> Tuple[Any, ...]:
         """The variables this tape watches (explicitly or because they were read), in the
@@ -332,7 +333,7 @@ class GradientTape:
         entry = (op_name, tuple(flat), outputs, attrs)
         self._ops.append(entry)
         for out in outputs:
-            tensors[id(out)] = (out, entry)
+            tensors[id(out)] = entry
 
     # -- gradients -----------------------------------------------------------------------
     def gradient(self, target: Any, sources: Any, output_gradients: Any = None,
