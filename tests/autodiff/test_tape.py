@@ -383,3 +383,12 @@ def test_variables_inside_list_inputs_are_read_and_watched(where):
     assert tape.watched_variables() == (a, b)
     # y = sum((2a + b) * b): dy/da = 2b, dy/db = 2a + 2b
     assert ga.numpy().tolist() == [6.0, 8.0] and gb.numpy().tolist() == [8.0, 12.0]
+
+
+def test_complex_tensors_are_refused_clearly():
+    z = pluggable.constant(np.array([1 + 2j, 3 - 1j], np.complex128))
+    with pluggable.GradientTape() as tape:
+        tape.watch(z)
+        y = z * z
+    with pytest.raises(pluggable.errors.UnimplementedError, match="complex output on the path"):
+        tape.gradient(y, z)

@@ -16,16 +16,17 @@ Tapes are per thread, as in TensorFlow: a tape records the ops of the thread tha
 """
 from __future__ import annotations
 
+import contextlib
 import enum
 import threading
 import warnings
 import weakref
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from ..base.dtypes import resource
-from ..base.errors import InvalidArgumentError, PluggableWarning
+from ..base.errors import InvalidArgumentError, PluggableWarning, UnimplementedError
 from ..base.native import compiled as _compiled
 from ..oplib.core import OPS
 from ..tensors.placement import CPU_DEVICE, device_scope
@@ -258,18 +259,9 @@ class GradientTape:
         self._recording = False
         _stopped()
 
-    class _Paused:
-        def __init__(self, tape):
-            self._tape = tape
-
-        def __enter__(self):
-            self._tape._pop()
-
-        def __exit__(self, *exc):
-            self._tape._push()
-
-    def stop_recording(self):
-        """A context in which the tape records nothing (the ops still run)::
+    @contextlib.contextmanager
+    def stop_recording(self) -> Iterator[None]:
+        """A block in which the tape records nothing (the ops still run)::
 
             with tape.stop_recording():
                 y = expensive_and_not_differentiated(x)
@@ -277,7 +269,11 @@ class GradientTape:
         if not self._recording:
             raise ValueError("stop_recording: the tape is not recording (use it inside the "
                              "tape's with block)")
-        return GradientTape._Paused(self)
+        self._pop()
+        try:
+            yield
+        finally:
+            self._push()
 
     def reset(self) -> None:
         """Forgets everything recorded and watched, as if a new tape had been entered."""
@@ -438,6 +434,13 @@ class GradientTape:
                     del grads[id(out)]
             if all(g is None for g in out_grads):
                 continue
+            if any(o.dtype.is_complex for o in entry.outputs):
+                raise UnimplementedError(
+                    f"GradientTape.gradient: {entry.name} has a complex output on the path to "
+                    f"a source; pluggable does not differentiate complex tensors yet (their "
+                    f"gradients need conjugates, and the op library has no Conj). Take the "
+                    f"gradient of real tensors (split complex values into real parts first)",
+                    call="gradient")
             if entry.grad is None:
                 raise LookupError(f"No gradient defined for operation '{entry.name}' (op "
                                   f"type: {entry.name}): pluggable has no gradient function "
