@@ -88,6 +88,15 @@ def test_output_gradients_weight_the_targets(where):
         y = x * x
     g = tape.gradient(y, x, output_gradients=c([10.0, 100.0]))
     assert g.numpy().tolist() == [20.0, 400.0]
+    with pluggable.GradientTape(persistent=True) as tape:
+        tape.watch(x)
+        y = x * x
+    weights = np.array([1.0, 0.5])  # not a tensor: made one of the target's dtype and device
+    assert tape.gradient(y, x, output_gradients=weights).numpy().tolist() == [2.0, 2.0]
+    with pytest.raises(pluggable.errors.InvalidArgumentError, match="has shape \\(3,\\)"):
+        tape.gradient(y, x, output_gradients=np.array([1.0, 2.0, 3.0]))
+    with pytest.raises(pluggable.errors.InvalidArgumentError, match="2 output_gradients"):
+        tape.gradient([y], x, output_gradients=[c([1.0, 1.0]), c([1.0, 1.0])])
 
 
 def test_non_persistent_tape_computes_one_set_of_gradients(where):

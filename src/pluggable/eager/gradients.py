@@ -570,7 +570,7 @@ def _cumprod_grad(op, g):
     exclusive, reverse = bool(op.attr("exclusive")), bool(op.attr("reverse"))
     out = _op("Cumprod", x, axis, exclusive=exclusive, reverse=reverse)
     summed = _op("Cumsum", _op("Mul", out, g), axis, exclusive=exclusive, reverse=not reverse)
-    return [_op("RealDiv", summed, x), None]
+    return [_op("DivNoNan", summed, x), None]
 
 
 # -- shapes and arrays --------------------------------------------------------------------

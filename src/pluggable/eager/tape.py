@@ -409,6 +409,13 @@ class GradientTape:
             if given is None:
                 with _scoped(target._device):
                     given = execute("OnesLike", [target])[0]
+            elif not isinstance(given, Tensor):
+                given = make_tensor(given, dtype=target.dtype, device=target._device)
+            if tuple(given.shape) != tuple(target.shape):
+                raise InvalidArgumentError(
+                    f"GradientTape.gradient: output_gradients[{i}] has shape "
+                    f"{tuple(given.shape)} but its target has shape {tuple(target.shape)}; "
+                    f"give one of the target's shape", call="gradient")
             grads.setdefault(id(target), []).append(given)
         wanted = set(source_ids)
         # The ops on a path from a source: only they are differentiated.
