@@ -16,6 +16,10 @@
    stream, with inputs copied to the device first as TensorFlow does, and outputs allocated
    by the kernel from the device's allocator.
 
+While a gradient tape records (`pluggable.eager.tape`), the compiled entry points hand every
+op to the tape's recorder, which runs it the same way (`_compiled.run_untaped`) and records
+it; with no tape they test one pointer and go on.
+
 Memory follows TensorFlow's stream-ordered rule: device memory freed by a tensor is reused
 only by work enqueued later on the device's compute stream, and the other streams wait for
 the compute stream before they write to memory they were just given.
