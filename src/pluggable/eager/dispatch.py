@@ -545,6 +545,9 @@ def _execute(op_name: str, inputs: Sequence[Any], attrs: Optional[Mapping[str, A
             _no_kernel(op, target, attrs)
     if op.host_kernel is not None:  # the host's own kernel, for any device
         _log(op, target)
+        if record is not None:
+            record.append(_choice(target if target is not CPU_DEVICE else None, None, False,
+                                  tensors))
         outputs = op.host_kernel(target, tensors, attrs)
         if _settings["sync"] and target is not CPU_DEVICE:
             _synchronize_after(op, target)
