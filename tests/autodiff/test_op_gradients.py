@@ -124,7 +124,8 @@ CASES = {
                                                   strides=[1, 1, 1, 1], padding="SAME"),
         [u(2, 2, 2, 3), u(1, 4, 4, 3)]),
     "Conv2DBackpropFilter": (
-        lambda x, dy: raw_ops.Conv2DBackpropFilter(input=x, filter_sizes=np.array([2, 2, 2, 3], I32),
+        lambda x, dy: raw_ops.Conv2DBackpropFilter(input=x,
+                                                   filter_sizes=np.array([2, 2, 2, 3], I32),
                                                    out_backprop=dy, strides=[1, 1, 1, 1],
                                                    padding="SAME"),
         [u(1, 4, 4, 2), u(1, 4, 4, 3)]),

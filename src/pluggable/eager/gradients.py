@@ -15,7 +15,7 @@ non-differentiable are `NOT_DIFFERENTIABLE`: the tape does not record them.
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Sequence, Tuple
 
 import numpy as np
 
@@ -178,8 +178,10 @@ def _div_no_nan_grad(op, g):
 @register("Xdivy")
 def _xdivy_grad(op, g):
     x, y = _pair(op)
-    nonzero = lambda: _cast(_op("NotEqual", x, _zeros_like(x)), op.outputs[0].dtype)  # noqa: E731
-    return _binary(op, lambda: _op("Mul", g, _op("Xdivy", nonzero(), y)),
+    def gx():  # 1 / y where x is not zero
+        nonzero = _cast(_op("NotEqual", x, _zeros_like(x)), op.outputs[0].dtype)
+        return _op("Mul", g, _op("Xdivy", nonzero, y))
+    return _binary(op, gx,
                    lambda: _op("Mul", g, _op("Xdivy", _op("Neg", x), _op("Square", y))))
 
 
@@ -212,26 +214,25 @@ def _max_min_grad(op, g):
     x, y = _pair(op)
     compare = "GreaterEqual" if op.name == "Maximum" else "LessEqual"
 
-    def mask():
-        return _op(compare, x, y)
-    zeros = lambda: _zeros_like(g)  # noqa: E731
-    return _binary(op, lambda: _select(mask(), g, zeros()),
-                   lambda: _select(mask(), zeros(), g))
+    return _binary(op, lambda: _select(_op(compare, x, y), g, _zeros_like(g)),
+                   lambda: _select(_op(compare, x, y), _zeros_like(g), g))
 
 
 @register("SquaredDifference")
 def _squared_difference_grad(op, g):
     x, y = _pair(op)
-    d = lambda: _op("Mul", _op("Mul", g, 2.0), _op("Sub", x, y))  # noqa: E731
-    return _binary(op, d, lambda: _op("Neg", d()))
+    def gx():
+        return _op("Mul", _op("Mul", g, 2.0), _op("Sub", x, y))
+    return _binary(op, gx, lambda: _op("Neg", gx()))
 
 
 @register("Atan2")
 def _atan2_grad(op, g):
     y, x = _pair(op)
-    inverse = lambda: _op("Reciprocal", _op("AddV2", _op("Square", x), _op("Square", y)))  # noqa: E731
-    return _binary(op, lambda: _op("Mul", _op("Mul", g, x), inverse()),
-                   lambda: _op("Mul", _op("Mul", g, _op("Neg", y)), inverse()))
+    def scaled(factor):  # g * factor / (x^2 + y^2)
+        return _op("RealDiv", _op("Mul", g, factor),
+                   _op("AddV2", _op("Square", x), _op("Square", y)))
+    return _binary(op, lambda: scaled(x), lambda: scaled(_op("Neg", y)))
 
 
 @register("AddN")
@@ -312,8 +313,7 @@ def _cast_grad(op, g):
     x = op.inputs[0]
     source = x.dtype if isinstance(x, Tensor) else dt.as_dtype(np.asarray(x).dtype)
     target = op.outputs[0].dtype
-    differentiable = lambda t: t.is_floating or t.is_complex  # noqa: E731
-    if not (differentiable(source) and differentiable(target)):
+    if not all(t.is_floating or t.is_complex for t in (source, target)):
         return [None]
     return [_cast(g, source) if source != target else g]
 
@@ -355,40 +355,39 @@ def _select_v2_grad(op, g):
 
 
 # -- matrices and nn ----------------------------------------------------------------------
+# The operands of the two gradient products of a matrix product, for each pair of
+# (transpose_a, transpose_b): (left, right, transpose left, transpose right) for a's gradient,
+# then for b's. ``g`` is the output's gradient.
+_MATMUL_GRADS = {
+    (False, False): (("g", "b", False, True), ("a", "g", True, False)),
+    (False, True): (("g", "b", False, False), ("g", "a", True, False)),
+    (True, False): (("b", "g", False, True), ("a", "g", False, False)),
+    (True, True): (("b", "g", True, True), ("g", "a", True, True)),
+}
+
+
+def _matmul_grads(op, g, name: str, adjoints: Tuple[str, str]):
+    a, b = op.inputs
+    values = {"a": a, "b": b, "g": g}
+    transposed = (bool(op.attr(adjoints[0])), bool(op.attr(adjoints[1])))
+    grads = []
+    for (left, right, t_left, t_right), needed in zip(_MATMUL_GRADS[transposed], op.needed):
+        grads.append(execute(name, [values[left], values[right]],
+                             {adjoints[0]: t_left, adjoints[1]: t_right})[0]
+                     if needed else None)
+    return grads
+
+
 @register("MatMul")
 def _matmul_grad(op, g):
-    a, b = op.inputs
-    ta, tb = bool(op.attr("transpose_a")), bool(op.attr("transpose_b"))
-    if not ta and not tb:
-        ga = lambda: _op("MatMul", g, b, transpose_b=True)  # noqa: E731
-        gb = lambda: _op("MatMul", a, g, transpose_a=True)  # noqa: E731
-    elif not ta and tb:
-        ga = lambda: _op("MatMul", g, b)  # noqa: E731
-        gb = lambda: _op("MatMul", g, a, transpose_a=True)  # noqa: E731
-    elif ta and not tb:
-        ga = lambda: _op("MatMul", b, g, transpose_b=True)  # noqa: E731
-        gb = lambda: _op("MatMul", a, g)  # noqa: E731
-    else:
-        ga = lambda: _op("MatMul", b, g, transpose_a=True, transpose_b=True)  # noqa: E731
-        gb = lambda: _op("MatMul", g, a, transpose_a=True, transpose_b=True)  # noqa: E731
-    return [ga() if op.needed[0] else None, gb() if op.needed[1] else None]
+    return _matmul_grads(op, g, "MatMul", ("transpose_a", "transpose_b"))
 
 
 @register("BatchMatMulV2")
 def _batch_matmul_grad(op, g):
-    a, b = op.inputs
-    ta, tb = bool(op.attr("adj_x")), bool(op.attr("adj_y"))
-    mm = lambda p, q, x=False, y=False: _op("BatchMatMulV2", p, q, adj_x=x, adj_y=y)  # noqa: E731
-    if not ta and not tb:
-        ga, gb = lambda: mm(g, b, y=True), lambda: mm(a, g, x=True)
-    elif not ta and tb:
-        ga, gb = lambda: mm(g, b), lambda: mm(g, a, x=True)
-    elif ta and not tb:
-        ga, gb = lambda: mm(b, g, y=True), lambda: mm(a, g)
-    else:
-        ga, gb = lambda: mm(b, g, True, True), lambda: mm(g, a, True, True)
-    return [_unbroadcast(ga(), _shape(a)) if op.needed[0] else None,
-            _unbroadcast(gb(), _shape(b)) if op.needed[1] else None]
+    grads = _matmul_grads(op, g, "BatchMatMulV2", ("adj_x", "adj_y"))
+    return [None if grad is None else _unbroadcast(grad, _shape(x))
+            for grad, x in zip(grads, op.inputs)]
 
 
 @register("BiasAdd")
