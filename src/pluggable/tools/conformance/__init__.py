@@ -14,6 +14,9 @@ calls `run()`. The tiers, in order, are the classes of `checks.py`:
                   work on another's stream, and copies between devices, as TensorFlow's
                   cross-device copies (MirroredStrategy) use them
     TestKernels   every registered kernel against pluggable's NumPy reference
+    TestGradientKernels  each gradient kernel (ReluGrad, BiasAddGrad, Conv2DBackpropInput
+                  and Filter, MaxPoolGrad, the cross-entropy ops' backprop) against a
+                  finite difference of its forward op
     TestProfiler  the plugin's profiler, when it has one
 
 A check that fails names what the plugin did wrong; one defect fails the checks that use the
