@@ -41,11 +41,9 @@ from pluggable import nn, ops, optimizers  # noqa: E402
 from pluggable.eager import dispatch  # noqa: E402
 
 NOTE = """A whole step is some tens of ops: the forward pass, the gradient the tape records
-(on the XPU its gradient kernels: Conv2DBackpropInput and Filter, MaxPoolGrad, ReluGrad,
-BiasAddGrad, the cross entropy's backprop) and one ResourceApplyAdam per variable. At these
-sizes the MLP's step is a few GEMMs and much of pluggable's time is the per-op cost in
-Python; PyTorch and TensorFlow run eagerly too (no torch.compile, no tf.function). In the
-kernel table the convolution gradients run as GEMMs over the im2col matrix on the XPU's
+(on the XPU its gradient kernels: Conv2DBackpropFilter, MaxPoolGrad, ReluGrad, BiasAddGrad,
+the cross entropy's backprop) and one ResourceApplyAdam per variable. PyTorch and
+TensorFlow run eagerly too (no torch.compile, no tf.function). In the kernel table the convolution gradients run as GEMMs over the im2col matrix on the XPU's
 blocked GEMM; the element-wise and copy kernels (pooling, the cross entropy, gather,
 concat) are plain loops, and at these sizes much of their time is the op's launch and the
 wait for the stream."""

@@ -4,9 +4,9 @@
 The images are 12x12 with one channel, each a noisy horizontal, vertical or diagonal line;
 the network is Conv2D(3x3, 8 filters) -> BiasAdd -> ReLU -> MaxPool(2x2) -> Dense(3), and the
 loss softmax cross-entropy against one-hot labels. The tape records the forward ops on the
-XPU and its gradient runs the XPU's own gradient kernels (Conv2DBackpropInput and
-Conv2DBackpropFilter, MaxPoolGrad, ReluGrad, BiasAddGrad, the cross-entropy's backprop);
-Adam updates every variable with one ResourceApplyAdam on the XPU.
+XPU and its gradient runs the XPU's own gradient kernels (Conv2DBackpropFilter, MaxPoolGrad,
+ReluGrad, BiasAddGrad, the cross-entropy's backprop; the images need no gradient, so no
+Conv2DBackpropInput); Adam updates every variable with one ResourceApplyAdam on the XPU.
 """
 import time
 
