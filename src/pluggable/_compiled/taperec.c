@@ -11,15 +11,15 @@
  * around the general path.
  *
  * What tape.py hands over (set_tape_recorder): the recorder; its per-thread state, whose
- * `busy` is true while the thread runs a recorded op's own work and whose `recording` is the
- * list of (tensor table, op list) pairs of the thread's recording tapes; and the table of op
- * names this path may record (True). */
+ * `recording` is the list of (tensor table, op list) pairs of the thread's recording tapes
+ * (an empty tuple while the thread runs a recorded op's own work, which is not recorded);
+ * and the table of op names this path may record (True). */
 #include "compiled_internal.h"
 
 static PyObject* recorder;     /* tape._recorder, or NULL while no tape records */
 static PyObject* thread_state; /* tape's per-thread state (a threading.local) */
 static PyObject* recordable;   /* op name -> True when recorded here */
-static PyObject *s_busy, *s_recording, *s_stands_for_tensor;
+static PyObject *s_recording, *s_stands_for_tensor;
 
 #define MAX_RECORDED_INPUTS 16
 
@@ -136,17 +136,12 @@ static PyObject* record_here(PyObject* op_name, PyObject* inputs, PyObject* attr
     int plain = plain_input(items[i], tensor_type);
     if (plain <= 0) return plain < 0 ? NULL : not_here();
   }
-  PyObject* busy = PyObject_GetAttr(thread_state, s_busy);
-  if (busy == NULL) return NULL;
-  int is_busy = PyObject_IsTrue(busy);
-  Py_DECREF(busy);
-  if (is_busy) return is_busy < 0 ? NULL : not_here();
   PyObject* recordings = PyObject_GetAttr(thread_state, s_recording);
   if (recordings == NULL) return NULL;
   if (!PyList_CheckExact(recordings) || PyList_GET_SIZE(recordings) == 0 ||
       PyList_GET_SIZE(recordings) > MAX_RECORDINGS) {
     Py_DECREF(recordings);
-    return not_here(); /* this thread records nothing: the recorder runs it plainly */
+    return not_here(); /* nothing to record on here: the recorder runs it plainly */
   }
   char seen[MAX_RECORDINGS];
   int count = seeing(recordings, items, n, seen);
@@ -199,11 +194,10 @@ static PyObject* fast_set_tape_recorder(PyObject* self, PyObject* args) {
                     "per-thread state and a dict");
     return NULL;
   }
-  if (s_busy == NULL) {
-    s_busy = PyUnicode_InternFromString("busy");
+  if (s_recording == NULL) {
     s_recording = PyUnicode_InternFromString("recording");
     s_stands_for_tensor = PyUnicode_InternFromString("__pluggable_tensor__");
-    if (s_busy == NULL || s_recording == NULL || s_stands_for_tensor == NULL) return NULL;
+    if (s_recording == NULL || s_stands_for_tensor == NULL) return NULL;
   }
   Py_INCREF(state);
   Py_XSETREF(thread_state, state);

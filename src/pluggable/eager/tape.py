@@ -56,9 +56,22 @@ class UnconnectedGradients(enum.Enum):
 class _ThreadTapes(threading.local):
     def __init__(self):
         self.tapes: List["GradientTape"] = []  # the recording tapes, innermost last
-        # their (tensor table, op list) pairs, which the compiled path records on
-        self.recording: List[Tuple[dict, list]] = []
-        self.busy = False  # inside a recorded op's run: the ops it runs itself are its own
+        # their (tensor table, op list) pairs, which the compiled path records on; an empty
+        # tuple while the thread is busy
+        self.recording: Any = []
+        # inside a recorded op's run (or stop_gradient's): the ops it runs itself are its own
+        self.busy = False
+
+
+def _untaped_here(op_name: str, inputs: Sequence[Any], attrs: Optional[dict]) -> List[Tensor]:
+    """The op run with the thread busy: nothing it runs is recorded."""
+    state = _state
+    was_busy, recording = state.busy, state.recording
+    state.busy, state.recording = True, ()
+    try:
+        return _run_untaped(op_name, inputs, attrs)
+    finally:
+        state.busy, state.recording = was_busy, recording
 
 
 _state = _ThreadTapes()
@@ -162,19 +175,11 @@ def _recorder(op_name: str, inputs: Sequence[Any], attrs: Optional[dict]) -> Lis
         return _run_untaped(op_name, inputs, attrs)
     grad, kinds = _info(op_name)
     if grad is _NOT_DIFFERENTIABLE:
-        state.busy = True
-        try:
-            return _run_untaped(op_name, inputs, attrs)
-        finally:
-            state.busy = False
+        return _untaped_here(op_name, inputs, attrs)
     flat = inputs
     if kinds is not None and len(kinds) == len(inputs):
         inputs, flat = _prepared(kinds, inputs)
-    state.busy = True
-    try:
-        outputs = _run_untaped(op_name, inputs, attrs)
-    finally:
-        state.busy = False
+    outputs = _untaped_here(op_name, inputs, attrs)
     for tape in tapes:
         tape._record(op_name, flat, attrs, outputs)
     return outputs
@@ -630,9 +635,4 @@ def _pack(structure: Any, leaves: List[Any]) -> Any:
 def stop_gradient(input: Any, name: Any = None) -> Tensor:  # noqa: A002
     """A tensor with ``input``'s value through which no gradient flows: tapes do not see
     the copy that makes it (tf.stop_gradient)."""
-    state = _state
-    was, state.busy = state.busy, True
-    try:
-        return execute("Identity", [input])[0]
-    finally:
-        state.busy = was
+    return _untaped_here("Identity", [input], None)[0]
