@@ -25,7 +25,8 @@ __all__ = ["config", "errors", "get_include", "load_plugin", "get_platform", "ge
            "tensor", "zeros", "empty", "Tensor", "DType", "bool_", "int8", "int16", "int32",
            "int64", "uint8", "uint16", "uint32", "uint64", "float16", "bfloat16", "float32",
            "float64", "complex64", "complex128", "ops", "raw_ops", "device", "profiler",
-           "to_dlpack", "from_dlpack", "Variable", "TensorShape"]
+           "to_dlpack", "from_dlpack", "Variable", "TensorShape", "GradientTape",
+           "UnconnectedGradients", "stop_gradient"]
 # TensorFlow's top-level functions (tf.constant, tf.reduce_sum, tf.add, ...): every function
 # of pluggable.ops that TensorFlow 2.21 has at its top level, under that name; and the
 # tf.random, tf.nn and tf.math namespaces.
@@ -53,7 +54,9 @@ _LAZY = {"tensor": "tensors.tensor", "empty": "tensors.tensor",
          "bfloat16": "dtypes", "float32": "dtypes", "float64": "dtypes",
          "complex64": "dtypes", "complex128": "dtypes",
          "to_dlpack": "tensors.dlpack", "from_dlpack": "tensors.dlpack", "Variable": "variables",
-         "TensorShape": "base.shape"}
+         "TensorShape": "base.shape",
+         "GradientTape": "eager.tape", "UnconnectedGradients": "eager.tape",
+         "stop_gradient": "eager.tape"}
 _LAZY.update({name: "ops" for name in _TF_FUNCTIONS})
 _LAZY.update(random=None, nn=None, math=None, optimizers=None)
 

@@ -22,7 +22,7 @@ import numpy as np
 from .base import dtypes as dt
 from .base.errors import InvalidArgumentError
 from .base.shape import TensorShape, as_shape
-from .eager import resources
+from .eager import resources, tape as _tape
 from .tensors.tensor import Tensor, tensor
 
 __all__ = ["Variable"]
@@ -87,6 +87,7 @@ class Variable:
         self._finalizer = weakref.finalize(self, _destroy, address)
         self._state = resources.state_of("Variable", self._handle.numpy())
         self._run("AssignVariableOp", [value], {"dtype": self._dtype})
+        _tape.register_variable(self)  # its reads are watched by gradient tapes
 
     # -- description ---------------------------------------------------------------------
     @property

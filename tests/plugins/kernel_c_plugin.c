@@ -34,6 +34,10 @@
  *   Neg              with WITH_NEG only: TensorFlow's Neg for T = float (y = -x), a kernel of
  *                    an op that pluggable's library defines, for the conformance suite;
  *                    BUG_NEG makes it forget the sign.
+ *   Relu, ReluGrad   with WITH_RELU only: TensorFlow's Relu and its gradient kernel for
+ *                    T = float, for the conformance suite's gradient tier; BUG_RELU_GRAD
+ *                    makes ReluGrad pass half the gradient where the features are negative
+ *                    (a leaky slope the forward kernel does not have).
  *
  * Variants for registration errors (each adds to the above):
  *   REJECTED         also registers "ForNope" for device type "NOPE" and "ForCpu" for "CPU".
@@ -403,6 +407,62 @@ static void compute_neg(void* instance, TF_OpKernelContext* ctx) {
 }
 #endif
 
+#ifdef WITH_RELU
+/* Output 0, float, shaped like input `like`; NULL after reporting failure. */
+static TF_Tensor* float_output_like(TF_OpKernelContext* ctx, TF_Tensor* like, TF_Status* s) {
+  int64_t dims[8];
+  int n = TF_NumDims(like);
+  for (int i = 0; i < n && i < 8; i++) dims[i] = TF_Dim(like, i);
+  return TF_AllocateOutput(ctx, 0, TF_FLOAT, dims, n,
+                           (size_t)TF_TensorElementCount(like) * sizeof(float), s);
+}
+
+static void compute_relu(void* instance, TF_OpKernelContext* ctx) {
+  (void)instance;
+  TF_Status* s = TF_NewStatus();
+  TF_Tensor* x = NULL;
+  TF_GetInput(ctx, 0, &x, s);
+  FAIL_IF(ctx, s);
+  TF_Tensor* y = float_output_like(ctx, x, s);
+  if (TF_GetCode(s) == TF_OK) {
+    const float* in = TF_TensorData(x);
+    float* out = TF_TensorData(y);
+    for (int64_t i = 0; i < TF_TensorElementCount(x); i++) out[i] = in[i] > 0 ? in[i] : 0;
+  }
+  TF_DeleteTensor(x);
+  TF_DeleteTensor(y);
+  FAIL_IF(ctx, s);
+  TF_DeleteStatus(s);
+}
+
+/* ReluGrad(gradients, features): the gradients where the features are positive. */
+static void compute_relu_grad(void* instance, TF_OpKernelContext* ctx) {
+  (void)instance;
+  TF_Status* s = TF_NewStatus();
+  TF_Tensor *g = NULL, *x = NULL;
+  TF_GetInput(ctx, 0, &g, s);
+  if (TF_GetCode(s) == TF_OK) TF_GetInput(ctx, 1, &x, s);
+  TF_Tensor* y = TF_GetCode(s) == TF_OK ? float_output_like(ctx, g, s) : NULL;
+  if (TF_GetCode(s) == TF_OK) {
+    const float* grad = TF_TensorData(g);
+    const float* features = TF_TensorData(x);
+    float* out = TF_TensorData(y);
+    for (int64_t i = 0; i < TF_TensorElementCount(g); i++) {
+#ifdef BUG_RELU_GRAD
+      out[i] = features[i] > 0 ? grad[i] : 0.5f * grad[i];
+#else
+      out[i] = features[i] > 0 ? grad[i] : 0;
+#endif
+    }
+  }
+  TF_DeleteTensor(g);
+  TF_DeleteTensor(x);
+  TF_DeleteTensor(y);
+  FAIL_IF(ctx, s);
+  TF_DeleteStatus(s);
+}
+#endif
+
 static void compute_bitcast(void* instance, TF_OpKernelContext* ctx) {
   (void)instance;
   TF_Status* s = TF_NewStatus();
@@ -670,6 +730,15 @@ void TF_InitKernel(void) {
   TF_KernelBuilder* neg = TF_NewKernelBuilder("Neg", d, NULL, compute_neg, NULL);
   TF_KernelBuilder_TypeConstraint(neg, "T", TF_FLOAT, s);
   TF_RegisterKernelBuilder("NegKernel", neg, s);
+#endif
+
+#ifdef WITH_RELU
+  TF_KernelBuilder* relu = TF_NewKernelBuilder("Relu", d, NULL, compute_relu, NULL);
+  TF_KernelBuilder_TypeConstraint(relu, "T", TF_FLOAT, s);
+  TF_RegisterKernelBuilder("ReluKernel", relu, s);
+  TF_KernelBuilder* relu_grad = TF_NewKernelBuilder("ReluGrad", d, NULL, compute_relu_grad, NULL);
+  TF_KernelBuilder_TypeConstraint(relu_grad, "T", TF_FLOAT, s);
+  TF_RegisterKernelBuilder("ReluGradKernel", relu_grad, s);
 #endif
 
   TF_KernelBuilder* async = TF_NewAsyncKernelBuilder("Async", d, NULL, compute_async, NULL);

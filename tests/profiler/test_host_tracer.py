@@ -230,3 +230,19 @@ def test_ops_of_the_hosts_own_kernels_are_recorded(tmp_path):
     assert (xpu.stats["device"], xpu.stats["placement"]) == ("/device:XPU:0", "cpu")
     assert cpu.stats["device"] == "/device:CPU:0"
     assert variable.numpy().tolist() == [1.0] * 3 and on_cpu.numpy().tolist() == [0.0] * 2
+
+
+def test_ops_run_by_the_hosts_own_kernels_are_recorded(tmp_path):
+    """A variable read on the XPU, which registers no ReadVariableOp (the host's kernel runs
+    it), is an op on the host plane; and a gradient tape's step records under a session."""
+    with pluggable.device("/xpu:0"):
+        v = pluggable.Variable(np.ones((2, 2), np.float32))
+        x = pluggable.constant(np.ones((2, 2), np.float32))
+        with profiler.Profile(tmp_path, HOST_ONLY) as session:
+            with pluggable.GradientTape() as tape:
+                loss = ops.reduce_sum(ops.matmul(x, v))
+            grad = tape.gradient(loss, v)
+    (read,) = _host(session.result, "ReadVariableOp")
+    assert read.stats["device"] == "/device:XPU:0" and "kernel" not in read.stats
+    assert {e.name for e in _host(session.result)} >= {"MatMul", "Sum", "OnesLike"}
+    assert grad.numpy().tolist() == [[2.0, 2.0], [2.0, 2.0]]

@@ -160,6 +160,51 @@ def test_two_kernels_matching_one_node_fail_the_registration_check(build_test_pl
     assert "Dup on KCDUP at priority 0: 'DupFirst' and 'DupSecond' (T in {float32})" in message
 
 
+GRADIENT_CHECK = "TestGradientKernels::test_gradient_kernel_matches_finite_differences"
+
+
+def test_the_xpus_gradient_kernels_pass(xpu_platform, tmp_path):
+    result, report = conformance(xpu_platform.path, "-k", "Gradient", tmp_path=tmp_path)
+    assert result.returncode == 0, result.stdout[-3000:]
+    outcomes = {n: r["outcome"] for n, r in report["results"].items()
+                if n.startswith("TestGradientKernels")}
+    kernels = ["ReluGrad", "BiasAddGrad", "Conv2DBackpropInput", "Conv2DBackpropFilter",
+               "MaxPoolGrad", "SoftmaxCrossEntropyWithLogits",
+               "SparseSoftmaxCrossEntropyWithLogits"]
+    assert outcomes == {f"{GRADIENT_CHECK}[{k}-{t}]": "passed"
+                        for k in kernels for t in ("float32", "float64")}
+
+
+def test_a_wrong_gradient_kernel_fails_the_gradient_check(build_test_plugin, tmp_path):
+    good = build_test_plugin(KERNEL_C_PLUGIN, CONFORMANT=True, WITH_RELU=True,
+                             PLATFORM_NAME="KC_DEV", DEVICE_TYPE="KC")
+    result, report = conformance(good, tmp_path=tmp_path)
+    assert result.returncode == 0, result.stdout[-3000:]
+    assert report["results"][f"{GRADIENT_CHECK}[ReluGrad-float32]"]["outcome"] == "passed"
+
+    bad = build_test_plugin(KERNEL_C_PLUGIN, CONFORMANT=True, WITH_RELU=True,
+                            BUG_RELU_GRAD=True, PLATFORM_NAME="KC_DEV", DEVICE_TYPE="KC")
+    result, report = conformance(bad, tmp_path=tmp_path)
+    # Only the gradient check catches it: the kernel tier has no input generator for
+    # ReluGrad, and the forward kernel is right.
+    assert failed(report) == [f"{GRADIENT_CHECK}[ReluGrad-float32]"]
+    assert report["results"]["TestKernels::test_kernel_matches_reference[ReluGrad-float32]"][
+        "outcome"] == "skipped"
+    message = report["results"][f"{GRADIENT_CHECK}[ReluGrad-float32]"]["message"]
+    assert "ReluGrad (float32)" in message and "finite differences of Relu" in message
+    assert report["results"]["TestKernels::test_kernel_matches_reference[Relu-float32]"][
+        "outcome"] == "passed"
+
+
+def test_a_plugin_without_gradient_kernels_skips_the_tier(build_test_plugin, tmp_path):
+    path = build_test_plugin(KERNEL_C_PLUGIN, CONFORMANT=True, WITH_NEG=True,
+                             PLATFORM_NAME="KC_DEV", DEVICE_TYPE="KC")
+    result, report = conformance(path, "-k", "Gradient", tmp_path=tmp_path)
+    entry = report["results"][f"{GRADIENT_CHECK}[no-gradient-kernels]"]
+    assert entry["outcome"] == "skipped" and "registers none of the gradient kernels" in \
+        entry["message"]
+
+
 def test_kernels_of_types_without_tensors_are_skipped(build_test_plugin, tmp_path):
     source = os.path.join(os.path.dirname(KERNEL_C_PLUGIN), "registration_plugin.c")
     path = build_test_plugin(source, CONFORMANT=True, NEG_PRIORITY=True, QUANTIZED_NEG=True,

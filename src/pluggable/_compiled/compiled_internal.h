@@ -49,6 +49,9 @@ int pg_plans_usable(void);
 /* The outputs of the plan stored under `key` (dispatch._plans) run on the `n` tensors at
  * `items`, or None when there is no such plan or it went stale. */
 PyObject* pg_run_plan(PyObject* key, PyObject* const* items, Py_ssize_t n, PyObject* op_name);
+/* The outputs (a list) of the remembered plan of `op_name` on `inputs` with `attrs` (NULL or
+ * None: none), else something that is not a list (the call ran nothing). */
+PyObject* pg_plan_outputs(PyObject* op_name, PyObject* inputs, PyObject* attrs);
 /* The current device scope (tensors.device_scope), a new reference. */
 PyObject* pg_device_scope(void);
 /* A tensor's (dtype code, shape, device), or None when a slot is unset. */
@@ -74,6 +77,13 @@ extern PyMethodDef pg_constplans_methods[];
 /* The outputs (a list) of the remembered plan of `op_name` on `inputs` with `attrs` (a dict,
  * or NULL for none); else the call's key (a tuple), or None when it has none. */
 PyObject* pg_execute_constants(PyObject* op_name, PyObject* inputs, PyObject* attrs);
+
+/* Gradient tapes' recording (taperec.c): the recorder while a tape records in any thread,
+ * else NULL (a borrowed reference: the one test an op pays when no tape records); and the
+ * recorded run: the outputs of `op_name` on `inputs` with `attrs` (NULL: none). */
+extern PyMethodDef pg_taperec_methods[];
+PyObject* pg_tape_recorder(void);
+PyObject* pg_record_on_tape(PyObject* op_name, PyObject* inputs, PyObject* attrs);
 
 /* The ledger of a stream's writes (ledger.c): a type, no module functions. */
 typedef struct {

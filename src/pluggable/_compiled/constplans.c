@@ -260,6 +260,7 @@ static PyObject* fast_execute_constants(PyObject* self, PyObject* const* args, P
     PyErr_SetString(PyExc_TypeError, "execute_constants(op_name, inputs, attrs)");
     return NULL;
   }
+  if (pg_tape_recorder() != NULL) return pg_record_on_tape(args[0], args[1], args[2]);
   return pg_execute_constants(args[0], args[1], args[2]);
 }
 
@@ -296,7 +297,8 @@ PyMethodDef pg_constplans_methods[] = {
      "values, or None when the call cannot have one."},
     {"execute_constants", (PyCFunction)(void (*)(void))fast_execute_constants, METH_FASTCALL,
      "execute_constants(op_name, inputs, attrs): the outputs of the call's remembered plan, "
-     "else the call's key (a tuple), or None when it has none."},
+     "else the call's key (a tuple), or None when it has none; with a gradient tape "
+     "recording, the outputs of the tape's recorder."},
     {"bind_constants", (PyCFunction)fast_bind_constants, METH_VARARGS,
      "bind_constants(host_inputs, host_flags, cpu_device, ndarray)."},
     {NULL, NULL, 0, NULL},

@@ -1195,46 +1195,87 @@ static PyObject* execute_items(PyObject* op_name, PyObject* const* items, Py_ssi
   return r;
 }
 
-/* execute(op_name, inputs): the outputs of a remembered plan, or None. */
+static PyObject* untaped_execute(PyObject* op_name, PyObject* inputs);
+
+/* execute(op_name, inputs): the outputs of a remembered plan, or None (with a tape recording,
+ * the outputs of the recorder). */
 static PyObject* fast_execute(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
   (void)self;
   if (nargs != 2) {
     PyErr_SetString(PyExc_TypeError, "execute(op_name, inputs)");
     return NULL;
   }
-  PyObject* inputs = args[1];
+  if (pg_tape_recorder() != NULL) return pg_record_on_tape(args[0], args[1], NULL);
+  return untaped_execute(args[0], args[1]);
+}
+
+static PyObject* untaped_execute(PyObject* op_name, PyObject* inputs) {
   if (PyTuple_CheckExact(inputs)) {
-    return execute_items(args[0], &PyTuple_GET_ITEM(inputs, 0), PyTuple_GET_SIZE(inputs));
+    return execute_items(op_name, &PyTuple_GET_ITEM(inputs, 0), PyTuple_GET_SIZE(inputs));
   }
   if (PyList_CheckExact(inputs)) {
-    return execute_items(args[0], PySequence_Fast_ITEMS(inputs), PyList_GET_SIZE(inputs));
+    return execute_items(op_name, PySequence_Fast_ITEMS(inputs), PyList_GET_SIZE(inputs));
   }
   Py_RETURN_NONE;
 }
 
-/* run(op_name, inputs): the op's first output: from its remembered plan (one with host
- * values among the inputs included), or from dispatch.execute when there is none (which then
- * remembers one). The per-call path of ops.add, Tensor.__add__ and the other one-output ops. */
-static PyObject* fast_run(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
-  PyObject* outputs = fast_execute(self, args, nargs);
+PyObject* pg_plan_outputs(PyObject* op_name, PyObject* inputs, PyObject* attrs) {
+  int plain = attrs == NULL || attrs == Py_None;
+  if (!plain) {
+    plain = PyObject_Not(attrs);
+    if (plain < 0) return NULL;
+  }
+  PyObject* outputs = plain ? untaped_execute(op_name, inputs) : (Py_INCREF(Py_None), Py_None);
   if (outputs == Py_None) {
     Py_DECREF(outputs);
-    outputs = pg_execute_constants(args[0], args[1], NULL);
+    outputs = pg_execute_constants(op_name, inputs, attrs == Py_None ? NULL : attrs);
   }
-  if (outputs == NULL) return NULL;
-  if (!PyList_CheckExact(outputs)) { /* no plan: `outputs` is the call's constant key or None */
-    PyObject* found = outputs;
-    if (slow_execute == NULL) { /* pluggable.eager.dispatch binds it at its import */
-      Py_DECREF(found);
-      PyErr_SetString(PyExc_RuntimeError,
-                      "pluggable._compiled.run: the op dispatcher is not bound; import pluggable.eager "
-                      "(importing pluggable.ops does) before running ops");
-      return NULL;
-    }
-    PyObject* call[4] = {args[0], args[1], Py_None, found}; /* _missed(op, inputs, attrs, found) */
-    outputs = PyObject_Vectorcall(slow_execute, call, 4, NULL);
+  return outputs;
+}
+
+/* The outputs of `op_name` on `inputs` with `attrs` (NULL or None: none) without the tape:
+ * from a remembered plan (one with host values included), else from dispatch._missed. */
+static PyObject* untaped_outputs(PyObject* op_name, PyObject* inputs, PyObject* attrs) {
+  PyObject* outputs = pg_plan_outputs(op_name, inputs, attrs);
+  if (outputs == NULL || PyList_CheckExact(outputs)) return outputs;
+  /* no plan: `outputs` is the call's constant key or None */
+  PyObject* found = outputs;
+  if (slow_execute == NULL) { /* pluggable.eager.dispatch binds it at its import */
     Py_DECREF(found);
+    PyErr_SetString(PyExc_RuntimeError,
+                    "pluggable._compiled.run: the op dispatcher is not bound; import pluggable.eager "
+                    "(importing pluggable.ops does) before running ops");
+    return NULL;
   }
+  PyObject* call[4] = {op_name, inputs, attrs == NULL ? Py_None : attrs, found};
+  outputs = PyObject_Vectorcall(slow_execute, call, 4, NULL); /* _missed(op, inputs, attrs, found) */
+  Py_DECREF(found);
+  return outputs;
+}
+
+/* run_untaped(op_name, inputs, attrs): the op's outputs (a list), run as `execute` runs it but
+ * never handed to the tape's recorder: the recorder's own run. */
+static PyObject* fast_run_untaped(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
+  (void)self;
+  if (nargs != 3) {
+    PyErr_SetString(PyExc_TypeError, "run_untaped(op_name, inputs, attrs)");
+    return NULL;
+  }
+  return untaped_outputs(args[0], args[1], args[2]);
+}
+
+/* run(op_name, inputs): the op's first output: from its remembered plan (one with host values
+ * among the inputs included), or from dispatch.execute when there is none (which then
+ * remembers one); with a tape recording, from the tape's recorder. The per-call path of
+ * ops.add, Tensor.__add__ and the other one-output ops. */
+static PyObject* fast_run(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
+  (void)self;
+  if (nargs != 2) {
+    PyErr_SetString(PyExc_TypeError, "run(op_name, inputs)");
+    return NULL;
+  }
+  PyObject* outputs = pg_tape_recorder() != NULL ? pg_record_on_tape(args[0], args[1], NULL)
+                                            : untaped_outputs(args[0], args[1], NULL);
   if (outputs == NULL) return NULL;
   PyObject* first = PySequence_GetItem(outputs, 0);
   Py_DECREF(outputs);
@@ -1263,7 +1304,7 @@ static PyObject* raw_op_call(RawOpObject* r, PyObject* const* args, size_t nargs
                              PyObject* kwnames) {
   Py_ssize_t n = PyVectorcall_NARGS(nargsf);
   Py_ssize_t n_in = PyTuple_GET_SIZE(r->inputs);
-  if (n == 0 && kwnames != NULL && PyTuple_GET_SIZE(kwnames) == n_in && n_in > 0 &&
+  if (pg_tape_recorder() == NULL && n == 0 && kwnames != NULL && PyTuple_GET_SIZE(kwnames) == n_in && n_in > 0 &&
       n_in <= RAW_OP_MAX_INPUTS) {
     PyObject* items[RAW_OP_MAX_INPUTS];
     int matched = 1;
@@ -1721,6 +1762,9 @@ PyMethodDef pg_oprun_methods[] = {
     {"execute", (PyCFunction)(void (*)(void))fast_execute, METH_FASTCALL,
      "execute(op_name, inputs): the outputs of the op's remembered plan, or None when there "
      "is none (or it went stale)."},
+    {"run_untaped", (PyCFunction)(void (*)(void))fast_run_untaped, METH_FASTCALL,
+     "run_untaped(op_name, inputs, attrs): the op's outputs, run as execute and run do but "
+     "never recorded on a gradient tape."},
     {"run", (PyCFunction)(void (*)(void))fast_run, METH_FASTCALL,
      "run(op_name, inputs): the op's first output, from its remembered plan or from "
      "dispatch.execute."},

@@ -16,6 +16,10 @@
    stream, with inputs copied to the device first as TensorFlow does, and outputs allocated
    by the kernel from the device's allocator.
 
+While a gradient tape records (`pluggable.eager.tape`), the compiled entry points hand every
+op to the tape's recorder, which runs it the same way (`_compiled.run_untaped`) and records
+it; with no tape they test one pointer and go on.
+
 Memory follows TensorFlow's stream-ordered rule: device memory freed by a tensor is reused
 only by work enqueued later on the device's compute stream, and the other streams wait for
 the compute stream before they write to memory they were just given.
@@ -56,6 +60,9 @@ _settings = {"soft": True, "log": False,
              "sync": os.environ.get(_SYNC_VARIABLE, "") not in ("", "0")}
 _settings["general"] = _settings["sync"]
 set_output_guards(_settings["sync"])
+# "tape": a gradient tape records in some thread (set by eager.tape); paths that run a plan
+# without the compiled entry points (Tensor indexing) take the general path then.
+_settings["tape"] = False
 _warned: set = set()
 _warned_lock = threading.Lock()
 # The host tracer of a running profiling session, or None (set by pluggable.profiler): the

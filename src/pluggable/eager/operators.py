@@ -139,7 +139,7 @@ def getitem(t: Tensor, key: Any) -> Tensor:
     if _is_mask(key):
         return boolean_mask(t, key)
     hashable = _hashable(key)
-    if hashable is None:
+    if hashable is None or _settings["tape"]:  # (a tape records the op: the general path)
         begin, end, strides, masks = strided_slice_args(key)
         wide = any(abs(v) >= 2**31 for v in begin + end + strides)
         index = np.int64 if wide else np.int32

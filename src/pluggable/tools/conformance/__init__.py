@@ -14,6 +14,9 @@ calls `run()`. The tiers, in order, are the classes of `checks.py`:
                   work on another's stream, and copies between devices, as TensorFlow's
                   cross-device copies (MirroredStrategy) use them
     TestKernels   every registered kernel against pluggable's NumPy reference
+    TestGradientKernels  each gradient kernel (ReluGrad, BiasAddGrad, Conv2DBackpropInput
+                  and Filter, MaxPoolGrad, the cross-entropy ops' backprop) against a
+                  finite difference of its forward op
     TestProfiler  the plugin's profiler, when it has one
 
 The checks run in a child process: a plugin that crashes or exits costs the tier it was in
@@ -106,7 +109,8 @@ class _Collector:
 
 #: The tiers, in the order they run: the classes of `checks.py`.
 TIERS = ("TestLoading", "TestDevices", "TestMemory", "TestCopies", "TestStreams",
-         "TestCrossDevice", "TestRegistrations", "TestKernels", "TestProfiler")
+         "TestCrossDevice", "TestRegistrations", "TestKernels", "TestGradientKernels",
+         "TestProfiler")
 #: The exit status of a run in which a tier's child died (pytest's own statuses are 0 to 5).
 TIER_DIED = 6
 _CHILD_PROGRAM = """import sys

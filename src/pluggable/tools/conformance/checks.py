@@ -534,12 +534,16 @@ TYPE_ATTRS = ("T", "SrcT", "Tparams", "dtype", "Tidx")
 
 
 def pytest_generate_tests(metafunc):
-    if "kernel_case" not in metafunc.fixturenames:
+    if "kernel_case" not in metafunc.fixturenames and \
+            "gradient_case" not in metafunc.fixturenames:
         return
     path = _plugin_path(metafunc.config) if metafunc.config.getoption("pluggable_plugin") \
         else None
-    cases, ids = [], []
     platform = _load(path)[0] if path else None
+    if "gradient_case" in metafunc.fixturenames:
+        _gradient_cases(metafunc, platform)
+        return
+    cases, ids = [], []
     if platform is not None:
         from pluggable.eager import OPS
 
@@ -694,6 +698,156 @@ class TestKernels:
                                                    err_msg=where, **_tolerance(dtype, op))
                     else:
                         np.testing.assert_array_equal(g, e, err_msg=where)
+        finally:
+            pluggable.config.set_soft_device_placement(previous)
+
+
+# ---- tier 6b: gradient kernels --------------------------------------------------------------
+# Each gradient kernel against a central finite difference of its forward op: the kernel's
+# output must be the gradient of sum(weights * forward(inputs)) with respect to one input.
+# The forward op runs on the plugin's device when it has the kernel, else on the CPU, in
+# float64 when it can (the difference is then exact to the tolerance), else in the gradient
+# kernel's dtype with a wider step.
+
+def _distinct(shape, seed: int) -> np.ndarray:
+    """Values at least 0.1 apart and from zero (no tie in a max, no kink of relu)."""
+    n = int(np.prod(shape))
+    values = (_rng(seed).permutation(n) - n / 2 + 0.5) * 0.37
+    return values.reshape(shape)
+
+
+def _labels(shape, seed: int) -> np.ndarray:
+    rows = _rng(seed).uniform(0.1, 1.0, shape)
+    return rows / rows.sum(axis=-1, keepdims=True)
+
+
+_CONV = {"strides": [1, 1, 1, 1], "padding": "SAME"}
+_POOL = {"ksize": [1, 2, 2, 1], "strides": [1, 2, 2, 1], "padding": "VALID"}
+
+# gradient kernel -> (forward op, builder(seed) -> (forward inputs, forward attrs, index of
+# the input differentiated, weights over the forward's output used, gradient kernel inputs
+# from (forward inputs, weights, forward outputs), gradient kernel attrs, which forward
+# output is weighted))
+GRADIENT_KERNELS = {
+    "ReluGrad": ("Relu", lambda seed: (
+        [_distinct((3, 4), seed)], {}, 0, _rng(seed).uniform(0.5, 1.5, (3, 4)),
+        lambda x, w, out: [w, x[0]], {}, 0)),
+    "BiasAddGrad": ("BiasAdd", lambda seed: (
+        [_values(dt.float64, (2, 3, 4), seed), _values(dt.float64, (4,), seed + 1)], {}, 1,
+        _rng(seed).uniform(0.5, 1.5, (2, 3, 4)), lambda x, w, out: [w], {}, 0)),
+    "Conv2DBackpropInput": ("Conv2D", lambda seed: (
+        [_values(dt.float64, (1, 4, 4, 2), seed), _values(dt.float64, (2, 2, 2, 3), seed + 1)],
+        _CONV, 0, _rng(seed).uniform(0.5, 1.5, (1, 4, 4, 3)),
+        lambda x, w, out: [np.array([1, 4, 4, 2], np.int32), x[1], w], _CONV, 0)),
+    "Conv2DBackpropFilter": ("Conv2D", lambda seed: (
+        [_values(dt.float64, (1, 4, 4, 2), seed), _values(dt.float64, (2, 2, 2, 3), seed + 1)],
+        _CONV, 1, _rng(seed).uniform(0.5, 1.5, (1, 4, 4, 3)),
+        lambda x, w, out: [x[0], np.array([2, 2, 2, 3], np.int32), w], _CONV, 0)),
+    "MaxPoolGrad": ("MaxPool", lambda seed: (
+        [_distinct((1, 4, 4, 2), seed)], _POOL, 0, _rng(seed).uniform(0.5, 1.5, (1, 2, 2, 2)),
+        lambda x, w, out: [x[0], out[0], w], _POOL, 0)),
+    # The backprop output of the cross-entropy ops is the gradient of the summed loss.
+    "SoftmaxCrossEntropyWithLogits": ("SoftmaxCrossEntropyWithLogits", lambda seed: (
+        [_values(dt.float64, (3, 5), seed), _labels((3, 5), seed + 1)], {}, 0, np.ones(3),
+        None, {}, 0)),
+    "SparseSoftmaxCrossEntropyWithLogits": ("SparseSoftmaxCrossEntropyWithLogits", lambda seed: (
+        [_values(dt.float64, (3, 5), seed), np.array([4, 0, 2], np.int64)], {}, 0, np.ones(3),
+        None, {}, 0)),
+}
+
+
+def _gradient_tolerance(dtype: dt.DType) -> Dict[str, float]:
+    if dtype.name in ("float16", "bfloat16"):
+        return {"rtol": 5e-2, "atol": 5e-2}
+    if dtype.name == "float32":
+        return {"rtol": 1e-3, "atol": 1e-4}
+    return {"rtol": 1e-6, "atol": 1e-8}
+
+
+def _kernel_types(platform, op: str) -> set:
+    return {name for info in pluggable.config.list_kernels(op, device_type=platform.device_type)
+            if info.source == platform.path for name in info.type_constraints.get("T", ())}
+
+
+def _finite_difference(run, inputs: List[np.ndarray], index: int, weights: np.ndarray,
+                       output: int, dtype, step: float) -> np.ndarray:
+    """d sum(weights * run(inputs)[output]) / d inputs[index], by central differences."""
+    def value(arrays):
+        outs = run([a.astype(dtype.numpy_dtype) if a.dtype.kind == "f" else a
+                    for a in arrays])
+        return float((outs[output].astype(np.float64) * weights).sum())
+
+    grad = np.zeros(inputs[index].shape)
+    for position in np.ndindex(inputs[index].shape):
+        up = [a.copy() for a in inputs]
+        down = [a.copy() for a in inputs]
+        up[index][position] += step
+        down[index][position] -= step
+        grad[position] = (value(up) - value(down)) / (2 * step)
+    return grad
+
+
+def _gradient_cases(metafunc, platform) -> None:
+    cases, ids = [], []
+    if platform is not None:
+        for kernel in GRADIENT_KERNELS:
+            for dtype in sorted(_kernel_types(platform, kernel)):
+                if dt.as_dtype(dtype).is_floating:
+                    cases.append((kernel, dtype))
+                    ids.append(f"{kernel}-{dtype}")
+    if not cases:
+        cases, ids = [None], ["no-gradient-kernels"]
+    metafunc.parametrize("gradient_case", cases, ids=ids)
+
+
+class TestGradientKernels:
+    SEEDS = range(2)
+
+    def test_gradient_kernel_matches_finite_differences(self, platform, gradient_case):
+        if gradient_case is None:
+            pytest.skip("the plugin registers none of the gradient kernels pluggable checks "
+                        f"({', '.join(GRADIENT_KERNELS)})")
+        from pluggable.eager import dispatch
+
+        kernel, dtype_name = gradient_case
+        dtype = dt.as_dtype(dtype_name)
+        forward_op, build = GRADIENT_KERNELS[kernel]
+        device = f"/device:{platform.device_type}:0"
+        forward_types = _kernel_types(platform, forward_op)
+        # The forward op in float64 where it can run so, else in the kernel's dtype.
+        fd_dtype = dt.float64 if "float64" in forward_types or dtype_name not in forward_types \
+            else dtype
+        fd_device = device if fd_dtype.name in forward_types else "/cpu:0"
+        step = 1e-6 if fd_dtype == dt.float64 else (1e-2 if dtype.itemsize >= 4 else 1e-1)
+        previous = pluggable.config.get_soft_device_placement()
+        pluggable.config.set_soft_device_placement(False)
+        try:
+            for seed in self.SEEDS:
+                inputs, attrs, index, weights, kernel_inputs, kernel_attrs, output = build(seed)
+
+                def run(arrays, where=fd_device):
+                    with pluggable.device(where):
+                        return [t.numpy() for t in dispatch.execute(forward_op, arrays, attrs)]
+
+                expected = _finite_difference(run, inputs, index, weights, output, fd_dtype,
+                                              step)
+                cast = [a.astype(dtype.numpy_dtype) if a.dtype.kind == "f" else a
+                        for a in inputs]
+                with pluggable.device(device):
+                    if kernel_inputs is None:  # the forward op's own backprop output
+                        got = dispatch.execute(kernel, cast, attrs)[1].numpy()
+                    else:
+                        outs = [t.numpy() for t in dispatch.execute(forward_op, cast, attrs)]
+                        w = weights.astype(dtype.numpy_dtype)
+                        got = dispatch.execute(kernel, kernel_inputs(cast, w, outs),
+                                               kernel_attrs)[0].numpy()
+                where = (f"{kernel} ({dtype_name}), seed {seed}: the gradient of "
+                         f"{forward_op} with respect to its input {index}, by finite "
+                         f"differences of {forward_op} on {fd_device} in {fd_dtype.name}")
+                assert got.shape == expected.shape, \
+                    f"{where}: shape {got.shape}, expected {expected.shape}"
+                np.testing.assert_allclose(got.astype(np.float64), expected, err_msg=where,
+                                           **_gradient_tolerance(dtype))
         finally:
             pluggable.config.set_soft_device_placement(previous)
 
