@@ -244,5 +244,5 @@ def test_ops_run_by_the_hosts_own_kernels_are_recorded(tmp_path):
             grad = tape.gradient(loss, v)
     (read,) = _host(session.result, "ReadVariableOp")
     assert read.stats["device"] == "/device:XPU:0" and "kernel" not in read.stats
-    assert {e.name for e in _host(session.result)} >= {"MatMul", "Sum", "OnesLike"}
+    assert {e.name.split(":")[0] for e in _host(session.result)} >= {"MatMul", "Sum", "OnesLike"}
     assert grad.numpy().tolist() == [[2.0, 2.0], [2.0, 2.0]]

@@ -19,9 +19,13 @@ import pytest
 import pluggable
 from pluggable import dtypes as dt
 from pluggable.errors import PluggableError, ResourceExhaustedError
-from pluggable.oplib.samples import REDUCTIONS, Variable, generate as _generate
+from pluggable.oplib.samples import REDUCTIONS, Variable, generate as _generate, values as _values
 
 MiB = 1 << 20
+
+
+def _rng(seed: int):
+    return np.random.default_rng(seed)
 
 
 # ---- fixtures ------------------------------------------------------------------------------
