@@ -1635,6 +1635,37 @@ static PyObject* record_tuple(const Record* r, PG_ClockPair stop) {
   return t;
 }
 
+int pg_records_visit(int (*fn)(void* ctx, const PgRecordView* record), void* ctx) {
+  /* While the session runs, a pair read now scales the ticks recorded so far. */
+  PG_ClockPair stop = tracer != NULL ? pg_profiler_clock_pair(clock_tsc > 0, realtime_ns)
+                                     : clock_stop;
+  int tsc = clock_tsc > 0;
+  for (Chunk* c = first_chunk; c != NULL; c = c->next) {
+    for (size_t i = 0; i < c->used; i++) {
+      const Record* r = &c->records[i];
+      PgRecordView v = {r->kind == RECORD_OBJECT ? PG_RECORD_TUPLE : r->kind, r->ident, 0, 0,
+                        r->a, r->b, r->c, r->n};
+      if (r->kind != RECORD_OBJECT) {
+        v.start_ns = pg_profiler_ticks_to_ns(tsc, clock_start, stop, r->t0);
+        if (r->kind == REC_OP) v.end_ns = pg_profiler_ticks_to_ns(tsc, clock_start, stop, r->t1);
+      }
+      int rc = fn(ctx, &v);
+      if (rc < 0) return rc;
+    }
+  }
+  return 0;
+}
+
+Py_ssize_t pg_records_count(void) {
+  Py_ssize_t total = 0;
+  for (Chunk* c = first_chunk; c != NULL; c = c->next) total += (Py_ssize_t)c->used;
+  return total;
+}
+
+unsigned long long pg_records_lost(void) { return records_lost; }
+
+void pg_records_clear(void) { clear_records(); }
+
 /* take_records(): every record made since the last call, as tuples, oldest first; the store
  * is emptied. */
 static PyObject* fast_take_records(PyObject* self, PyObject* unused) {

@@ -4,9 +4,10 @@ While a session records, `pluggable._compiled` records every op run from a remem
 every tensor buffer freed, and the hooks of `dispatch` (ops on its slow path), `executor`
 (every copy) and `allocator` (allocations and frees by address) call this tracer; `Trace`
 annotations add their spans. All records go to one store in `pluggable._compiled`, in the order
-they were made, and become plain tuples (layouts below) when the session stops, with
-CLOCK_REALTIME nanosecond stamps, the clock of the plugins' planes; names, shapes and stats
-are worked out only then. When no session runs the hooks cost one check of a module global
+they were made. The plane is encoded from that store in place when the session stops (no
+Python object per record); `records` shows them as plain tuples (layouts below), with
+CLOCK_REALTIME nanosecond stamps, the clock of the plugins' planes. Names, shapes and stats
+are worked out only when the plane is built. When no session runs the hooks cost one check of a module global
 each.
 """
 from __future__ import annotations
@@ -120,18 +121,32 @@ class HostTracer:
                 module._tracer = None
         if _compiled.get_tracer() is self:  # the hooks are off: nothing records after this
             _compiled.set_tracer(None)
-            self._records += _compiled.take_records()
+            self._stored = True  # the records stay in pluggable._compiled for build_plane
+
+    # Whether pluggable._compiled keeps records of this tracer that `_records` lacks.
+    _stored = False
+
+    def _own_store(self) -> bool:
+        return _compiled.get_tracer() is self or self._stored
 
     @property
     def records(self) -> List[tuple]:
-        """Every record so far, oldest first (see the kinds above for their layouts)."""
-        if _compiled.get_tracer() is self:
+        """Every record so far, oldest first (see the kinds above for their layouts), as
+        tuples (made on this call; the plane itself is encoded without them)."""
+        if self._own_store():
             self._records += _compiled.take_records()
         return self._records
 
     @records.setter
     def records(self, records: List[tuple]) -> None:
         self._records = records
+
+    def discard(self) -> None:
+        """Drops every record (those kept in pluggable._compiled too)."""
+        self._records = []
+        if self._stored and _compiled.get_tracer() is None:
+            _compiled.clear_records()
+        self._stored = False
 
     # -- hooks (the recording cost of a session) ---------------------------------------------
     def op(self, op_name: str, inputs, attrs):
@@ -180,7 +195,8 @@ class HostTracer:
         events, allocators' running bytes in use); it calls back here for what is encoded
         once per key: the stats of an op's plan, of an (allocator, chunk size), and the rare
         copies and annotations."""
-        if not self.records:
+        store = self._stored and _compiled.get_tracer() is None
+        if not self._records and not (store and _compiled.records_kept()):
             return None
         builder = PlaneBuilder(plane_id, HOST_PLANE_NAME)
         # TensorFlow's stat names, which xprof's memory profile and flows read.
@@ -216,9 +232,9 @@ class HostTracer:
                 values["step_num"] = int(step_num)
             return name, stats(values)
 
-        lines = _compiled.encode_host_events(self.records, prefixes, op_stats,
+        lines = _compiled.encode_host_events(self._records, prefixes, op_stats,
                                              allocation_stats, baseline, rare_event,
-                                             builder.event_metadata_id)
+                                             builder.event_metadata_id, store)
         names = {t.ident: t.name for t in threading.enumerate()}
         names.update(self.thread_names)
         for ident, first, last, events in lines:

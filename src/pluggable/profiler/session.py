@@ -152,9 +152,8 @@ def stop(save: bool = True) -> ProfileResult:
                                    "pluggable.profiler.start(logdir) or `with "
                                    "pluggable.profiler.Profile(logdir):`", call="profiler.stop")
         _session = None
-        # The host tracer's records become tens of thousands of tuples that live only until
-        # the plane is encoded: the collector stays off meanwhile (it would walk them all,
-        # again and again), and they are freed before it comes back on.
+        # Encoding makes few objects, but a plugin's or the host's bytes are megabytes: the
+        # collector stays off until the records are dropped.
         collecting = gc.isenabled()
         gc.disable()
         try:
@@ -170,7 +169,7 @@ def stop(save: bool = True) -> ProfileResult:
             return _finish(session, save)
         finally:
             if session.tracer is not None:
-                session.tracer.records = []
+                session.tracer.discard()
             if collecting:
                 gc.enable()
 
