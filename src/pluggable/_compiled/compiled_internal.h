@@ -122,6 +122,9 @@ int pg_hostplane_init(PyObject* module);
  * kernel API's promises raises; NULL until pluggable.base.native binds it. */
 extern PyObject* pg_internal_error;
 
+/* A serialized XSpace's wire format, checked (xspacecheck.c). */
+extern PyMethodDef pg_xspacecheck_methods[];
+
 /* Blocking plugin calls given up on at a deadline, on a pool of helper threads (blocking.c). */
 extern PyMethodDef pg_blocking_methods[];
 int pg_blocking_init(PyObject* module);

@@ -191,7 +191,7 @@ def _finish_device_work(session: _Session) -> None:
 
 
 def _finish(session: _Session, save: bool) -> ProfileResult:
-    from .xspace import parse_xspace, pb2
+    from .xspace import check_xspace, pb2
 
     pb = pb2()
     chunks: List[bytes] = []
@@ -200,8 +200,9 @@ def _finish(session: _Session, save: bool) -> ProfileResult:
         try:
             data = profiler.collect()
             if data:
-                # Checked here: a malformed XSpace would make the whole file unreadable.
-                plane_ids.extend(p.id for p in parse_xspace(data, profiler.label).planes)
+                # Checked here (its wire format, not parsed): a malformed XSpace would make
+                # the whole file unreadable.
+                plane_ids.extend(check_xspace(data, profiler.label))
                 chunks.append(data)
         except PluggableError as exc:
             _warn(session, f"pluggable.profiler: {exc}; its planes are left out")

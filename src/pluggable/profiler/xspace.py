@@ -43,6 +43,19 @@ def parse_xspace(data: bytes, what: str):
     return space
 
 
+def check_xspace(data: bytes, what: str) -> List[int]:
+    """The XPlane ids of the serialized XSpace ``data``, checked without building it
+    (`pluggable._compiled.check_xspace` refuses what `parse_xspace` refuses);
+    `DataLossError` naming ``what`` when malformed."""
+    from ..base.native import compiled
+
+    try:
+        return compiled.check_xspace(data)
+    except ValueError as exc:
+        raise DataLossError(f"{what} is not a serialized XSpace ({len(data)} bytes): {exc}",
+                            call="check_xspace") from None
+
+
 def _varint(n: int) -> bytes:
     """``n`` as a protobuf varint (int64 on the wire: two's complement, 10 bytes when
     negative). Used for headers, metadata and stats encoded once per key; the per-event
