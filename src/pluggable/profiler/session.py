@@ -216,14 +216,14 @@ def _finish(session: _Session, save: bool) -> ProfileResult:
             chunks.extend(host_plane)
     chunks.append(pb.XSpace(hostnames=[socket.gethostname()],
                             warnings=session.warnings).SerializeToString())
-    data = b"".join(chunks)
+    # The pieces go to the file as they are; joined only if the result's views ask for them.
     path = None
     if save and session.logdir is not None:
-        path = _save(session.logdir, data)
-    return ProfileResult(data, path)
+        path = _save(session.logdir, chunks)
+    return ProfileResult(chunks, path)
 
 
-def _save(logdir: str, data: bytes) -> str:
+def _save(logdir: str, chunks: List[bytes]) -> str:
     stamp = time.strftime("%Y_%m_%d_%H_%M_%S", time.localtime())
     base = os.path.join(logdir, "plugins", "profile", stamp)
     run, n = base, 0
@@ -235,7 +235,7 @@ def _save(logdir: str, data: bytes) -> str:
     path = os.path.join(run, f"{host}.xplane.pb")
     tmp = path + ".tmp"
     with open(tmp, "wb") as f:
-        f.write(data)
+        f.writelines(chunks)
     os.replace(tmp, path)
     return path
 
