@@ -35,9 +35,10 @@
  * duration_ps; event metadata names the op type ("MatMul", display_name = the node name when
  * it differs) or the operation ("MemcpyH2D", "MemcpyD2H", "MemcpyD2D", "Memset",
  * "HostCallback", "RecordEvent", "WaitForEvent"); stats "bytes" (uint64, copies and fills),
- * on kernels "op_type" (str), "tf_op" ("<node name>:<op type>", TensorFlow's op name that xprof's
+ * on kernels "op_type", "tf_op" ("<node name>:<op type>", TensorFlow's op name that xprof's
  * op statistics group kernels by), "kernel_details" (the launch shape xprof's kernel
- * statistics parse: one worker thread) and "correlation_id" (uint64, the host's id of the
+ * statistics parse: one worker thread), these three as ref_values (the id of a stat metadata
+ * entry named by the string, written once per plane, as TensorFlow's GPU tracer does), and "correlation_id" (uint64, the host's id of the
  * launch, from PLUGGABLE_ProfilerContextExt; xprof draws a flow arrow from the host event
  * with the same id), and, on the plane, "dropped_events" (uint64, when some were dropped).
  */
@@ -452,9 +453,11 @@ typedef struct MetaEntry {
   const char* name;    /* op type or operation name */
   const char* display; /* node name when it differs from name, else NULL */
   /* A kernel's: its stats but the correlation id (op_type, tf_op, kernel_details), the same
-   * for every event of the entry, encoded once as XEvent.stats fields; else NULL. */
+   * for every event of the entry, encoded once as XEvent.stats fields; else NULL. Their
+   * values are ref_values: ids of stat metadata named by the strings (kernel_ref_id). */
   uint8_t* kernel_stats;
   size_t kernel_stats_len;
+  char* tf_op; /* "<node>:<type>", with kernel_stats */
 } MetaEntry;
 
 /* A plane's event metadata: entries[i] has id i + 1; `slots` is an open-addressing index
@@ -508,7 +511,7 @@ static uint32_t meta_id(MetaTable* t, const char* name, const char* display) {
     t->entries = grown;
     t->entry_capacity = cap;
   }
-  t->entries[t->count] = (MetaEntry){name, display, NULL, 0};
+  t->entries[t->count] = (MetaEntry){name, display, NULL, 0, NULL};
   t->slots[j] = (uint32_t)++t->count;
   return t->slots[j];
 }
@@ -539,18 +542,26 @@ static void stat_body(PbOut* o, const void* arg) {
   else pb_int(o, s->value_field, s->number);
 }
 
+/* The stat metadata ids of ref_values: the kernel details string, then two per event
+ * metadata entry (entry id `id`): its op type and its tf_op. */
+enum { KERNEL_DETAILS_REF = STAT_COUNT };
+static uint64_t kernel_ref_id(uint32_t id, int tf_op) {
+  return KERNEL_DETAILS_REF + 2 * (uint64_t)id - 1 + (uint64_t)tf_op;
+}
+
+typedef struct KernelStatsArg {
+  const MetaEntry* m;
+  uint32_t id;
+} KernelStatsArg;
+
 /* The stats op_type, tf_op and kernel_details of a kernel entry, as XEvent.stats fields. */
 static void kernel_stats_body(PbOut* o, const void* arg) {
-  const MetaEntry* m = arg;
-  StatArg s = {STAT_OP_TYPE, 5, 0, m->name};
+  const KernelStatsArg* a = arg;
+  StatArg s = {STAT_OP_TYPE, 7, kernel_ref_id(a->id, 0), NULL};
   pb_message(o, 4, stat_body, &s);
-  /* "<node>:<type>"; an eager node without a name of its own is named after its type. */
-  const char* node = m->display != NULL ? m->display : m->name;
-  char tf_op[2 * XPU_PROF_MAX_NAME + 2];
-  snprintf(tf_op, sizeof tf_op, "%s:%s", node, m->name);
-  StatArg t = {STAT_TF_OP, 5, 0, tf_op};
+  StatArg t = {STAT_TF_OP, 7, kernel_ref_id(a->id, 1), NULL};
   pb_message(o, 4, stat_body, &t);
-  StatArg k = {STAT_KERNEL_DETAILS, 5, 0, kKernelDetails};
+  StatArg k = {STAT_KERNEL_DETAILS, 7, KERNEL_DETAILS_REF, NULL};
   pb_message(o, 4, stat_body, &k);
 }
 
@@ -558,11 +569,18 @@ static void kernel_stats_body(PbOut* o, const void* arg) {
 static bool meta_kernel_stats(MetaTable* t, uint32_t id) {
   MetaEntry* m = &t->entries[id - 1];
   if (m->kernel_stats != NULL) return true;
+  /* "<node>:<type>"; an eager node without a name of its own is named after its type. */
+  const char* node = m->display != NULL ? m->display : m->name;
+  size_t len = strlen(node) + 1 + strlen(m->name);
+  m->tf_op = prof_alloc(len + 1);
+  if (m->tf_op == NULL) return false;
+  snprintf(m->tf_op, len + 1, "%s:%s", node, m->name);
+  KernelStatsArg a = {m, id};
   PbOut size = {NULL, 0};
-  kernel_stats_body(&size, m);
+  kernel_stats_body(&size, &a);
   PbOut w = {prof_alloc(size.n), 0};
   if (w.p == NULL) return false;
-  kernel_stats_body(&w, m);
+  kernel_stats_body(&w, &a);
   m->kernel_stats = w.p;
   m->kernel_stats_len = w.n;
   return true;
@@ -696,6 +714,23 @@ static void plane_body(PbOut* o, const void* arg) {
     MapEntryArg entry = {&m, stat_metadata_body};
     pb_message(o, 5, map_entry_body, &entry);
   }
+  bool kernels = false;
+  for (size_t i = 0; i < p->meta.count; i++) { /* the strings kernel stats refer to */
+    const MetaEntry* e = &p->meta.entries[i];
+    if (e->kernel_stats == NULL) continue;
+    kernels = true;
+    MetaArg op_type = {kernel_ref_id((uint32_t)i + 1, 0), e->name, NULL};
+    MapEntryArg entry = {&op_type, stat_metadata_body};
+    pb_message(o, 5, map_entry_body, &entry);
+    MetaArg tf_op = {kernel_ref_id((uint32_t)i + 1, 1), e->tf_op, NULL};
+    entry.meta = &tf_op;
+    pb_message(o, 5, map_entry_body, &entry);
+  }
+  if (kernels) {
+    MetaArg details = {KERNEL_DETAILS_REF, kKernelDetails, NULL};
+    MapEntryArg entry = {&details, stat_metadata_body};
+    pb_message(o, 5, map_entry_body, &entry);
+  }
   StatArg ordinal = {STAT_DEVICE_ORDINAL, 4, (uint64_t)(int64_t)p->ordinal, NULL};
   pb_message(o, 6, stat_body, &ordinal);
   StatArg type = {STAT_DEVICE_TYPE_STRING, 5, 0, XPU_DEVICE_TYPE};
@@ -799,7 +834,10 @@ static bool encode_stopped_session(const char** why) {
     *why = "out of host memory while serialising the XSpace";
   }
   for (size_t i = 0; i < plane_count && planes != NULL; i++) {
-    for (size_t k = 0; k < planes[i].meta.count; k++) prof_free(planes[i].meta.entries[k].kernel_stats);
+    for (size_t k = 0; k < planes[i].meta.count; k++) {
+      prof_free(planes[i].meta.entries[k].kernel_stats);
+      prof_free(planes[i].meta.entries[k].tf_op);
+    }
     free(planes[i].meta.entries);
     free(planes[i].meta.slots);
   }
