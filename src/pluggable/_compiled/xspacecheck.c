@@ -78,7 +78,11 @@ static int fail(Check* c, const uint8_t* p, Msg msg, const char* problem) {
   return -1;
 }
 
-static const uint8_t* read_varint(const uint8_t* p, const uint8_t* end, uint64_t* out) {
+static inline const uint8_t* read_varint(const uint8_t* p, const uint8_t* end, uint64_t* out) {
+  if (p < end && *p < 0x80) { /* most tags, ids and lengths */
+    *out = *p;
+    return p + 1;
+  }
   uint64_t v = 0;
   for (int shift = 0; shift < 70; shift += 7) {
     if (p == end) return NULL;
@@ -94,6 +98,10 @@ static const uint8_t* read_varint(const uint8_t* p, const uint8_t* end, uint64_t
 
 /* UTF-8 as the protobuf runtime takes it: no overlong forms, no surrogates, at most U+10FFFF. */
 static int utf8_valid(const uint8_t* p, const uint8_t* end) {
+  for (uint64_t word; end - p >= 8; p += 8) { /* ASCII, 8 bytes at a time */
+    memcpy(&word, p, 8);
+    if (word & UINT64_C(0x8080808080808080)) break;
+  }
   while (p < end) {
     uint8_t b = *p;
     if (b < 0x80) {
