@@ -767,6 +767,11 @@ static void space_body(PbOut* o, PlaneCtx* planes, size_t plane_count) {
 
 /* Gives every event of the plane its metadata id; false when out of memory. */
 static bool plane_assign_metadata(PlaneCtx* p) {
+  /* The last (name, display) looked up, by address: kernels of one op type share its static
+   * name, and eager ones have no node name of their own, so runs of them skip the table. */
+  const char* last_name = NULL;
+  const char* last_display = NULL;
+  uint32_t last_id = 0;
   for (size_t i = 0; i < p->count; i++) {
     const XpuProfLine* line = &g_lines[p->first + i];
     p->dropped += line->dropped;
@@ -781,12 +786,19 @@ static bool plane_assign_metadata(PlaneCtx* p) {
             display = e->name;
           }
         }
+        if (last_id != 0 && name == last_name && display == last_display) {
+          e->meta_id = last_id;
+          continue; /* its kernel stats, if any, were made with the entry */
+        }
         e->meta_id = meta_id(&p->meta, name, display);
         if (e->meta_id == 0) return false;
         if (e->kind == XPU_PROF_KERNEL && e->op_type != NULL &&
             !meta_kernel_stats(&p->meta, e->meta_id)) {
           return false;
         }
+        last_name = name;
+        last_display = display;
+        last_id = e->meta_id;
       }
     }
   }
