@@ -107,7 +107,7 @@ def main() -> None:
                   "of which start + ops (what recording costs)": recording,
                   "of which stop() + save": stops},
                  "no session", "ms", 1e3)
-    report.table(f"The same rounds in CPU time of the calling thread",
+    report.table("The same rounds in CPU time of the calling thread",
                  {"no session": cpu_plains, "session": cpu_sessions,
                   "of which start + ops (what recording costs)": cpu_recording,
                   "of which stop() + save": cpu_stops},
