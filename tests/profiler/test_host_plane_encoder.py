@@ -205,6 +205,23 @@ def test_records_kept_in_c_encode_as_their_tuples_do():
     assert tracer.records == [] and tracer.build_plane(2) is None
 
 
+def test_a_stopped_tracer_never_takes_a_later_tracers_records():
+    x = pluggable.tensor(np.ones(3, np.float32), device="/xpu:0")
+    first = HostTracer()
+    first.install()
+    ops.add(x, x)
+    first.uninstall()
+    second = HostTracer()
+    second.install()  # empties the C store: the first tracer's records were never built
+    for _ in range(3):
+        ops.add(x, x)
+    second.uninstall()
+    assert first.records == [] and first.build_plane(1) is None
+    first.discard()  # drops nothing of the second's
+    assert [r[0] for r in second.records].count(OP) == 3
+    second.discard()
+
+
 def _tracer(*records) -> HostTracer:
     tracer = HostTracer()
     tracer.records += [(ANNOTATION, 7, T0, T0 + 10, "fine", None, {})] + list(records)

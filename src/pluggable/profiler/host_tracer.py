@@ -43,6 +43,9 @@ _COPY_NAMES = {
 
 HOST_PLANE_NAME = "/host:CPU"
 
+# The tracer whose records pluggable._compiled keeps (the last one installed), or None.
+_store_owner = None
+
 
 class HostTracer:
     """Records host activity between `install` and `uninstall`."""
@@ -74,9 +77,11 @@ class HostTracer:
                     if bfc is not None and not bfc.is_closed:
                         self._baselines[id(bfc)] = bfc.stats()["bytes_in_use"]
                         self._allocators[id(bfc)] = bfc
+        global _store_owner
         for module in _HOOKED_MODULES:
             module._tracer = self
-        _compiled.set_tracer(self)
+        _compiled.set_tracer(self)  # empties the store
+        _store_owner = self
 
     def trace_python(self) -> None:
         """Records every Python function call (``python_tracer_level`` 1) as an event named
@@ -121,13 +126,12 @@ class HostTracer:
                 module._tracer = None
         if _compiled.get_tracer() is self:  # the hooks are off: nothing records after this
             _compiled.set_tracer(None)
-            self._stored = True  # the records stay in pluggable._compiled for build_plane
-
-    # Whether pluggable._compiled keeps records of this tracer that `_records` lacks.
-    _stored = False
+            # The records stay in pluggable._compiled for build_plane (until another tracer
+            # is installed, which empties the store).
 
     def _own_store(self) -> bool:
-        return _compiled.get_tracer() is self or self._stored
+        """Whether the records pluggable._compiled keeps are this tracer's."""
+        return _store_owner is self
 
     @property
     def records(self) -> List[tuple]:
@@ -143,10 +147,12 @@ class HostTracer:
 
     def discard(self) -> None:
         """Drops every record (those kept in pluggable._compiled too)."""
+        global _store_owner
         self._records = []
-        if self._stored and _compiled.get_tracer() is None:
-            _compiled.clear_records()
-        self._stored = False
+        if _store_owner is self:
+            if _compiled.get_tracer() is None:
+                _compiled.clear_records()
+            _store_owner = None
 
     # -- hooks (the recording cost of a session) ---------------------------------------------
     def op(self, op_name: str, inputs, attrs):
@@ -195,7 +201,7 @@ class HostTracer:
         events, allocators' running bytes in use); it calls back here for what is encoded
         once per key: the stats of an op's plan, of an (allocator, chunk size), and the rare
         copies and annotations."""
-        store = self._stored and _compiled.get_tracer() is None
+        store = _store_owner is self and _compiled.get_tracer() is None
         if not self._records and not (store and _compiled.records_kept()):
             return None
         builder = PlaneBuilder(plane_id, HOST_PLANE_NAME)
