@@ -71,6 +71,8 @@ typedef struct {
   const char* correlation_prefix;
   Py_ssize_t correlation_prefix_len;
   PyObject* op_names; /* dict: op type -> "name:type", the name of its launch events */
+  PyObject* last_op_name; /* the last op type looked up, and its entry (borrowed) */
+  PyObject* last_op_full;
   PyObject* keep;     /* list: objects the events point into */
   PyObject* op_cache; /* dict: info -> encoded stats */
   PyObject* last_info;
@@ -355,7 +357,8 @@ static int op_event(State* s, Line* line, int64_t start, int64_t end, PyObject* 
   }
   /* TensorFlow names an op's event "<node name>:<op type>"; an eager node is named after its
    * op type. */
-  PyObject* full = PyDict_GetItemWithError(s->op_names, name); /* borrowed */
+  PyObject* full = name == s->last_op_name ? s->last_op_full : NULL;
+  if (full == NULL) full = PyDict_GetItemWithError(s->op_names, name); /* borrowed */
   if (full == NULL) {
     if (PyErr_Occurred()) return -1;
     full = PyUnicode_FromFormat("%U:%U", name, name);
@@ -364,6 +367,8 @@ static int op_event(State* s, Line* line, int64_t start, int64_t end, PyObject* 
     Py_DECREF(full); /* the dict keeps it */
     if (failed < 0) return -1;
   }
+  s->last_op_name = name; /* alive in the records while the call runs */
+  s->last_op_full = full;
   if (add_event(line, start, end, full, stats, -1, 0, correlation,
                 correlation ? s->correlation_prefix_len + 2 + 2 * VARINT_MAX : 0) < 0) {
     return -1;

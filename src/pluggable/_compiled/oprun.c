@@ -1658,19 +1658,27 @@ int pg_records_visit(int (*fn)(void* ctx, const PgRecordView* record), void* ctx
   PG_ClockPair stop = tracer != NULL ? pg_profiler_clock_pair(clock_tsc > 0, realtime_ns)
                                      : clock_stop;
   int tsc = clock_tsc > 0;
+  /* pg_profiler_ticks_to_ns, its scale worked out once. */
+  double span = (double)(int64_t)(stop.ticks - clock_start.ticks);
+  int scaled = tsc && span > 0;
+  double per_tick = scaled ? (double)(stop.ns - clock_start.ns) / span : 0;
+#define TO_NS(t)                                                                          \
+  (scaled ? clock_start.ns + (int64_t)((double)(int64_t)((t) - clock_start.ticks) * per_tick) \
+          : pg_profiler_ticks_to_ns(tsc, clock_start, stop, (t)))
   for (Chunk* c = first_chunk; c != NULL; c = c->next) {
     for (size_t i = 0; i < c->used; i++) {
       const Record* r = &c->records[i];
       PgRecordView v = {r->kind == RECORD_OBJECT ? PG_RECORD_TUPLE : r->kind, r->ident, 0, 0,
                         r->a, r->b, r->c, r->n};
       if (r->kind != RECORD_OBJECT) {
-        v.start_ns = pg_profiler_ticks_to_ns(tsc, clock_start, stop, r->t0);
-        if (r->kind == REC_OP) v.end_ns = pg_profiler_ticks_to_ns(tsc, clock_start, stop, r->t1);
+        v.start_ns = TO_NS(r->t0);
+        if (r->kind == REC_OP) v.end_ns = TO_NS(r->t1);
       }
       int rc = fn(ctx, &v);
       if (rc < 0) return rc;
     }
   }
+#undef TO_NS
   return 0;
 }
 
