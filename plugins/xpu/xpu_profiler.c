@@ -35,9 +35,10 @@
  * duration_ps; event metadata names the op type ("MatMul", display_name = the node name when
  * it differs) or the operation ("MemcpyH2D", "MemcpyD2H", "MemcpyD2D", "Memset",
  * "HostCallback", "RecordEvent", "WaitForEvent"); stats "bytes" (uint64, copies and fills),
- * on kernels "op_type" (str), "tf_op" ("<node name>:<op type>", TensorFlow's op name that xprof's
+ * on kernels "op_type", "tf_op" ("<node name>:<op type>", TensorFlow's op name that xprof's
  * op statistics group kernels by), "kernel_details" (the launch shape xprof's kernel
- * statistics parse: one worker thread) and "correlation_id" (uint64, the host's id of the
+ * statistics parse: one worker thread), these three as ref_values (the id of a stat metadata
+ * entry named by the string, written once per plane, as TensorFlow's GPU tracer does), and "correlation_id" (uint64, the host's id of the
  * launch, from PLUGGABLE_ProfilerContextExt; xprof draws a flow arrow from the host event
  * with the same id), and, on the plane, "dropped_events" (uint64, when some were dropped).
  */
@@ -451,6 +452,12 @@ static void pb_message(PbOut* o, unsigned field, void (*body)(PbOut*, const void
 typedef struct MetaEntry {
   const char* name;    /* op type or operation name */
   const char* display; /* node name when it differs from name, else NULL */
+  /* A kernel's: its stats but the correlation id (op_type, tf_op, kernel_details), the same
+   * for every event of the entry, encoded once as XEvent.stats fields; else NULL. Their
+   * values are ref_values: ids of stat metadata named by the strings (kernel_ref_id). */
+  uint8_t* kernel_stats;
+  size_t kernel_stats_len;
+  char* tf_op; /* "<node>:<type>", with kernel_stats */
 } MetaEntry;
 
 /* A plane's event metadata: entries[i] has id i + 1; `slots` is an open-addressing index
@@ -504,7 +511,7 @@ static uint32_t meta_id(MetaTable* t, const char* name, const char* display) {
     t->entries = grown;
     t->entry_capacity = cap;
   }
-  t->entries[t->count] = (MetaEntry){name, display};
+  t->entries[t->count] = (MetaEntry){name, display, NULL, 0, NULL};
   t->slots[j] = (uint32_t)++t->count;
   return t->slots[j];
 }
@@ -535,9 +542,54 @@ static void stat_body(PbOut* o, const void* arg) {
   else pb_int(o, s->value_field, s->number);
 }
 
+/* The stat metadata ids of ref_values: the kernel details string, then two per event
+ * metadata entry (entry id `id`): its op type and its tf_op. */
+enum { KERNEL_DETAILS_REF = STAT_COUNT };
+static uint64_t kernel_ref_id(uint32_t id, int tf_op) {
+  return KERNEL_DETAILS_REF + 2 * (uint64_t)id - 1 + (uint64_t)tf_op;
+}
+
+typedef struct KernelStatsArg {
+  const MetaEntry* m;
+  uint32_t id;
+} KernelStatsArg;
+
+/* The stats op_type, tf_op and kernel_details of a kernel entry, as XEvent.stats fields. */
+static void kernel_stats_body(PbOut* o, const void* arg) {
+  const KernelStatsArg* a = arg;
+  StatArg s = {STAT_OP_TYPE, 7, kernel_ref_id(a->id, 0), NULL};
+  pb_message(o, 4, stat_body, &s);
+  StatArg t = {STAT_TF_OP, 7, kernel_ref_id(a->id, 1), NULL};
+  pb_message(o, 4, stat_body, &t);
+  StatArg k = {STAT_KERNEL_DETAILS, 7, KERNEL_DETAILS_REF, NULL};
+  pb_message(o, 4, stat_body, &k);
+}
+
+/* Encodes the kernel stats of entry `id` once; false when out of memory. */
+static bool meta_kernel_stats(MetaTable* t, uint32_t id) {
+  MetaEntry* m = &t->entries[id - 1];
+  if (m->kernel_stats != NULL) return true;
+  /* "<node>:<type>"; an eager node without a name of its own is named after its type. */
+  const char* node = m->display != NULL ? m->display : m->name;
+  size_t len = strlen(node) + 1 + strlen(m->name);
+  m->tf_op = prof_alloc(len + 1);
+  if (m->tf_op == NULL) return false;
+  snprintf(m->tf_op, len + 1, "%s:%s", node, m->name);
+  KernelStatsArg a = {m, id};
+  PbOut size = {NULL, 0};
+  kernel_stats_body(&size, &a);
+  PbOut w = {prof_alloc(size.n), 0};
+  if (w.p == NULL) return false;
+  kernel_stats_body(&w, &a);
+  m->kernel_stats = w.p;
+  m->kernel_stats_len = w.n;
+  return true;
+}
+
 typedef struct EventArg {
   const XpuProfEvent* e;
   uint64_t line_start_ns;
+  const MetaTable* meta; /* the plane's */
 } EventArg;
 
 /* An XEvent, its offset relative to its line's timestamp. */
@@ -549,16 +601,9 @@ static void event_body(PbOut* o, const void* arg) {
   uint64_t duration_ps = (e->end_ns - e->start_ns) * 1000;
   if (duration_ps != 0) pb_int(o, 3, duration_ps);
   if (e->kind == XPU_PROF_KERNEL && e->op_type != NULL) {
-    StatArg s = {STAT_OP_TYPE, 5, 0, e->op_type};
-    pb_message(o, 4, stat_body, &s);
-    /* "<node>:<type>"; an eager node without a name of its own is named after its type. */
-    const char* node = e->name != NULL && e->name[0] != '\0' ? e->name : e->op_type;
-    char tf_op[2 * XPU_PROF_MAX_NAME + 2];
-    snprintf(tf_op, sizeof tf_op, "%s:%s", node, e->op_type);
-    StatArg t = {STAT_TF_OP, 5, 0, tf_op};
-    pb_message(o, 4, stat_body, &t);
-    StatArg k = {STAT_KERNEL_DETAILS, 5, 0, kKernelDetails};
-    pb_message(o, 4, stat_body, &k);
+    const MetaEntry* m = &a->meta->entries[e->meta_id - 1];
+    if (o->p != NULL) memcpy(o->p + o->n, m->kernel_stats, m->kernel_stats_len);
+    o->n += m->kernel_stats_len;
     if (e->correlation_id != 0) {
       StatArg c = {STAT_CORRELATION_ID, 3, e->correlation_id, NULL};
       pb_message(o, 4, stat_body, &c);
@@ -581,9 +626,14 @@ static void line_span(const XpuProfLine* line, uint64_t* first, uint64_t* last) 
   }
 }
 
+typedef struct LineArg {
+  const XpuProfLine* line;
+  const MetaTable* meta; /* its plane's */
+} LineArg;
+
 /* An XLine with its events. */
 static void line_body(PbOut* o, const void* arg) {
-  const XpuProfLine* line = arg;
+  const XpuProfLine* line = ((const LineArg*)arg)->line;
   char fallback[48];
   snprintf(fallback, sizeof fallback, "stream %" PRIu64, line->stream_id);
   uint64_t first, last;
@@ -593,7 +643,7 @@ static void line_body(PbOut* o, const void* arg) {
   pb_int(o, 3, first);
   for (const XpuProfChunk* c = line->first; c != NULL; c = c->next) {
     for (size_t i = 0; i < c->count; i++) {
-      EventArg a = {&c->events[i], first};
+      EventArg a = {&c->events[i], first, ((const LineArg*)arg)->meta};
       pb_message(o, 4, event_body, &a);
     }
   }
@@ -644,14 +694,14 @@ static void plane_body(PbOut* o, const void* arg) {
   if (p->ordinal != 0) pb_int(o, 1, (uint64_t)(int64_t)p->ordinal); /* proto3: 0 is omitted */
   pb_str(o, 2, name);
   for (size_t i = 0; i < p->count; i++) {
-    const XpuProfLine* line = &g_lines[p->first + i];
+    const LineArg line = {&g_lines[p->first + i], &p->meta};
     if (o->p == NULL) {
       PbOut m = {NULL, 0};
-      line_body(&m, line);
+      line_body(&m, &line);
       p->line_sizes[i] = m.n;
     }
     pb_len(o, 3, p->line_sizes[i]);
-    if (o->p != NULL) line_body(o, line);
+    if (o->p != NULL) line_body(o, &line);
     else o->n += p->line_sizes[i];
   }
   for (size_t i = 0; i < p->meta.count; i++) {
@@ -662,6 +712,23 @@ static void plane_body(PbOut* o, const void* arg) {
   for (unsigned id = 1; id < STAT_COUNT; id++) {
     MetaArg m = {id, kStatNames[id], NULL};
     MapEntryArg entry = {&m, stat_metadata_body};
+    pb_message(o, 5, map_entry_body, &entry);
+  }
+  bool kernels = false;
+  for (size_t i = 0; i < p->meta.count; i++) { /* the strings kernel stats refer to */
+    const MetaEntry* e = &p->meta.entries[i];
+    if (e->kernel_stats == NULL) continue;
+    kernels = true;
+    MetaArg op_type = {kernel_ref_id((uint32_t)i + 1, 0), e->name, NULL};
+    MapEntryArg entry = {&op_type, stat_metadata_body};
+    pb_message(o, 5, map_entry_body, &entry);
+    MetaArg tf_op = {kernel_ref_id((uint32_t)i + 1, 1), e->tf_op, NULL};
+    entry.meta = &tf_op;
+    pb_message(o, 5, map_entry_body, &entry);
+  }
+  if (kernels) {
+    MetaArg details = {KERNEL_DETAILS_REF, kKernelDetails, NULL};
+    MapEntryArg entry = {&details, stat_metadata_body};
     pb_message(o, 5, map_entry_body, &entry);
   }
   StatArg ordinal = {STAT_DEVICE_ORDINAL, 4, (uint64_t)(int64_t)p->ordinal, NULL};
@@ -700,6 +767,11 @@ static void space_body(PbOut* o, PlaneCtx* planes, size_t plane_count) {
 
 /* Gives every event of the plane its metadata id; false when out of memory. */
 static bool plane_assign_metadata(PlaneCtx* p) {
+  /* The last (name, display) looked up, by address: kernels of one op type share its static
+   * name, and eager ones have no node name of their own, so runs of them skip the table. */
+  const char* last_name = NULL;
+  const char* last_display = NULL;
+  uint32_t last_id = 0;
   for (size_t i = 0; i < p->count; i++) {
     const XpuProfLine* line = &g_lines[p->first + i];
     p->dropped += line->dropped;
@@ -714,8 +786,19 @@ static bool plane_assign_metadata(PlaneCtx* p) {
             display = e->name;
           }
         }
+        if (last_id != 0 && name == last_name && display == last_display) {
+          e->meta_id = last_id;
+          continue; /* its kernel stats, if any, were made with the entry */
+        }
         e->meta_id = meta_id(&p->meta, name, display);
         if (e->meta_id == 0) return false;
+        if (e->kind == XPU_PROF_KERNEL && e->op_type != NULL &&
+            !meta_kernel_stats(&p->meta, e->meta_id)) {
+          return false;
+        }
+        last_name = name;
+        last_display = display;
+        last_id = e->meta_id;
       }
     }
   }
@@ -763,6 +846,10 @@ static bool encode_stopped_session(const char** why) {
     *why = "out of host memory while serialising the XSpace";
   }
   for (size_t i = 0; i < plane_count && planes != NULL; i++) {
+    for (size_t k = 0; k < planes[i].meta.count; k++) {
+      prof_free(planes[i].meta.entries[k].kernel_stats);
+      prof_free(planes[i].meta.entries[k].tf_op);
+    }
     free(planes[i].meta.entries);
     free(planes[i].meta.slots);
   }

@@ -177,6 +177,51 @@ def test_the_same_records_encode_to_the_same_bytes(varied):
     assert b"".join(varied.build_plane(3)) != b"".join(varied.build_plane(4))
 
 
+def test_records_kept_in_c_encode_as_their_tuples_do():
+    """A session's records are encoded where pluggable._compiled keeps them (no tuple made);
+    the bytes are those the same records give as tuples (`records`)."""
+    device = pluggable.get_device("XPU:0")
+    x = pluggable.tensor(np.ones(3, np.float32), device=device)
+    tracer = HostTracer()
+    tracer.install()
+    try:
+        for _ in range(50):
+            y = ops.add(x, x)  # by plan: recorded in C, with the frees of the outputs
+        ops.add(np.ones(2, np.float64), np.ones(2, np.float64))  # the slow path: a tuple
+        tracer.annotation("span", time.time_ns(), time.time_ns(), None, {})
+        del y
+    finally:
+        tracer.uninstall()
+    assert tracer._records == [] and _compiled.records_kept() > 100
+    in_place = b"".join(tracer.build_plane(2))
+    assert _compiled.records_kept() > 100  # building leaves them; `discard` drops them
+    kinds = [r[0] for r in tracer.records]  # now as tuples, taken out of the C store
+    assert _compiled.records_kept() == 0
+    assert kinds.count(OP) == 51 and kinds.count(FREE) >= 49 and ANNOTATION in kinds
+    assert b"".join(tracer.build_plane(2)) == in_place
+    events = [e.name for e in ProfileResult(in_place).events()]
+    assert events.count("AddV2:AddV2") == 51 and events.count("MemoryDeallocation") >= 49
+    tracer.discard()
+    assert tracer.records == [] and tracer.build_plane(2) is None
+
+
+def test_a_stopped_tracer_never_takes_a_later_tracers_records():
+    x = pluggable.tensor(np.ones(3, np.float32), device="/xpu:0")
+    first = HostTracer()
+    first.install()
+    ops.add(x, x)
+    first.uninstall()
+    second = HostTracer()
+    second.install()  # empties the C store: the first tracer's records were never built
+    for _ in range(3):
+        ops.add(x, x)
+    second.uninstall()
+    assert first.records == [] and first.build_plane(1) is None
+    first.discard()  # drops nothing of the second's
+    assert [r[0] for r in second.records].count(OP) == 3
+    second.discard()
+
+
 def _tracer(*records) -> HostTracer:
     tracer = HostTracer()
     tracer.records += [(ANNOTATION, 7, T0, T0 + 10, "fine", None, {})] + list(records)
@@ -229,7 +274,7 @@ def test_callbacks_must_keep_their_contract():
         _compiled.encode_host_events(records, (b"\x08\x01\x20", b"", b""), *callbacks)
     with pytest.raises(TypeError, match="prefixes must be a tuple of 3 bytes"):
         _compiled.encode_host_events(records, b"", *callbacks)
-    with pytest.raises(TypeError, match="takes 7 arguments, got 2"):
+    with pytest.raises(TypeError, match="takes 7 or 8 arguments, got 2"):
         _compiled.encode_host_events(records, b"")
     with pytest.raises(TypeError, match="records must be a list, got tuple"):
         _compiled.encode_host_events(tuple(records), prefixes, *callbacks)

@@ -118,12 +118,17 @@ def parse(data: bytes):
 
 
 def events_of(plane):
-    """(line, event metadata, event, {stat name: value}) for every event of the plane."""
+    """(line, event metadata, event, {stat name: value}) for every event of the plane; a
+    ref_value is the name of the stat metadata it refers to, as readers take it."""
     stat_names = {k: v.name for k, v in plane.stat_metadata.items()}
+
+    def value(stat):
+        kind = stat.WhichOneof("value")
+        return stat_names[stat.ref_value] if kind == "ref_value" else getattr(stat, kind)
+
     for line in plane.lines:
         for event in line.events:
-            stats = {stat_names[s.metadata_id]: getattr(s, s.WhichOneof("value"))
-                     for s in event.stats}
+            stats = {stat_names[s.metadata_id]: value(s) for s in event.stats}
             yield line, plane.event_metadata[event.metadata_id], event, stats
 
 

@@ -104,12 +104,36 @@ static inline int pg_ledger_lost(const PgLedger* ledger, uint64_t stamp) {
 /* Stamps `buffer` (a Buffer) as written by work just enqueued on the stream of `ledger`. */
 void pg_buffer_stamp(PyObject* buffer, PgLedger* ledger);
 
+/* The host tracer's records as kept while a session runs (oprun.c), read in place by the
+ * plane encoder: kind REC_OP (a: op name, b: plan or NULL for a failed run, c: fresh outputs
+ * or NULL, n: correlation id), REC_FREE (a: the executor, n: bytes, end_ns unused) or
+ * PG_RECORD_TUPLE (a: a Python hook's record tuple; ident and times unused). Times are
+ * CLOCK_REALTIME nanoseconds. */
+enum { PG_RECORD_TUPLE = -1 };
+typedef struct {
+  int kind;
+  unsigned long ident;
+  int64_t start_ns, end_ns;
+  PyObject *a, *b, *c;
+  long long n;
+} PgRecordView;
+/* Calls fn(ctx, record) for every record kept, oldest first, until it returns < 0 (then
+ * returns that). The records stay kept (pg_records_clear drops them). */
+int pg_records_visit(int (*fn)(void* ctx, const PgRecordView* record), void* ctx);
+Py_ssize_t pg_records_count(void);
+/* Records lost for want of memory since the store was last cleared. */
+unsigned long long pg_records_lost(void);
+void pg_records_clear(void);
+
 /* The host tracer's plane encoder (hostplane.c). */
 extern PyMethodDef pg_hostplane_methods[];
 int pg_hostplane_init(PyObject* module);
 /* pluggable.errors.InternalError (bind_errors): what a host bug or a plugin breaking the
  * kernel API's promises raises; NULL until pluggable.base.native binds it. */
 extern PyObject* pg_internal_error;
+
+/* A serialized XSpace's wire format, checked (xspacecheck.c). */
+extern PyMethodDef pg_xspacecheck_methods[];
 
 /* Blocking plugin calls given up on at a deadline, on a pool of helper threads (blocking.c). */
 extern PyMethodDef pg_blocking_methods[];

@@ -44,8 +44,7 @@ typedef struct {
 } Event;
 
 typedef struct {
-  PyObject* ident; /* borrowed from the snapshot */
-  unsigned long key;
+  unsigned long key; /* the thread's ident */
   Event* events;
   Py_ssize_t count, capacity;
   Py_ssize_t bound; /* an upper bound of the encoded size */
@@ -72,6 +71,8 @@ typedef struct {
   const char* correlation_prefix;
   Py_ssize_t correlation_prefix_len;
   PyObject* op_names; /* dict: op type -> "name:type", the name of its launch events */
+  PyObject* last_op_name; /* the last op type looked up, and its entry (borrowed) */
+  PyObject* last_op_full;
   PyObject* keep;     /* list: objects the events point into */
   PyObject* op_cache; /* dict: info -> encoded stats */
   PyObject* last_info;
@@ -152,8 +153,9 @@ static int get_int64(State* s, PyObject* value, const char* what, int64_t* out) 
 }
 
 /* The line of the thread `ident`, made on its first record. */
+static Line* line_for_key(State* s, unsigned long key);
+
 static Line* line_for(State* s, PyObject* ident) {
-  if (s->last_line >= 0 && s->lines[s->last_line].ident == ident) return &s->lines[s->last_line];
   if (!PyLong_Check(ident)) {
     malformed(s, "its thread ident must be an int, got %s", Py_TYPE(ident)->tp_name);
     return NULL;
@@ -166,6 +168,10 @@ static Line* line_for(State* s, PyObject* ident) {
               (unsigned long)-1);
     return NULL;
   }
+  return line_for_key(s, key);
+}
+
+static Line* line_for_key(State* s, unsigned long key) {
   if (s->last_line >= 0 && s->lines[s->last_line].key == key) return &s->lines[s->last_line];
   for (Py_ssize_t i = 0; i < s->nlines; i++) {
     if (s->lines[i].key == key) {
@@ -185,7 +191,6 @@ static Line* line_for(State* s, PyObject* ident) {
   }
   Line* line = &s->lines[s->nlines];
   memset(line, 0, sizeof *line);
-  line->ident = ident;
   line->key = key;
   s->last_line = s->nlines++;
   return line;
@@ -280,9 +285,7 @@ static Allocator* allocator_for(State* s, PyObject* bfc) {
 /* An Allocate or Deallocate event: the allocator's running bytes in use, and the fixed
  * stats of (allocator, chunk) encoded once. */
 static int allocation(State* s, Line* line, int kind, int64_t when, PyObject* bfc,
-                      PyObject* nbytes_object) {
-  int64_t nbytes = 0;
-  if (get_int64(s, nbytes_object, "byte count", &nbytes) < 0) return -1;
+                      int64_t nbytes) {
   if (nbytes < 0 || nbytes > INT64_MAX - 255) {
     return malformed(s, "its byte count %lld is not a size", (long long)nbytes);
   }
@@ -322,6 +325,76 @@ static int allocation(State* s, Line* line, int kind, int64_t when, PyObject* bf
                    s->prefix_len + s->peak_prefix_len + 2 * (2 + 2 * VARINT_MAX));
 }
 
+/* The device allocator of `executor` (borrowed; None when it has none), NULL on error. Most
+ * records name the executor of the one before. */
+static PyObject* executor_allocator(State* s, PyObject* executor) {
+  if (executor != s->last_executor) {
+    PyObject* bfc = PyObject_GetAttr(executor, allocator_attribute);
+    if (bfc == NULL) return NULL;
+    Py_XSETREF(s->last_executor_allocator, bfc);
+    s->last_executor = executor;
+  }
+  return s->last_executor_allocator;
+}
+
+/* An op's launch event and the allocations of its fresh outputs (a tuple of (executor,
+ * nbytes), or NULL: none). */
+static int op_event(State* s, Line* line, int64_t start, int64_t end, PyObject* name,
+                    PyObject* info, PyObject* fresh, uint64_t correlation) {
+  PyObject* stats = s->last_info == info ? s->last_op_stats : NULL;
+  if (stats == NULL) {
+    stats = PyDict_GetItemWithError(s->op_cache, info); /* borrowed */
+    if (stats == NULL) {
+      if (PyErr_Occurred()) return -1;
+      stats = call_for_bytes(s, s->op_stats, "op stats", info, NULL);
+      if (stats == NULL) return -1;
+      int failed = PyDict_SetItem(s->op_cache, info, stats);
+      Py_DECREF(stats); /* the dict keeps it */
+      if (failed < 0) return -1;
+    }
+    s->last_info = info;
+    s->last_op_stats = stats;
+  }
+  /* TensorFlow names an op's event "<node name>:<op type>"; an eager node is named after its
+   * op type. */
+  PyObject* full = name == s->last_op_name ? s->last_op_full : NULL;
+  if (full == NULL) full = PyDict_GetItemWithError(s->op_names, name); /* borrowed */
+  if (full == NULL) {
+    if (PyErr_Occurred()) return -1;
+    full = PyUnicode_FromFormat("%U:%U", name, name);
+    if (full == NULL) return -1;
+    int failed = PyDict_SetItem(s->op_names, name, full);
+    Py_DECREF(full); /* the dict keeps it */
+    if (failed < 0) return -1;
+  }
+  s->last_op_name = name; /* alive in the records while the call runs */
+  s->last_op_full = full;
+  if (add_event(line, start, end, full, stats, -1, 0, correlation,
+                correlation ? s->correlation_prefix_len + 2 + 2 * VARINT_MAX : 0) < 0) {
+    return -1;
+  }
+  Py_ssize_t outputs = fresh != NULL ? PyTuple_GET_SIZE(fresh) : 0;
+  for (Py_ssize_t i = 0; i < outputs; i++) {
+    PyObject* output = PyTuple_GET_ITEM(fresh, i);
+    if (!PyTuple_Check(output) || PyTuple_GET_SIZE(output) != 2) {
+      return malformed(s, "its fresh output %zd must be a tuple (executor, nbytes), got %R", i,
+                       output);
+    }
+    PyObject* nbytes_object = PyTuple_GET_ITEM(output, 1);
+    int empty = PyObject_Not(nbytes_object);
+    if (empty < 0) return -1;
+    if (empty) continue;
+    int64_t nbytes = 0;
+    if (get_int64(s, nbytes_object, "byte count", &nbytes) < 0) return -1;
+    PyObject* executor = PyTuple_GET_ITEM(output, 0);
+    PyObject* bfc = executor_allocator(s, executor);
+    if (bfc == NULL) return -1;
+    if (bfc != Py_None && allocation(s, line, REC_ALLOC, end, bfc, nbytes) < 0) return -1;
+  }
+  return 0;
+}
+
+/* An OP record tuple (see kind_layouts). */
 static int op_record(State* s, Line* line, PyObject* record) {
   int64_t start = 0, end = 0;
   if (get_int64(s, PyTuple_GET_ITEM(record, 2), "start_ns", &start) < 0 ||
@@ -337,21 +410,6 @@ static int op_record(State* s, Line* line, PyObject* record) {
     return malformed(s, "its fresh outputs must be a tuple of (executor, nbytes), got %s",
                      Py_TYPE(fresh)->tp_name);
   }
-  PyObject* info = PyTuple_GET_ITEM(record, 5);
-  PyObject* stats = s->last_info == info ? s->last_op_stats : NULL;
-  if (stats == NULL) {
-    stats = PyDict_GetItemWithError(s->op_cache, info); /* borrowed */
-    if (stats == NULL) {
-      if (PyErr_Occurred()) return -1;
-      stats = call_for_bytes(s, s->op_stats, "op stats", info, NULL);
-      if (stats == NULL) return -1;
-      int failed = PyDict_SetItem(s->op_cache, info, stats);
-      Py_DECREF(stats); /* the dict keeps it */
-      if (failed < 0) return -1;
-    }
-    s->last_info = info;
-    s->last_op_stats = stats;
-  }
   uint64_t correlation = 0;
   PyObject* launch = PyTuple_GET_ITEM(record, 7);
   if (!PyLong_Check(launch) ||
@@ -359,44 +417,7 @@ static int op_record(State* s, Line* line, PyObject* record) {
     PyErr_Clear();
     return malformed(s, "its correlation id must be an int of 64 bits, got %R", launch);
   }
-  /* TensorFlow names an op's event "<node name>:<op type>"; an eager node is named after its
-   * op type. */
-  PyObject* full = PyDict_GetItemWithError(s->op_names, name); /* borrowed */
-  if (full == NULL) {
-    if (PyErr_Occurred()) return -1;
-    full = PyUnicode_FromFormat("%U:%U", name, name);
-    if (full == NULL) return -1;
-    int failed = PyDict_SetItem(s->op_names, name, full);
-    Py_DECREF(full); /* the dict keeps it */
-    if (failed < 0) return -1;
-  }
-  if (add_event(line, start, end, full, stats, -1, 0, correlation,
-                correlation ? s->correlation_prefix_len + 2 + 2 * VARINT_MAX : 0) < 0) {
-    return -1;
-  }
-  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(fresh); i++) {
-    PyObject* output = PyTuple_GET_ITEM(fresh, i);
-    if (!PyTuple_Check(output) || PyTuple_GET_SIZE(output) != 2) {
-      return malformed(s, "its fresh output %zd must be a tuple (executor, nbytes), got %R", i,
-                       output);
-    }
-    PyObject* nbytes = PyTuple_GET_ITEM(output, 1);
-    int empty = PyObject_Not(nbytes);
-    if (empty < 0) return -1;
-    if (empty) continue;
-    PyObject* executor = PyTuple_GET_ITEM(output, 0);
-    if (executor != s->last_executor) { /* most ops run on the executor of the last one */
-      PyObject* bfc = PyObject_GetAttr(executor, allocator_attribute);
-      if (bfc == NULL) return -1;
-      Py_XSETREF(s->last_executor_allocator, bfc);
-      s->last_executor = executor;
-    }
-    if (s->last_executor_allocator != Py_None &&
-        allocation(s, line, REC_ALLOC, end, s->last_executor_allocator, nbytes) < 0) {
-      return -1;
-    }
-  }
-  return 0;
+  return op_event(s, line, start, end, name, PyTuple_GET_ITEM(record, 5), fresh, correlation);
 }
 
 /* COPY and ANNOTATION records (rare): Python gives (name, encoded stats). */
@@ -445,14 +466,40 @@ static int read_record(State* s, PyObject* record) {
       return op_record(s, line, record);
     case REC_ALLOC:
     case REC_FREE: {
-      int64_t when = 0;
-      if (get_int64(s, PyTuple_GET_ITEM(record, 2), "when_ns", &when) < 0) return -1;
-      return allocation(s, line, (int)kind, when, PyTuple_GET_ITEM(record, 3),
-                        PyTuple_GET_ITEM(record, 4));
+      int64_t when = 0, nbytes = 0;
+      if (get_int64(s, PyTuple_GET_ITEM(record, 2), "when_ns", &when) < 0 ||
+          get_int64(s, PyTuple_GET_ITEM(record, 4), "byte count", &nbytes) < 0) {
+        return -1;
+      }
+      return allocation(s, line, (int)kind, when, PyTuple_GET_ITEM(record, 3), nbytes);
     }
     default:
       return rare_record(s, line, record);
   }
+}
+
+/* A record of the store kept in C while the session ran (compiled_internal.h): read in place,
+ * no tuple made. */
+static int store_record(void* ctx, const PgRecordView* r) {
+  State* s = ctx;
+  int rc;
+  if (r->kind == PG_RECORD_TUPLE) {
+    rc = read_record(s, r->a);
+  } else {
+    Line* line = line_for_key(s, r->ident);
+    if (line == NULL) return -1;
+    if (r->kind == REC_OP) {
+      rc = op_event(s, line, r->start_ns, r->end_ns, r->a, r->b != NULL ? r->b : Py_None, r->c,
+                    (uint64_t)r->n);
+    } else { /* REC_FREE: left out when the executor has no allocator any more */
+      PyObject* bfc = executor_allocator(s, r->a);
+      rc = bfc == NULL ? -1
+           : bfc == Py_None ? 0
+           : allocation(s, line, REC_FREE, r->start_ns, bfc, (int64_t)r->n);
+    }
+  }
+  s->index++;
+  return rc;
 }
 
 /* A stable sort of a line's events by start time (merge sort; one pass over events that
@@ -621,12 +668,14 @@ static void state_clear(State* s) {
 static PyObject* encode_host_events(PyObject* module, PyObject* const* args,
                                     Py_ssize_t nargs) {
   (void)module;
-  if (nargs != 7) {
+  if (nargs != 7 && nargs != 8) {
     PyErr_Format(PyExc_TypeError, "encode_host_events(records, prefixes, op_stats, "
-                 "allocation_stats, baseline, rare_event, event_id) takes 7 arguments, got "
-                 "%zd", nargs);
+                 "allocation_stats, baseline, rare_event, event_id[, store]) takes 7 or 8 "
+                 "arguments, got %zd", nargs);
     return NULL;
   }
+  int store = nargs == 8 ? PyObject_IsTrue(args[7]) : 0;
+  if (store < 0) return NULL;
   if (!PyList_Check(args[0])) {
     PyErr_Format(PyExc_TypeError, "encode_host_events: records must be a list, got %s",
                  Py_TYPE(args[0])->tp_name);
@@ -676,12 +725,21 @@ static PyObject* encode_host_events(PyObject* module, PyObject* const* args,
   for (s.index = 0; s.index < PyList_GET_SIZE(records); s.index++) {
     if (read_record(&s, PyList_GET_ITEM(records, s.index)) < 0) goto done;
   }
+  /* Then the store, in place; the session is over, so nothing is added to it meanwhile. */
+  if (store) {
+    unsigned long long lost = pg_records_lost();
+    if (lost && PyErr_WarnFormat(PyExc_RuntimeWarning, 1, "the host tracer lost %llu "
+                                 "records: no memory for more", lost) < 0) {
+      goto done;
+    }
+    if (pg_records_visit(store_record, &s) < 0) goto done;
+  }
   result = PyList_New(s.nlines);
   if (result == NULL) goto done;
   for (Py_ssize_t i = 0; i < s.nlines; i++) {
     Line* line = &s.lines[i];
     PyObject* events = encode_line(&s, line);
-    PyObject* item = events ? Py_BuildValue("(OLLN)", line->ident, (long long)line->first,
+    PyObject* item = events ? Py_BuildValue("(kLLN)", line->key, (long long)line->first,
                                             (long long)line->last, events)
                             : NULL;
     if (item == NULL) {
@@ -696,17 +754,35 @@ done:
   return result;
 }
 
+static PyObject* clear_records(PyObject* module, PyObject* unused) {
+  (void)module;
+  (void)unused;
+  pg_records_clear();
+  Py_RETURN_NONE;
+}
+
+static PyObject* records_kept(PyObject* module, PyObject* unused) {
+  (void)module;
+  (void)unused;
+  return PyLong_FromSsize_t(pg_records_count());
+}
+
 PyMethodDef pg_hostplane_methods[] = {
     {"encode_host_events", (PyCFunction)(void (*)(void))encode_host_events, METH_FASTCALL,
      "encode_host_events(records, prefixes, op_stats, allocation_stats, baseline, "
-     "rare_event, event_id)\n--\n\n"
+     "rare_event, event_id, store=False)\n--\n\n"
      "The host tracer's records as XLine events: a list of (ident, first_ns, last_ns, "
      "events) per thread, in order of first record; `events` is the line's XEvent fields "
      "in protobuf wire format, by start time. op_stats(info), allocation_stats(bfc, chunk) "
      "and rare_event(record) -> (name, stats) give encoded XEvent.stats fields, once per "
      "key; baseline(bfc) an allocator's bytes in use at the start; event_id(name) an event "
      "metadata id. prefixes: the XStat fields before the value of the per-event stats "
-     "(bytes in use, peak bytes in use, correlation id)."},
+     "(bytes in use, peak bytes in use, correlation id). With store, the records kept in C "
+     "since the session started follow `records`, read in place (no tuple is made)."},
+    {"clear_records", (PyCFunction)(void (*)(void))clear_records, METH_NOARGS,
+     "clear_records(): drops the host tracer's records kept in C."},
+    {"records_kept", (PyCFunction)(void (*)(void))records_kept, METH_NOARGS,
+     "records_kept(): how many host tracer records are kept in C."},
     {"bind_errors", (PyCFunction)fast_bind_errors, METH_O,
      "bind_errors(InternalError): the class a malformed host tracer record raises."},
     {NULL, NULL, 0, NULL}};

@@ -3,7 +3,8 @@
 
 static PyMethodDef* const parts[] = {pg_oprun_methods, pg_constplans_methods,
                                      pg_hostcall_methods, pg_hostplane_methods,
-                                     pg_blocking_methods, pg_taperec_methods};
+                                     pg_blocking_methods, pg_taperec_methods,
+                                     pg_xspacecheck_methods};
 
 static struct PyModuleDef fast_module = {
     PyModuleDef_HEAD_INIT, "pluggable._compiled",

@@ -170,19 +170,33 @@ class PluginProfiler:
         The two-call protocol: the size first, then a buffer of exactly that size followed by
         a guard region the host checks afterwards; a plugin that writes past the size it
         announced is an error (the bytes are dropped)."""
-        status = _native.Status()
+        query, status = _native.Status(), _native.Status()
         size = ctypes.c_size_t(0)
-        self._bounded("collect_data_xspace", self._collect, self._profiler_ref, None,
-                      ctypes.byref(size), status.address)
-        self._check(status, "collect_data_xspace (size query)")
-        announced = size.value
-        if announced == 0:
+        made: dict = {}
+
+        def both_calls() -> None:
+            """The size query and, when it succeeded with a size, the data call: one wait on
+            one helper thread for both (a failure of Python code here is raised by the
+            caller, not lost on the thread)."""
+            try:
+                self._collect(self._profiler_ref, None, ctypes.byref(size), query.address)
+                if not query.ok or size.value == 0:
+                    return
+                announced = made["announced"] = size.value
+                buffer = made["buffer"] = (ctypes.c_uint8 * (announced + COLLECT_GUARD_BYTES))()
+                ctypes.memset(ctypes.addressof(buffer) + announced, _GUARD_PATTERN,
+                              COLLECT_GUARD_BYTES)
+                self._collect(self._profiler_ref, buffer, ctypes.byref(size), status.address)
+            except BaseException as exc:  # noqa: BLE001 (raised again below)
+                made["error"] = exc
+
+        self._bounded("collect_data_xspace", both_calls)
+        if "error" in made:
+            raise made["error"]
+        self._check(query, "collect_data_xspace (size query)")
+        if "buffer" not in made:
             return b""
-        buffer = (ctypes.c_uint8 * (announced + COLLECT_GUARD_BYTES))()
-        ctypes.memset(ctypes.addressof(buffer) + announced, _GUARD_PATTERN, COLLECT_GUARD_BYTES)
-        status = _native.Status()
-        self._bounded("collect_data_xspace", self._collect, self._profiler_ref, buffer,
-                      ctypes.byref(size), status.address)
+        announced, buffer = made["announced"], made["buffer"]
         self._check(status, "collect_data_xspace")
         guard = ctypes.string_at(ctypes.addressof(buffer) + announced, COLLECT_GUARD_BYTES)
         if guard != bytes([_GUARD_PATTERN]) * COLLECT_GUARD_BYTES or size.value > announced:

@@ -4,9 +4,10 @@ While a session records, `pluggable._compiled` records every op run from a remem
 every tensor buffer freed, and the hooks of `dispatch` (ops on its slow path), `executor`
 (every copy) and `allocator` (allocations and frees by address) call this tracer; `Trace`
 annotations add their spans. All records go to one store in `pluggable._compiled`, in the order
-they were made, and become plain tuples (layouts below) when the session stops, with
-CLOCK_REALTIME nanosecond stamps, the clock of the plugins' planes; names, shapes and stats
-are worked out only then. When no session runs the hooks cost one check of a module global
+they were made. The plane is encoded from that store in place when the session stops (no
+Python object per record); `records` shows them as plain tuples (layouts below), with
+CLOCK_REALTIME nanosecond stamps, the clock of the plugins' planes. Names, shapes and stats
+are worked out only when the plane is built. When no session runs the hooks cost one check of a module global
 each.
 """
 from __future__ import annotations
@@ -42,6 +43,9 @@ _COPY_NAMES = {
 
 HOST_PLANE_NAME = "/host:CPU"
 
+# The tracer whose records pluggable._compiled keeps (the last one installed), or None.
+_store_owner = None
+
 
 class HostTracer:
     """Records host activity between `install` and `uninstall`."""
@@ -73,9 +77,11 @@ class HostTracer:
                     if bfc is not None and not bfc.is_closed:
                         self._baselines[id(bfc)] = bfc.stats()["bytes_in_use"]
                         self._allocators[id(bfc)] = bfc
+        global _store_owner
         for module in _HOOKED_MODULES:
             module._tracer = self
-        _compiled.set_tracer(self)
+        _compiled.set_tracer(self)  # empties the store
+        _store_owner = self
 
     def trace_python(self) -> None:
         """Records every Python function call (``python_tracer_level`` 1) as an event named
@@ -120,18 +126,33 @@ class HostTracer:
                 module._tracer = None
         if _compiled.get_tracer() is self:  # the hooks are off: nothing records after this
             _compiled.set_tracer(None)
-            self._records += _compiled.take_records()
+            # The records stay in pluggable._compiled for build_plane (until another tracer
+            # is installed, which empties the store).
+
+    def _own_store(self) -> bool:
+        """Whether the records pluggable._compiled keeps are this tracer's."""
+        return _store_owner is self
 
     @property
     def records(self) -> List[tuple]:
-        """Every record so far, oldest first (see the kinds above for their layouts)."""
-        if _compiled.get_tracer() is self:
+        """Every record so far, oldest first (see the kinds above for their layouts), as
+        tuples (made on this call; the plane itself is encoded without them)."""
+        if self._own_store():
             self._records += _compiled.take_records()
         return self._records
 
     @records.setter
     def records(self, records: List[tuple]) -> None:
         self._records = records
+
+    def discard(self) -> None:
+        """Drops every record (those kept in pluggable._compiled too)."""
+        global _store_owner
+        self._records = []
+        if _store_owner is self:
+            if _compiled.get_tracer() is None:
+                _compiled.clear_records()
+            _store_owner = None
 
     # -- hooks (the recording cost of a session) ---------------------------------------------
     def op(self, op_name: str, inputs, attrs):
@@ -180,7 +201,8 @@ class HostTracer:
         events, allocators' running bytes in use); it calls back here for what is encoded
         once per key: the stats of an op's plan, of an (allocator, chunk size), and the rare
         copies and annotations."""
-        if not self.records:
+        store = _store_owner is self and _compiled.get_tracer() is None
+        if not self._records and not (store and _compiled.records_kept()):
             return None
         builder = PlaneBuilder(plane_id, HOST_PLANE_NAME)
         # TensorFlow's stat names, which xprof's memory profile and flows read.
@@ -216,9 +238,9 @@ class HostTracer:
                 values["step_num"] = int(step_num)
             return name, stats(values)
 
-        lines = _compiled.encode_host_events(self.records, prefixes, op_stats,
+        lines = _compiled.encode_host_events(self._records, prefixes, op_stats,
                                              allocation_stats, baseline, rare_event,
-                                             builder.event_metadata_id)
+                                             builder.event_metadata_id, store)
         names = {t.ident: t.name for t in threading.enumerate()}
         names.update(self.thread_names)
         for ident, first, last, events in lines:

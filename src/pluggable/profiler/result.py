@@ -37,17 +37,19 @@ def op_type(event_name: str) -> str:
 
 class ProfileResult:
     """What one profiling session saw. ``path`` is the saved ``.xplane.pb`` (None when the
-    session was not saved); ``space`` the XSpace message (parsed on first use)."""
+    session was not saved); ``space`` the XSpace message (parsed on first use). ``data`` is
+    the serialized XSpace, or the pieces whose concatenation it is (joined on first use)."""
 
-    def __init__(self, data: bytes, path: Optional[str] = None):
-        self._data = data
+    def __init__(self, data, path: Optional[str] = None):
+        self._data = data if isinstance(data, bytes) else None
+        self._pieces = None if isinstance(data, bytes) else list(data)
         self._space = None
         self.path = path
 
     @property
     def space(self):
         if self._space is None:
-            self._space = parse_xspace(self._data, self.path or "the profile")
+            self._space = parse_xspace(self.serialize(), self.path or "the profile")
         return self._space
 
     @property
@@ -72,6 +74,8 @@ class ProfileResult:
 
     def serialize(self) -> bytes:
         """The XSpace as saved."""
+        if self._data is None:
+            self._data, self._pieces = b"".join(self._pieces), None
         return self._data
 
     # -- summary -----------------------------------------------------------------------------

@@ -152,9 +152,8 @@ def stop(save: bool = True) -> ProfileResult:
                                    "pluggable.profiler.start(logdir) or `with "
                                    "pluggable.profiler.Profile(logdir):`", call="profiler.stop")
         _session = None
-        # The host tracer's records become tens of thousands of tuples that live only until
-        # the plane is encoded: the collector stays off meanwhile (it would walk them all,
-        # again and again), and they are freed before it comes back on.
+        # Encoding makes few objects, but a plugin's or the host's bytes are megabytes: the
+        # collector stays off until the records are dropped.
         collecting = gc.isenabled()
         gc.disable()
         try:
@@ -170,7 +169,7 @@ def stop(save: bool = True) -> ProfileResult:
             return _finish(session, save)
         finally:
             if session.tracer is not None:
-                session.tracer.records = []
+                session.tracer.discard()
             if collecting:
                 gc.enable()
 
@@ -192,7 +191,7 @@ def _finish_device_work(session: _Session) -> None:
 
 
 def _finish(session: _Session, save: bool) -> ProfileResult:
-    from .xspace import parse_xspace, pb2
+    from .xspace import check_xspace, pb2
 
     pb = pb2()
     chunks: List[bytes] = []
@@ -201,8 +200,9 @@ def _finish(session: _Session, save: bool) -> ProfileResult:
         try:
             data = profiler.collect()
             if data:
-                # Checked here: a malformed XSpace would make the whole file unreadable.
-                plane_ids.extend(p.id for p in parse_xspace(data, profiler.label).planes)
+                # Checked here (its wire format, not parsed): a malformed XSpace would make
+                # the whole file unreadable.
+                plane_ids.extend(check_xspace(data, profiler.label))
                 chunks.append(data)
         except PluggableError as exc:
             _warn(session, f"pluggable.profiler: {exc}; its planes are left out")
@@ -216,14 +216,14 @@ def _finish(session: _Session, save: bool) -> ProfileResult:
             chunks.extend(host_plane)
     chunks.append(pb.XSpace(hostnames=[socket.gethostname()],
                             warnings=session.warnings).SerializeToString())
-    data = b"".join(chunks)
+    # The pieces go to the file as they are; joined only if the result's views ask for them.
     path = None
     if save and session.logdir is not None:
-        path = _save(session.logdir, data)
-    return ProfileResult(data, path)
+        path = _save(session.logdir, chunks)
+    return ProfileResult(chunks, path)
 
 
-def _save(logdir: str, data: bytes) -> str:
+def _save(logdir: str, chunks: List[bytes]) -> str:
     stamp = time.strftime("%Y_%m_%d_%H_%M_%S", time.localtime())
     base = os.path.join(logdir, "plugins", "profile", stamp)
     run, n = base, 0
@@ -235,7 +235,7 @@ def _save(logdir: str, data: bytes) -> str:
     path = os.path.join(run, f"{host}.xplane.pb")
     tmp = path + ".tmp"
     with open(tmp, "wb") as f:
-        f.write(data)
+        f.writelines(chunks)
     os.replace(tmp, path)
     return path
 

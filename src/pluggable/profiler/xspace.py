@@ -44,8 +44,21 @@ def parse_xspace(data: bytes, what: str):
     return space
 
 
+def check_xspace(data: bytes, what: str) -> List[int]:
+    """The XPlane ids of the serialized XSpace ``data``, checked without building it
+    (`pluggable._compiled.check_xspace` refuses what `parse_xspace` refuses);
+    `DataLossError` naming ``what`` when malformed."""
+    from ..base.native import compiled
+
+    try:
+        return compiled.check_xspace(data)
+    except ValueError as exc:
+        raise DataLossError(f"{what} is not a serialized XSpace ({len(data)} bytes): {exc}",
+                            call="check_xspace") from None
+
+
 # Wire tags of the fields written here (field number << 3 | wire type), from xplane.proto.
-_XSTAT_DOUBLE, _XSTAT_UINT64, _XSTAT_INT64, _XSTAT_STR, _XSTAT_BYTES = 0x11, 0x18, 0x20, 0x2A, 0x32
+_XSTAT_DOUBLE, _XSTAT_UINT64, _XSTAT_INT64, _XSTAT_BYTES, _XSTAT_REF = 0x11, 0x18, 0x20, 0x32, 0x38
 
 
 class PlaneBuilder:
@@ -79,7 +92,10 @@ class PlaneBuilder:
         return found
 
     def stat(self, name: str, value: Any) -> bytes:
-        """An XStat of the right kind for ``value``, as an XEvent.stats field."""
+        """An XStat of the right kind for ``value``, as an XEvent.stats field. A string is a
+        ``ref_value`` (the id of the XStatMetadata whose name is the string), as TensorFlow
+        writes the strings repeated over many events; readers take either form (xprof's
+        ``StrOrRefValue``, `stat_value` here)."""
         body = b"\x08" + _varint(self.stat_metadata_id(name))
         if isinstance(value, bool):
             body += bytes((_XSTAT_INT64,)) + _varint(int(value))
@@ -90,8 +106,8 @@ class PlaneBuilder:
             body += bytes((_XSTAT_DOUBLE,)) + struct.pack("<d", value)
         elif isinstance(value, (bytes, bytearray)):
             body += _field_bytes(_XSTAT_BYTES, bytes(value))
-        else:
-            body += _field_bytes(_XSTAT_STR, str(value).encode("utf-8"))
+        else:  # a string: a reference to the stat metadata named by it, written once
+            body += bytes((_XSTAT_REF,)) + _varint(self.stat_metadata_id(str(value)))
         return _field_bytes(0x22, body)  # XEvent.stats = 4
 
     def int_stat_prefix(self, name: str) -> bytes:
