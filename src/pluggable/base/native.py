@@ -13,6 +13,7 @@ from __future__ import annotations
 import collections
 import ctypes
 import os
+import sys
 import threading
 
 from ..abi.tf_status import TF_Code
@@ -75,8 +76,52 @@ def bind(library: ctypes.CDLL, prototypes) -> dict:
     return fns
 
 
+TENSORFLOW_IN_THE_PROCESS = (
+    "pluggable and TensorFlow cannot share a process: both export TensorFlow's C API (TF_*) "
+    "to the dynamic loader, so TensorFlow's own libraries would call pluggable's runtime (or "
+    "a plugin TensorFlow's) and the process would crash. Run TensorFlow in another process "
+    "(subprocess, multiprocessing with the 'spawn' start method); a plugin moves between the "
+    "two unchanged.")
+
+
+class TensorFlowInTheProcessError(ImportError):
+    """TensorFlow and pluggable imported into one process (see TENSORFLOW_IN_THE_PROCESS)."""
+
+
+class _RefuseTensorFlow:
+    """A finder at the head of sys.meta_path while pluggable is loaded: ``import tensorflow``
+    raises `TensorFlowInTheProcessError` instead of loading libraries that would crash the
+    process. Finding without importing (``importlib.util.find_spec``) still answers truly, and
+    code that treats TensorFlow as optional (``except ImportError``) goes on without it."""
+
+    @staticmethod
+    def find_spec(name, path=None, target=None):
+        if name != "tensorflow":
+            return None
+        import importlib.machinery
+
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        if spec is None:
+            return None  # not installed: the usual ModuleNotFoundError
+        spec.loader = _RefuseTensorFlow
+        return spec
+
+    @staticmethod
+    def create_module(spec):
+        raise TensorFlowInTheProcessError(f"import tensorflow after pluggable: "
+                                          f"{TENSORFLOW_IN_THE_PROCESS}")
+
+    @staticmethod
+    def exec_module(module):  # never reached: create_module raised
+        raise TensorFlowInTheProcessError(TENSORFLOW_IN_THE_PROCESS)
+
+
+if "tensorflow" in sys.modules:
+    raise TensorFlowInTheProcessError(f"import pluggable after tensorflow: "
+                                      f"{TENSORFLOW_IN_THE_PROCESS}")
 lib = _load_runtime()
 RUNTIME_LIBRARY_PATH = lib._name
+sys.meta_path.insert(0, _RefuseTensorFlow)
 
 
 def _load_compiled():
