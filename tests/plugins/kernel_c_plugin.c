@@ -407,6 +407,69 @@ static void compute_neg(void* instance, TF_OpKernelContext* ctx) {
 }
 #endif
 
+#ifdef WITH_RANDOM
+/* ---- RandomUniform and StatelessRandomUniform (float32 from an int32 shape) ---------------
+ * Numbers in [0, 1) from a 64-bit mix of a key and the element's index: the stateful kernel
+ * keys on a counter it advances per call, the stateless one on its seed input. BUG_RANDOM
+ * draws from [0, 2); BUG_STATELESS keys the stateless kernel on the counter too. */
+static uint64_t random_calls = 0;
+
+static uint64_t mix64(uint64_t x) {
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdULL;
+  x ^= x >> 33;
+  x *= 0xc4ceb9fe1a85ec53ULL;
+  return x ^ (x >> 33);
+}
+
+static void fill_uniform(TF_OpKernelContext* ctx, uint64_t key) {
+  TF_Status* s = TF_NewStatus();
+  TF_Tensor* shape = NULL;
+  TF_GetInput(ctx, 0, &shape, s);
+  FAIL_IF(ctx, s);
+  int64_t dims[8];
+  int n = (int)TF_TensorElementCount(shape);
+  const int32_t* given = TF_TensorData(shape);
+  int64_t count = 1;
+  for (int i = 0; i < n && i < 8; i++) count *= dims[i] = given[i];
+  TF_DeleteTensor(shape);
+  TF_Tensor* y = TF_AllocateOutput(ctx, 0, TF_FLOAT, dims, n, (size_t)count * sizeof(float), s);
+  if (TF_GetCode(s) == TF_OK) {
+    float* out = TF_TensorData(y);
+    for (int64_t i = 0; i < count; i++) {
+      out[i] = (float)(mix64(key * 0x9e3779b97f4a7c15ULL + (uint64_t)i) >> 40) / 16777216.0f;
+#ifdef BUG_RANDOM
+      out[i] *= 2.0f;
+#endif
+    }
+  }
+  TF_DeleteTensor(y);
+  FAIL_IF(ctx, s);
+  TF_DeleteStatus(s);
+}
+
+static void compute_random_uniform(void* instance, TF_OpKernelContext* ctx) {
+  (void)instance;
+  fill_uniform(ctx, ++random_calls);
+}
+
+static void compute_stateless_uniform(void* instance, TF_OpKernelContext* ctx) {
+  (void)instance;
+  TF_Status* s = TF_NewStatus();
+  TF_Tensor* seed = NULL;
+  TF_GetInput(ctx, 1, &seed, s);
+  FAIL_IF(ctx, s);
+  const int64_t* pair = TF_TensorData(seed);
+  uint64_t key = mix64((uint64_t)pair[0]) ^ (uint64_t)pair[1];
+  TF_DeleteTensor(seed);
+  TF_DeleteStatus(s);
+#ifdef BUG_STATELESS
+  key = ++random_calls;
+#endif
+  fill_uniform(ctx, key);
+}
+#endif
+
 #ifdef WITH_RELU
 /* Output 0, float, shaped like input `like`; NULL after reporting failure. */
 static TF_Tensor* float_output_like(TF_OpKernelContext* ctx, TF_Tensor* like, TF_Status* s) {
@@ -730,6 +793,23 @@ void TF_InitKernel(void) {
   TF_KernelBuilder* neg = TF_NewKernelBuilder("Neg", d, NULL, compute_neg, NULL);
   TF_KernelBuilder_TypeConstraint(neg, "T", TF_FLOAT, s);
   TF_RegisterKernelBuilder("NegKernel", neg, s);
+#endif
+
+#ifdef WITH_RANDOM
+  TF_KernelBuilder* uniform = TF_NewKernelBuilder("RandomUniform", d, NULL,
+                                                  compute_random_uniform, NULL);
+  TF_KernelBuilder_TypeConstraint(uniform, "dtype", TF_FLOAT, s);
+  TF_KernelBuilder_TypeConstraint(uniform, "T", TF_INT32, s);
+  TF_KernelBuilder_HostMemory(uniform, "shape");
+  TF_RegisterKernelBuilder("RandomUniformKernel", uniform, s);
+  TF_KernelBuilder* stateless = TF_NewKernelBuilder("StatelessRandomUniform", d, NULL,
+                                                    compute_stateless_uniform, NULL);
+  TF_KernelBuilder_TypeConstraint(stateless, "dtype", TF_FLOAT, s);
+  TF_KernelBuilder_TypeConstraint(stateless, "T", TF_INT32, s);
+  TF_KernelBuilder_TypeConstraint(stateless, "Tseed", TF_INT64, s);
+  TF_KernelBuilder_HostMemory(stateless, "shape");
+  TF_KernelBuilder_HostMemory(stateless, "seed");
+  TF_RegisterKernelBuilder("StatelessRandomUniformKernel", stateless, s);
 #endif
 
 #ifdef WITH_RELU

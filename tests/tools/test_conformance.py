@@ -134,6 +134,31 @@ def test_a_wrong_kernel_fails_its_kernel_check_only(build_test_plugin, tmp_path)
     assert "Neg (float32)" in report["results"][failed(report)[0]]["message"]
 
 
+RANDOM_CHECKS = ("TestKernels::test_kernel_matches_reference[RandomUniform-float32]",
+                 "TestKernels::test_kernel_matches_reference[StatelessRandomUniform-float32]")
+
+
+def test_random_kernels_are_checked_by_shape_type_and_range(build_test_plugin, tmp_path):
+    """Random kernels draw their own numbers: a correct one passes; one drawing outside
+    [0, 1) fails both checks; a stateless one that ignores its seed fails its own."""
+    flags = dict(CONFORMANT=True, WITH_RANDOM=True, PLATFORM_NAME="KC_DEV", DEVICE_TYPE="KC")
+    result, report = conformance(build_test_plugin(KERNEL_C_PLUGIN, **flags), "-k",
+                                 "Random", tmp_path=tmp_path)
+    assert [report["results"][n]["outcome"] for n in RANDOM_CHECKS] == ["passed", "passed"], \
+        result.stdout[-3000:]
+
+    result, report = conformance(build_test_plugin(KERNEL_C_PLUGIN, BUG_RANDOM=True, **flags),
+                                 "-k", "Random", tmp_path=tmp_path)
+    assert failed(report) == sorted(RANDOM_CHECKS)
+    assert "lie outside [0.0, 1.0)" in report["results"][RANDOM_CHECKS[0]]["message"]
+
+    result, report = conformance(build_test_plugin(KERNEL_C_PLUGIN, BUG_STATELESS=True,
+                                                   **flags), "-k", "Random", tmp_path=tmp_path)
+    assert failed(report) == [RANDOM_CHECKS[1]]
+    assert "two calls with one seed input gave different numbers" in \
+        report["results"][RANDOM_CHECKS[1]]["message"]
+
+
 def test_skips_are_summed_up_and_strict_fails_on_them(build_test_plugin, tmp_path):
     path = build_test_plugin(KERNEL_C_PLUGIN, CONFORMANT=True, WITH_NEG=True,
                              PLATFORM_NAME="KC_DEV", DEVICE_TYPE="KC")

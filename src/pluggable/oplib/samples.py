@@ -34,12 +34,29 @@ def values(dtype: DType, shape, seed: int, positive: bool = False) -> np.ndarray
 
 
 UNARY_POSITIVE = {"Sqrt", "Rsqrt", "Log"}
+# Element-wise functions defined on an interval only: their inputs are drawn inside it.
+UNARY_DOMAINS = {"Acos": (-0.9, 0.9), "Asin": (-0.9, 0.9), "Atanh": (-0.9, 0.9),
+                 "Acosh": (1.1, 3.0), "Log1p": (-0.9, 3.0), "Tan": (-1.2, 1.2)}
 UNARY = {"Abs", "Neg", "Square", "Exp", "Tanh", "Sigmoid", "Relu", "Relu6", "Identity",
-         "ZerosLike", "OnesLike"} | UNARY_POSITIVE
+         "ZerosLike", "OnesLike", "Sin", "Cos", "Atan", "Sinh", "Cosh", "Asinh", "Expm1",
+         "Erf", "Floor", "Ceil", "Rint", "Round", "Sign", "Softplus", "Softsign", "Elu", "Selu",
+         "Invert", "Rank"} | UNARY_POSITIVE
 BINARY = {"AddV2", "Sub", "Mul", "RealDiv", "Maximum", "Minimum", "Equal", "Less", "Greater",
           "NotEqual", "LessEqual", "GreaterEqual", "Pow", "FloorDiv", "FloorMod", "DivNoNan",
-          "Add", "Div"}
-DIVIDES = {"RealDiv", "FloorDiv", "FloorMod", "DivNoNan", "Div"}
+          "Add", "Div", "TruncateDiv", "TruncateMod", "Xdivy", "SquaredDifference", "Atan2",
+          "BitwiseAnd", "BitwiseOr", "BitwiseXor"}
+DIVIDES = {"RealDiv", "FloorDiv", "FloorMod", "DivNoNan", "Div", "TruncateDiv", "TruncateMod",
+           "Xdivy"}
+# Shifts: the second input is a small non-negative shift count.
+SHIFTS = {"LeftShift", "RightShift"}
+# Ops of bool tensors only, whatever element type the check runs over.
+LOGICAL_UNARY = {"LogicalNot"}
+LOGICAL_BINARY = {"LogicalAnd", "LogicalOr"}
+BOOL_REDUCTIONS = {"All", "Any"}
+# Predicates on floats: their inputs hold some infinities and NaNs.
+PREDICATES = {"IsFinite", "IsInf", "IsNan"}
+# Cast's target when the registration leaves DstT free: one of these, by seed.
+CAST_TARGETS = ("float32", "int32", "float64", "bool")
 REDUCTIONS = {"Sum", "Mean", "Max", "Min", "Prod"}
 
 def generate(op: str, dtype: DType, seed: int, constraints: Dict[str, tuple]):
@@ -52,6 +69,29 @@ def generate(op: str, dtype: DType, seed: int, constraints: Dict[str, tuple]):
     shape = tuple(int(d) for d in rng.integers(1, 6, rng.integers(1, 4)))
     if op in UNARY:
         return [values(dtype, shape, seed, op in UNARY_POSITIVE)], {}
+    if op in UNARY_DOMAINS:
+        low, high = UNARY_DOMAINS[op]
+        return [rng.uniform(low, high, shape).astype(dtype.numpy_dtype)], {}
+    if op == "Reciprocal":  # magnitudes from 0.5 (1 for integers) up, either sign
+        signs = rng.choice(np.array([-1, 1], np.int8), shape)
+        return [(values(dtype, shape, seed, positive=True) * signs).astype(dtype.numpy_dtype)], {}
+    if op in PREDICATES:
+        x = values(dtype, shape, seed)
+        specials = np.array([np.inf, -np.inf, np.nan], dtype.numpy_dtype)
+        x.reshape(-1)[rng.integers(0, x.size, max(1, x.size // 3))] = \
+            specials[rng.integers(0, 3, max(1, x.size // 3))]
+        return [x], {}
+    if op in SHIFTS:
+        counts = rng.integers(0, 4, shape[-1:] if seed % 2 else shape)
+        return [values(dtype, shape, seed), counts.astype(dtype.numpy_dtype)], {}
+    if op in LOGICAL_UNARY:
+        return [values(dt.bool_, shape, seed)], {}
+    if op in LOGICAL_BINARY:
+        other = shape[-1:] if seed % 2 else shape
+        return [values(dt.bool_, shape, seed), values(dt.bool_, other, seed + 1)], {}
+    if op in BOOL_REDUCTIONS:
+        axis = _index([int(rng.integers(0, len(shape)))], constraints, "Tidx", seed)
+        return [values(dt.bool_, shape, seed), axis], {"keep_dims": bool(seed % 2)}
     if op in BINARY:
         other = shape[-1:] if seed % 2 else shape  # broadcasting half of the time
         return [values(dtype, shape, seed), values(dtype, other, seed + 1,
@@ -72,9 +112,7 @@ def generate(op: str, dtype: DType, seed: int, constraints: Dict[str, tuple]):
         return [values(dt.bool_, shape, seed), values(dtype, shape, seed + 1),
                 values(dtype, shape, seed + 2)], {}
     if op == "Cast":
-        targets = constraints.get("DstT", ())
-        if not targets:
-            return None
+        targets = constraints.get("DstT", ()) or CAST_TARGETS
         target = dt.as_dtype(targets[seed % len(targets)])
         return [values(dtype, shape, seed)], {"DstT": target}
     if op == "Reshape":
@@ -116,6 +154,31 @@ def _max_pooled(x: np.ndarray) -> np.ndarray:
     """A 2x2, stride-2 max pool of an NHWC array whose height and width are even."""
     n, h, w, c = x.shape
     return x.reshape(n, h // 2, 2, w // 2, 2, c).max(axis=(2, 4))
+
+
+def _small(dtype: DType, shape, seed: int) -> np.ndarray:
+    """Values of ``dtype`` whose products stay in range (integers in [-2, 2], or [0, 2])."""
+    x = values(dtype, shape, seed)
+    if dtype.is_integer:
+        x = np.clip(x, 0, 2) if dtype.name.startswith("uint") else np.clip(x, -2, 2)
+    return x.astype(dtype.numpy_dtype)
+
+
+def _with_zeros(dtype: DType, shape, seed: int) -> np.ndarray:
+    """Values of ``dtype`` about half of which are zero (false), for Where."""
+    x = values(dtype, shape, seed)
+    x[_rng(seed + 1).integers(0, 2, shape).astype(bool)] = 0
+    return x
+
+
+def _random(kind: str, d: DType, s: int, c: Dict[str, tuple]):
+    """A random op's shape (of the index type ``T``) and seed attributes; ``kind``
+    "stateless" adds the seed input of type ``Tseed``; the output type is ``dtype``."""
+    inputs = [_index([2, 3 + s % 3], c, "T", s)]
+    if kind == "stateless":
+        return inputs + [_index([s, 7 * s + 1], c, "Tseed", s)], \
+            {"dtype": _pick(c, "dtype", "float32", s)}
+    return inputs, {"dtype": _pick(c, "dtype", "float32", s), "seed": 11 + s, "seed2": 3}
 
 
 def _labels(shape, seed: int) -> np.ndarray:
@@ -179,7 +242,48 @@ GENERATORS = {
          _index([1, 2], c, "Index", s)], {"end_mask": s % 2}),
     "Tile": lambda d, s, c: ([values(d, (2, 3), s), _index([2, 1 + s % 2], c, "Tmultiples", s)],
                              {}),
+    "ArgMin": lambda d, s, c: ([values(d, (4, 7), s), _index(s % 2, c, "Tidx", s)],
+                               {"output_type": _pick(c, "output_type", "int64", s)}),
+    "ClipByValue": lambda d, s, c: ([values(d, (3, 4), s)]
+                                    + list(np.sort(values(d, (2,), s + 1))), {}),
+    "Cumsum": lambda d, s, c: ([values(d, (3, 4), s), _index(s % 2, c, "Tidx", s)],
+                               {"exclusive": bool(s & 1), "reverse": bool(s & 2)}),
+    "Cumprod": lambda d, s, c: ([_small(d, (3, 4), s), _index(s % 2, c, "Tidx", s)],
+                                {"exclusive": bool(s & 1), "reverse": bool(s & 2)}),
+    "GatherNd": lambda d, s, c: (
+        [values(d, (4, 5, 2), s),
+         _index(_rng(s).integers(0, (4, 5), (3, 2)), c, "Tindices", s)], {}),
+    "LeakyRelu": lambda d, s, c: ([values(d, (3, 4), s)], {"alpha": 0.1 + 0.1 * (s % 3)}),
+    "OneHot": lambda d, s, c: (
+        [_index(_rng(s).integers(-1, 5, (2, 3)), c, "TI", s), np.array(4, np.int32)]
+        + list(values(d, (2,), s + 1)), {"axis": s % 3 - 1}),
+    "PadV2": lambda d, s, c: ([values(d, (2, 3), s), _index([[1, 0], [2, 1]], c, "Tpaddings", s),
+                               values(d, (), s + 1)], {}),
+    "ReverseV2": lambda d, s, c: ([values(d, (2, 3, 4), s), _index([0, 2] if s % 2 else [1], c,
+                                                                   "Tidx", s)], {}),
+    "Size": lambda d, s, c: ([values(d, (2, 3, 4), s)], {"out_type": _pick(c, "out_type",
+                                                                           "int32", s)}),
+    "Unpack": lambda d, s, c: ([values(d, (3, 4), s)], {"num": 4 if s % 2 else 3,
+                                                        "axis": s % 2}),
+    "Where": lambda d, s, c: ([_with_zeros(d, (3, 4), s)], {}),
+    # Random ops: a shape, seeds and the output type (the check compares the outputs'
+    # shapes, types and ranges, see the conformance suite's RANDOM_RANGES).
+    "RandomUniform": lambda d, s, c: _random("stateful", d, s, c),
+    "RandomStandardNormal": lambda d, s, c: _random("stateful", d, s, c),
+    "TruncatedNormal": lambda d, s, c: _random("stateful", d, s, c),
+    "StatelessRandomUniform": lambda d, s, c: _random("stateless", d, s, c),
+    "StatelessRandomNormal": lambda d, s, c: _random("stateless", d, s, c),
+    "StatelessTruncatedNormal": lambda d, s, c: _random("stateless", d, s, c),
+    "RandomUniformInt": lambda d, s, c: (
+        [_index([2, 3 + s % 3], c, "T", s)]
+        + [np.array(v, _pick(c, "Tout", "int64", s).numpy_dtype) for v in (-5 * s, 7)],
+        {"seed": 11 + s, "seed2": 3}),
     # The variable ops: the variables' values after the op are compared too.
+    "VarHandleOp": lambda d, s, c: ([], {"dtype": _pick(c, "dtype", "float32", s),
+                                         "shape": [3, 4], "shared_name": ""}),
+    "ReadVariableOp": lambda d, s, c: ([Variable(values(d, (3, 4), s))], {"dtype": d}),
+    "DestroyResourceOp": lambda d, s, c: ([Variable(values(d, (3, 4), s))],
+                                          {"ignore_lookup_error": bool(s % 2)}),
     "AssignVariableOp": lambda d, s, c: ([Variable(values(d, (3, 4), s)),
                                           values(d, (3, 4), s + 1)], {}),
     "AssignAddVariableOp": lambda d, s, c: ([Variable(values(d, (3, 4), s)),

@@ -18,7 +18,7 @@ import pytest
 
 import pluggable
 from pluggable import dtypes as dt
-from pluggable.errors import PluggableError, ResourceExhaustedError
+from pluggable.errors import NotFoundError, PluggableError, ResourceExhaustedError
 from pluggable.oplib.samples import REDUCTIONS, Variable, generate as _generate, values as _values
 
 MiB = 1 << 20
@@ -533,8 +533,9 @@ class TestCrossDevice:
 REFERENCE_OPS = {"Add": "AddV2", "Div": "RealDiv"}
 
 # The attribute whose types a kernel check runs over: the first one a registration
-# constrains (the data's type; an index or output type only when nothing else is).
-TYPE_ATTRS = ("T", "SrcT", "Tparams", "dtype", "Tidx")
+# constrains (the data's type: a random op's output type before its shape's type "T"; an
+# index or output type only when nothing else is).
+TYPE_ATTRS = ("dtype", "T", "SrcT", "Tparams", "Tidx")
 
 
 def pytest_generate_tests(metafunc):
@@ -612,8 +613,43 @@ class TestRegistrations:
             f"different priorities, type constraints or labels, or register one")
 
 
+# Ops that destroy their variable inputs: what is compared after them is that the variable
+# is gone (False), not its value.
+DESTROYS = {"DestroyResourceOp"}
+
+# Ops whose outputs are resource handles: a handle is an address on its own device, so only
+# its shape and type are compared.
+HANDLE_OUTPUTS = {"VarHandleOp"}
+
+# Random ops: the numbers a kernel draws are its own, so each output is checked by shape,
+# type and the interval every value lies in, (low, high, whether high is included); None for
+# RandomUniformInt's [minval, maxval) inputs. A stateless op's kernel must also give the same
+# numbers for the same seed input (the reference's are NumPy's, not TensorFlow's stream, so
+# the values themselves are not compared with it).
+RANDOM_RANGES = {"RandomUniform": (0.0, 1.0, False), "StatelessRandomUniform": (0.0, 1.0, False),
+                 "RandomStandardNormal": (-np.inf, np.inf, False),
+                 "StatelessRandomNormal": (-np.inf, np.inf, False),
+                 "TruncatedNormal": (-2.0, 2.0, True), "StatelessTruncatedNormal": (-2.0, 2.0, True),
+                 "RandomUniformInt": None}
+STATELESS_RANDOM = {op for op in RANDOM_RANGES if op.startswith("Stateless")}
+
+
+def _check_random(op: str, inputs, got: np.ndarray, where: str) -> None:
+    """Every value of a random op's output ``got`` lies in the op's interval."""
+    values = got.astype(np.float64)
+    if RANDOM_RANGES[op] is None:
+        low, high, closed = float(inputs[1]), float(inputs[2]), False
+    else:
+        low, high, closed = RANDOM_RANGES[op]
+    inside = (values >= low) & ((values <= high) if closed else (values < high))
+    assert np.isfinite(values).all() and inside.all(), (
+        f"{where}: values {values[~(inside & np.isfinite(values))][:5].tolist()} lie outside "
+        f"{'[' if low > -np.inf else '('}{low}, {high}{']' if closed else ')'}")
+
+
 def _outputs(op: str, inputs, attrs, device: str) -> List[np.ndarray]:
-    """The op's outputs on ``device``, then the values of its variable inputs after it ran."""
+    """The op's outputs on ``device``, then the values of its variable inputs after it ran
+    (for an op that destroys them, whether each still exists)."""
     from pluggable.eager import dispatch
 
     with pluggable.device(device):
@@ -621,7 +657,17 @@ def _outputs(op: str, inputs, attrs, device: str) -> List[np.ndarray]:
                      for x in inputs]
         given = [v.handle if v is not None else x for v, x in zip(variables, inputs)]
         outputs = [t.numpy() for t in dispatch.execute(op, given, attrs)]
+    if op in DESTROYS:
+        return outputs + [np.array(_exists(v)) for v in variables if v is not None]
     return outputs + [v.numpy() for v in variables if v is not None]
+
+
+def _exists(variable) -> bool:
+    try:
+        variable.numpy()
+    except NotFoundError:
+        return False
+    return True
 
 
 def _kernel_outputs(platform, op: str, inputs, attrs, constraints, expected):
@@ -694,6 +740,16 @@ class TestKernels:
                     where = f"{op} ({dtype_name}), output {i}, seed {seed}"
                     assert g.shape == e.shape, f"{where}: shape {g.shape}, expected {e.shape}"
                     assert g.dtype == e.dtype, f"{where}: dtype {g.dtype}, expected {e.dtype}"
+                    if op in HANDLE_OUTPUTS:
+                        continue
+                    if op in RANDOM_RANGES:
+                        _check_random(op, inputs, g, where)
+                        if op in STATELESS_RANDOM:
+                            again = _outputs(op, inputs, attrs, device)[i]
+                            np.testing.assert_array_equal(
+                                again, g, err_msg=f"{where}: two calls with one seed input "
+                                                  f"gave different numbers")
+                        continue
                     if e.dtype.kind in "fc" or e.dtype.name == "bfloat16":
                         np.testing.assert_allclose(g.astype(np.complex128 if e.dtype.kind == "c"
                                                             else np.float64),
