@@ -1,5 +1,6 @@
 """Asks TensorFlow in a child interpreter: ``in_tensorflow(code)`` runs ``code`` after
-``import tensorflow as tf`` and returns the JSON value its last output line holds.
+``import tensorflow as tf``, with TensorFlow's CPU as its only visible device, and returns the
+JSON value its last output line holds.
 
 TensorFlow's libraries export TF_* functions as pluggable's runtime does, so the two never
 share the test process (importing both in one segfaults); tests that compare with
@@ -20,6 +21,10 @@ os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
 os.environ["CUDA_VISIBLE_DEVICES"] = ""
 import numpy as np
 import tensorflow as tf
+# TensorFlow's own CPU: an installed pluggable puts its XPU library in tensorflow-plugins/,
+# which TensorFlow loads and would otherwise place ops on.
+tf.config.set_visible_devices(tf.config.list_physical_devices("CPU"))
+tf.device("/CPU:0").__enter__()
 """
 
 

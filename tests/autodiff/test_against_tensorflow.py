@@ -31,6 +31,8 @@ TF_CODE = """
 import json, sys
 import numpy as np
 import tensorflow as tf
+tf.config.set_visible_devices(tf.config.list_physical_devices("CPU"))  # TensorFlow's CPU only
+tf.device("/CPU:0").__enter__()
 data = {k: np.asarray(v) for k, v in json.loads(sys.stdin.read()).items()}
 variables = [tf.Variable(data[n].astype(np.float32)) for n in %r]
 w1, b1, w2, b2 = variables

@@ -18,14 +18,10 @@ from pluggable.base.limits import host_memory_left
 from pluggable.eager.dispatch import execute
 from pluggable.errors import ResourceExhaustedError
 
-SRC = os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, "src")
-
-
 def run_limited(code: str, limit: int = 3 << 30) -> subprocess.CompletedProcess:
     """Runs ``code`` in a child whose address space is limited to ``limit`` bytes."""
     prelude = (f"import resource\nresource.setrlimit(resource.RLIMIT_AS, ({limit}, {limit}))\n")
-    env = dict(os.environ, PYTHONPATH=os.path.abspath(SRC) + os.pathsep +
-               os.environ.get("PYTHONPATH", ""))
+    env = dict(os.environ)  # the interpreter's own pluggable, installed or editable
     return subprocess.run([sys.executable, "-c", prelude + textwrap.dedent(code)],
                           capture_output=True, text=True, timeout=120, env=env)
 
