@@ -280,7 +280,20 @@ static bool read_shape(const TF_Tensor* t, XpuShape* s) {
 /* Clears *c and counts the `kernel` fault kind; false (after failing) when compute() must
  * stop. */
 static bool compute_open(XpuCompute* c, TF_OpKernelContext* ctx, const char* op) {
-  memset(c, 0, sizeof *c);
+  /* Field by field: the inline shapes are large (XPU_MAX_RANK dims each) and are written by
+   * fetch_inputs before they are read, so clearing the whole struct would cost more than a
+   * small kernel's work. */
+  c->input_count = c->list_count = c->output_count = 0;
+  c->in_name = NULL;
+  c->list_name = NULL;
+  c->failed = false;
+  memset(c->in_inline, 0, sizeof c->in_inline);
+  memset(c->in_host_inline, 0, sizeof c->in_host_inline);
+  memset(c->out_inline, 0, sizeof c->out_inline);
+  for (int i = 0; i < XPU_INLINE_KERNEL_INPUTS; i++) {
+    c->in_shape_inline[i].rank = 0;
+    c->in_shape_inline[i].count = 0;
+  }
   c->ctx = ctx;
   c->op = op;
   c->in = c->in_inline;
@@ -403,7 +416,12 @@ void xpu_compute_end(XpuCompute* c) {
   if (c->in_host != c->in_host_inline) free(c->in_host);
   if (c->out != c->out_inline) free(c->out);
   if (c->status != NULL) TF_DeleteStatus(c->status);
-  memset(c, 0, sizeof *c);
+  /* A second end finds nothing to release. */
+  c->in = c->out = NULL;
+  c->in_shape = NULL;
+  c->in_host = NULL;
+  c->status = NULL;
+  c->input_count = c->output_count = 0;
 }
 
 bool xpu_check_dtype(XpuCompute* c, int i, TF_DataType want) {

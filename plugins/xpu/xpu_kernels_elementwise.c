@@ -264,6 +264,41 @@ static TF_Code binary_work(void* arg, char* message, size_t size) {
   return TF_OK;
 }
 
+/* The work of a binary op whose inputs both have the output's shape, the common case: one
+ * contiguous run, no broadcast walk, and a small record to copy into the stream's queue. */
+typedef struct FlatBinaryWork {
+  BinaryLoop loop;
+  size_t in_size, out_size;
+  const char* x;
+  const char* y;
+  char* z;
+  int64_t count;
+} FlatBinaryWork;
+
+/* One task of a same-shape binary op: elements [begin, end). */
+static void flat_binary_task(void* ctx, int64_t begin, int64_t end) {
+  FlatBinaryWork* w = ctx;
+  int64_t in = (int64_t)w->in_size, out = (int64_t)w->out_size;
+  w->loop(w->x + begin * in, 1, w->y + begin * in, 1, w->z + begin * out, end - begin);
+}
+
+/* Stream work of a same-shape binary op; no value makes it fail. */
+static TF_Code flat_binary_work(void* arg, char* message, size_t size) {
+  (void)message;
+  (void)size;
+  FlatBinaryWork* w = arg;
+  xpu_parallel_elements(w->count, flat_binary_task, w);
+  return TF_OK;
+}
+
+static bool same_shape(const XpuShape* a, const XpuShape* b) {
+  if (a->rank != b->rank) return false;
+  for (int d = 0; d < a->rank; d++) {
+    if (a->dims[d] != b->dims[d]) return false;
+  }
+  return true;
+}
+
 /* Stream work that writes a single bool (Equal / NotEqual of shapes that do not broadcast,
  * with incompatible_shape_error = false). */
 static TF_Code scalar_bool_work(void* arg, char* message, size_t size) {
@@ -312,6 +347,21 @@ static void binary_compute(void* kernel, TF_OpKernelContext* ctx) {
     w->z = NULL;
     if (loop == NULL) {
       xpu_fail(&c, TF_INVALID_ARGUMENT, "type %s is not supported", xpu_dtype_name(k->base.dtype));
+    } else if (same_shape(shapes[0], shapes[1])) {
+      if (binary_alloc_output(&c, compare ? TF_BOOL : k->base.dtype, shapes[0])) {
+        if (shapes[0]->count == 0) {
+          xpu_compute_enqueue(&c, NULL, NULL, NULL);
+        } else {
+          FlatBinaryWork f = {.loop = loop,
+                              .in_size = xpu_dtype_size(k->base.dtype),
+                              .x = xpu_data(c.in[0]),
+                              .y = xpu_data(c.in[1]),
+                              .z = xpu_data(c.out[0]),
+                              .count = shapes[0]->count};
+          f.out_size = compare ? 1 : f.in_size;
+          xpu_compute_enqueue_work(&c, flat_binary_work, &f, sizeof f);
+        }
+      }
     } else if (!xpu_broadcast(2, shapes, &out_shape, &w->bc)) {
       char a[256], b[256];
       if ((k->base.code == B_EQ || k->base.code == B_NE) && !k->incompatible_shape_error) {

@@ -173,8 +173,10 @@ static XpuPtrSet g_live_streams;
  * from the end of create_event until destroy_event or its device's teardown unlists it. */
 static XpuPtrSet g_live_events;
 /* The stream whose worker runs on this thread, so re-entrant calls that would wait for the
- * calling worker itself fail instead of deadlocking. */
-static _Thread_local SP_Stream tl_worker_stream;
+ * calling worker itself fail instead of deadlocking. Read at every enqueue: the initial-exec
+ * model makes that one load instead of a call to __tls_get_addr (a plugin is opened with
+ * dlopen, whose loader keeps room for a few such bytes). */
+static __thread SP_Stream tl_worker_stream __attribute__((tls_model("initial-exec")));
 
 /* ---- small helpers ---------------------------------------------------------------------- */
 

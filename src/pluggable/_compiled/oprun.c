@@ -946,7 +946,7 @@ static unsigned long long step_id;
 static unsigned long long correlation_id;
 /* The launch id the host tracer's slow path gave the op this thread runs (`set_launch`): a
  * plan run inside it, which records nothing itself, hands it to the kernel. */
-static _Thread_local unsigned long long pending_launch;
+static __thread unsigned long long pending_launch __attribute__((tls_model("initial-exec")));
 
 static PyObject* plan_run_tensors(PlanObject* p, PyObject* const* tensors, Py_ssize_t n,
                                   PyObject* op_name) {
@@ -1199,6 +1199,94 @@ PyObject* pg_tensor_signature(PyObject* t) {
   return PyTuple_Pack(3, code, shape, device);
 }
 
+/* ---- the plan cache in front of dispatch._plans ---------------------------------------------
+ * A repeated op finds its plan without building its key: a small table, indexed by the op
+ * name's address and the input count, remembers the last key and plan found in _plans there.
+ * An entry serves a call whose op name, scope, and inputs' dtype codes and devices are the
+ * same objects as its key's (the entry holds the key, so they stay alive), and whose shapes
+ * are equal. It is valid only while _plans is unchanged since it was filled (the dict's
+ * version tag), so a plan dispatch drops or replaces is never run from here. Building and
+ * hashing the key and comparing it in the dict cost about a tenth of a 1-element op.
+ * Python 3.12 deprecates the version tag: there, every call looks in _plans. */
+#if PY_VERSION_HEX < 0x030C0000
+#define PG_PLAN_CACHE 64
+typedef struct {
+  PyObject* key;  /* the key of `plan` in _plans (owned), or NULL */
+  PyObject* plan; /* owned */
+  uint64_t version;
+} PlanCacheEntry;
+static PlanCacheEntry plan_cache[PG_PLAN_CACHE];
+
+static Py_ssize_t plan_cache_slot(PyObject* op_name, Py_ssize_t n) {
+  return (Py_ssize_t)((((uintptr_t)op_name >> 4) ^ (uintptr_t)n * 31u) % PG_PLAN_CACHE);
+}
+
+static uint64_t plans_version(void) { return ((PyDictObject*)plans)->ma_version_tag; }
+
+static void drop_cached(PlanCacheEntry* e) {
+  PyObject *key = e->key, *plan = e->plan;
+  e->key = e->plan = NULL;
+  Py_XDECREF(key);
+  Py_XDECREF(plan);
+}
+
+static int same_shape(PyObject* a, PyObject* b) {
+  if (a == b) return 1;
+  if (!PyTuple_CheckExact(a) || !PyTuple_CheckExact(b)) return 0;
+  Py_ssize_t n = PyTuple_GET_SIZE(a);
+  if (PyTuple_GET_SIZE(b) != n) return 0;
+  for (Py_ssize_t i = 0; i < n; i++) {
+    PyObject *x = PyTuple_GET_ITEM(a, i), *y = PyTuple_GET_ITEM(b, i);
+    if (x == y) continue;
+    if (!PyLong_CheckExact(x) || !PyLong_CheckExact(y)) return 0;
+    int overflow_x, overflow_y;
+    long long vx = PyLong_AsLongLongAndOverflow(x, &overflow_x);
+    long long vy = PyLong_AsLongLongAndOverflow(y, &overflow_y);
+    if (overflow_x || overflow_y || vx != vy) return 0;
+  }
+  return 1;
+}
+
+/* The cached plan (borrowed) for this call, or NULL. */
+static PyObject* cached_plan(PyObject* op_name, PyObject* const* items, Py_ssize_t n,
+                             PyObject* scope) {
+  PlanCacheEntry* e = &plan_cache[plan_cache_slot(op_name, n)];
+  PyObject* key = e->key;
+  if (key == NULL) return NULL;
+  if (e->version != plans_version()) { /* _plans changed: what it dropped is dropped here too */
+    drop_cached(e);
+    return NULL;
+  }
+  if (PyTuple_GET_SIZE(key) != 2 + 3 * n ||
+      PyTuple_GET_ITEM(key, 0) != op_name || PyTuple_GET_ITEM(key, 1) != scope) {
+    return NULL;
+  }
+  for (Py_ssize_t i = 0; i < n; i++) {
+    PyObject* t = items[i];
+    if (Py_TYPE(t) != tensor_type) return NULL;
+    PyObject *code, *shape, *device;
+    if (!tensor_parts(t, &code, &shape, &device)) return NULL;
+    if (PyTuple_GET_ITEM(key, 2 + 3 * i) != code || PyTuple_GET_ITEM(key, 4 + 3 * i) != device ||
+        !same_shape(PyTuple_GET_ITEM(key, 3 + 3 * i), shape)) {
+      return NULL;
+    }
+  }
+  return e->plan;
+}
+
+static void cache_plan(PyObject* key, PyObject* plan, Py_ssize_t n) {
+  PlanCacheEntry* e = &plan_cache[plan_cache_slot(PyTuple_GET_ITEM(key, 0), n)];
+  PyObject *old_key = e->key, *old_plan = e->plan;
+  Py_INCREF(key);
+  Py_INCREF(plan);
+  e->key = key;
+  e->plan = plan;
+  e->version = plans_version();
+  Py_XDECREF(old_key);
+  Py_XDECREF(old_plan);
+}
+#endif
+
 /* The outputs of `op_name`'s remembered plan for the `n` inputs at `items`, or None. */
 static PyObject* execute_items(PyObject* op_name, PyObject* const* items, Py_ssize_t n) {
   int usable = pg_plans_usable();
@@ -1206,9 +1294,34 @@ static PyObject* execute_items(PyObject* op_name, PyObject* const* items, Py_ssi
     if (usable < 0) return NULL;
     Py_RETURN_NONE;
   }
+#ifdef PG_PLAN_CACHE
+  PyObject* scope = pg_device_scope();
+  if (scope == NULL) return NULL;
+  PyObject* plan = cached_plan(op_name, items, n, scope);
+  Py_DECREF(scope);
+  if (plan != NULL) {
+    Py_INCREF(plan); /* a run may drop it from the cache (a nested op refilling the slot) */
+    PyObject* r = plan_run_tensors((PlanObject*)plan, items, n, op_name);
+    Py_DECREF(plan);
+    return r;
+  }
+#endif
   PyObject* key = make_key(op_name, items, n);
   if (key == NULL || key == Py_None) return key;
-  PyObject* r = pg_run_plan(key, items, n, op_name);
+  PyObject* found = PyDict_GetItemWithError(plans, key);
+  PyObject* r;
+  if (found == NULL) {
+    r = PyErr_Occurred() ? NULL : (Py_INCREF(Py_None), Py_None);
+  } else if (!PyObject_TypeCheck(found, &PlanType)) {
+    r = (Py_INCREF(Py_None), Py_None);
+  } else {
+    Py_INCREF(found);
+#ifdef PG_PLAN_CACHE
+    cache_plan(key, found, n);
+#endif
+    r = plan_run_tensors((PlanObject*)found, items, n, op_name);
+    Py_DECREF(found);
+  }
   Py_DECREF(key);
   return r;
 }
@@ -1782,6 +1895,11 @@ static PyObject* fast_invalidate(PyObject* self, PyObject* unused) {
   (void)self;
   (void)unused;
   epoch++;
+#ifdef PG_PLAN_CACHE
+  /* A closed device's plans hold its kernels and buffers: they go now, not when their slots
+   * are next used. */
+  for (int i = 0; i < PG_PLAN_CACHE; i++) drop_cached(&plan_cache[i]);
+#endif
   Py_RETURN_NONE;
 }
 

@@ -21,40 +21,56 @@
 typedef struct PG_PoolCache {
   int count[PG_POOL_KINDS];
   void* items[PG_POOL_KINDS][PG_POOL_DEPTH > 0 ? PG_POOL_DEPTH : 1];
-  int registered; /* the thread-exit destructor knows this cache */
 } PG_PoolCache;
 
-static _Thread_local PG_PoolCache cache;
+/* The calling thread's cache, made at its first free and freed when it exits. Only this
+ * pointer is thread-local, in the initial-exec model: reading it is one load relative to the
+ * thread pointer, where the default model for a shared library calls __tls_get_addr (about
+ * 20 instructions, and a run allocates and frees about ten of these objects). Eight bytes of
+ * static TLS fit in the space the dynamic loader keeps for libraries opened with dlopen. */
+static __thread PG_PoolCache* cache __attribute__((tls_model("initial-exec")));
 static pthread_key_t exit_key;
 static pthread_once_t exit_key_once = PTHREAD_ONCE_INIT;
+static int exit_key_made;
 
 static void free_cache(void* arg) {
   PG_PoolCache* c = arg;
   for (int k = 0; k < PG_POOL_KINDS; k++) {
     while (c->count[k] > 0) free(c->items[k][--c->count[k]]);
   }
+  free(c);
+  cache = NULL;
 }
 
-static void make_exit_key(void) { (void)pthread_key_create(&exit_key, free_cache); }
+static void make_exit_key(void) { exit_key_made = pthread_key_create(&exit_key, free_cache) == 0; }
+
+/* The calling thread's cache, made now if it has none; NULL when it cannot have one (then
+ * nothing is kept: without the thread-exit destructor the cache would leak). */
+static PG_PoolCache* new_cache(void) {
+  if (PG_POOL_DEPTH == 0 || pthread_once(&exit_key_once, make_exit_key) != 0 || !exit_key_made)
+    return NULL;
+  PG_PoolCache* c = calloc(1, sizeof *c);
+  if (c == NULL) return NULL;
+  if (pthread_setspecific(exit_key, c) != 0) {
+    free(c);
+    return NULL;
+  }
+  cache = c;
+  return c;
+}
 
 void* pg_pool_alloc(PG_PoolKind kind, size_t size) {
-  if (cache.count[kind] > 0) return cache.items[kind][--cache.count[kind]];
+  PG_PoolCache* c = cache;
+  if (c != NULL && c->count[kind] > 0) return c->items[kind][--c->count[kind]];
   return malloc(size);
 }
 
 void pg_pool_free(PG_PoolKind kind, void* p) {
   if (p == NULL) return;
-  if (cache.count[kind] < PG_POOL_DEPTH) {
-    if (!cache.registered) {
-      /* Without the destructor the cache would leak when the thread ends: keep nothing. */
-      if (pthread_once(&exit_key_once, make_exit_key) != 0 ||
-          pthread_setspecific(exit_key, &cache) != 0) {
-        free(p);
-        return;
-      }
-      cache.registered = 1;
-    }
-    cache.items[kind][cache.count[kind]++] = p;
+  PG_PoolCache* c = cache;
+  if (c == NULL) c = new_cache();
+  if (c != NULL && c->count[kind] < PG_POOL_DEPTH) {
+    c->items[kind][c->count[kind]++] = p;
     return;
   }
   free(p);

@@ -365,11 +365,12 @@ def _highest(op: OpDef, device_name: str, attrs: Dict[str, Any], candidates: Lis
     if not candidates:
         return None
     best = max(candidates, key=lambda r: r.priority)
-    tied = [_kernel_summary(r) for r in candidates if r.priority == best.priority]
-    if builtin and best.priority == BUILTIN_CPU_PRIORITY:
-        tied.insert(0, f"pluggable's own CPU kernel for {op.name} (its NumPy reference, "
-                       f"standing for TensorFlow's), priority {BUILTIN_CPU_PRIORITY}")
-    if len(tied) > 1:
+    tied = [r for r in candidates if r.priority == best.priority]
+    if len(tied) + (builtin and best.priority == BUILTIN_CPU_PRIORITY) > 1:
+        tied = [_kernel_summary(r) for r in tied]  # made for the message only
+        if builtin and best.priority == BUILTIN_CPU_PRIORITY:
+            tied.insert(0, f"pluggable's own CPU kernel for {op.name} (its NumPy reference, "
+                           f"standing for TensorFlow's), priority {BUILTIN_CPU_PRIORITY}")
         # TensorFlow keeps every registration and refuses, at lookup, a node that two of
         # them match at the highest priority.
         plugins = sorted({r.plugin for r in candidates if r.priority == best.priority})
