@@ -8,16 +8,16 @@
  * PG_WATCH_TICK_MS and sends the escape signal to a thread whose call has lasted longer than
  * the deadline; Ctrl-C (SIGINT, whose handler is wrapped) sends it to the thread in a watched
  * call. The escape signal's handler jumps back to the sigsetjmp point of a thread in a watched
- * call and does nothing otherwise.
+ * call and does nothing otherwise. The plugin's call is abandoned where it was (its stack
+ * frames are dropped, any lock it held stays held), so the plugin is marked stuck and never
+ * called again through the kernel API; the rest of the process goes on.
  *
  * Python's signal.signal(SIGINT, ...) installs its own handler over the wrapper. The watchdog
  * puts the wrapper back in front of whatever handler is there, at every tick during which a
  * watched call is running: the check is a system call on the watchdog's thread, never on the
  * caller's, and a Ctrl-C reaches a stuck call from the first tick of that call on. SIGINT
  * ignored (SIG_IGN) or left to its default action (SIG_DFL) is never wrapped, so Ctrl-C then
- * interrupts nothing, or ends the process, as the program asked. The plugin's call is abandoned where it was (its stack
- * frames are dropped, any lock it held stays held), so the plugin is marked stuck and never
- * called again through the kernel API; the rest of the process goes on.
+ * interrupts nothing, or ends the process, as the program asked.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "watchdog.h"

@@ -664,9 +664,10 @@ def _describe_sizes(shapes, out_dtypes) -> str:
 
 def _check_output_sizes(op: OpDef, shapes, out_dtypes, device) -> None:
     """Refuses, before anything is allocated, an op whose outputs need more memory than the
-    device where it runs has (`check_fits`). Every output whose shape inference knows is
-    counted, whatever its size; a remembered plan is made only after this passed, and its
-    outputs and the device's limit never change, so its runs need no check of their own."""
+    device where it runs has (`check_fits`). Every output whose shape the op's inference
+    knows counts, whatever its size. A remembered plan is made only after this passed, and
+    neither its outputs nor the device's limit change, so its runs need no check of their
+    own."""
     check_fits(op.name, _output_bytes(shapes, out_dtypes), device,
                "for its outputs", lambda: _describe_sizes(shapes, out_dtypes))
 
