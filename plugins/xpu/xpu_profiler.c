@@ -22,7 +22,8 @@
  * call and then drops them, so the next session starts clean. start() also drops a stopped
  * session that was never collected. All of this runs under g_prof_mu, a leaf lock; the host's
  * set_stream_name takes it under a device lock. The profiler is one per loaded library:
- * several TF_InitProfiler calls share it.
+ * several TF_InitProfiler calls share it, each with the host extensions it was given (the
+ * session started through a registration uses that registration's).
  *
  * The XSpace (tsl/profiler/protobuf/xplane.proto's field numbers), in the form xprof (the
  * profile tools of TensorBoard) reads a device's: one XPlane per device that did work, id =
@@ -142,13 +143,37 @@ static const char kKernelDetails[] =
 
 /* ---- the host's launch ids (PLUGGABLE_ProfilerContextExt) -------------------------------- */
 
-/* Set by TF_InitProfiler when the host hangs the extension off its params; read by kernels. */
-static _Atomic(uint64_t (*)(struct TF_OpKernelContext*)) g_correlation_id_fn;
+typedef uint64_t (*XpuCorrelationFn)(struct TF_OpKernelContext*);
+
+/* The running session's: the function of the registration whose start() opened it (NULL when
+ * that host passed no extension); read by kernels. */
+static _Atomic(XpuCorrelationFn) g_correlation_id_fn;
+
+/* Live registrations, each TF_InitProfiler call's TP_Profiler with the correlation function
+ * its host passed (NULL: none). Several hosts in one process may register the one profiler,
+ * some with the extension and some without (TensorFlow passes none): each keeps its own, so
+ * a registration never takes another's away. TF_InitProfiler adds one (or renews the entry of
+ * a TP_Profiler filled again), destroy_profiler removes it. Guarded by g_prof_mu. */
+#define XPU_PROF_REGISTRATIONS 64
+static struct {
+  const TP_Profiler* profiler;
+  XpuCorrelationFn correlation_id;
+} g_registrations[XPU_PROF_REGISTRATIONS];
 
 uint64_t xpu_prof_correlation_id(struct TF_OpKernelContext* ctx) {
-  uint64_t (*fn)(struct TF_OpKernelContext*) =
-      atomic_load_explicit(&g_correlation_id_fn, memory_order_acquire);
+  XpuCorrelationFn fn = atomic_load_explicit(&g_correlation_id_fn, memory_order_acquire);
   return fn != NULL ? fn(ctx) : 0;
+}
+
+/* The index of `profiler`'s registration; with `add`, of a free entry when it has none. -1
+ * when there is none (with `add`: every entry is taken). Under g_prof_mu. */
+static int registration_of(const TP_Profiler* profiler, bool add) {
+  int free_entry = -1;
+  for (int i = 0; i < XPU_PROF_REGISTRATIONS; i++) {
+    if (g_registrations[i].profiler == profiler) return i;
+    if (free_entry < 0 && g_registrations[i].profiler == NULL) free_entry = i;
+  }
+  return add ? free_entry : -1;
 }
 
 /* ---- counted heap blocks ---------------------------------------------------------------- */
@@ -896,6 +921,10 @@ static void xpu_profiler_start(const TP_Profiler* profiler, TF_Status* status) {
     return;
   }
   discard_stopped_session();
+  int entry = registration_of(profiler, false);
+  atomic_store_explicit(&g_correlation_id_fn,
+                        entry >= 0 ? g_registrations[entry].correlation_id : NULL,
+                        memory_order_release);
   atomic_store_explicit(&g_max_events, atomic_load(&g_max_events_setting), memory_order_relaxed);
   if (g_tsc < 0) g_tsc = pg_profiler_tsc_usable();
   g_clock_start = pg_profiler_clock_pair(g_tsc > 0, realtime_ns);
@@ -984,13 +1013,17 @@ static void xpu_profiler_collect(const TP_Profiler* profiler, uint8_t* buffer,
   TF_SetStatus(status, TF_OK, "");
 }
 
-/* TF_ProfilerRegistrationParams.destroy_profiler: ends a running session and frees every
- * event held; the TP_Profiler itself is the host's. */
+/* TF_ProfilerRegistrationParams.destroy_profiler: ends a running session, frees every event
+ * held and forgets the registration; the TP_Profiler itself is the host's. */
 static void xpu_destroy_profiler(TP_Profiler* profiler) {
-  (void)profiler;
   pthread_mutex_lock(&g_prof_mu);
   if (atomic_load(&xpu_prof_session)) end_session();
   discard_stopped_session();
+  int entry = registration_of(profiler, false);
+  if (entry >= 0) {
+    g_registrations[entry].profiler = NULL;
+    g_registrations[entry].correlation_id = NULL;
+  }
   pthread_mutex_unlock(&g_prof_mu);
 }
 
@@ -1029,11 +1062,8 @@ __attribute__((visibility("default"))) void TF_InitProfiler(TF_ProfilerRegistrat
                       TP_PROFILER_FNS_STRUCT_SIZE)) {
     return;
   }
-  profiler->struct_size = TP_PROFILER_STRUCT_SIZE;
-  profiler->ext = NULL;
-  profiler->device_type = kProfilerType;
   /* The host's extensions (pluggable/plugin_ext.h); TensorFlow leaves ext NULL. */
-  uint64_t (*correlation_id)(struct TF_OpKernelContext*) = NULL;
+  XpuCorrelationFn correlation_id = NULL;
   if (XPU_FITS(params, TF_ProfilerRegistrationParams, ext)) {
     const PLUGGABLE_ExtHeader* link = params->ext;
     for (int hops = 0; link != NULL && hops < 64; hops++) {
@@ -1046,7 +1076,23 @@ __attribute__((visibility("default"))) void TF_InitProfiler(TF_ProfilerRegistrat
       link = link->next;
     }
   }
-  atomic_store_explicit(&g_correlation_id_fn, correlation_id, memory_order_release);
+  pthread_mutex_lock(&g_prof_mu);
+  int entry = registration_of(profiler, true);
+  if (entry >= 0) {
+    g_registrations[entry].profiler = profiler;
+    g_registrations[entry].correlation_id = correlation_id;
+  }
+  pthread_mutex_unlock(&g_prof_mu);
+  if (entry < 0) {
+    xpu_status(status, TF_RESOURCE_EXHAUSTED,
+               "%s: the XPU profiler already has %d registrations; destroy one "
+               "(TF_ProfilerRegistrationParams.destroy_profiler) before registering again", fn,
+               XPU_PROF_REGISTRATIONS);
+    return;
+  }
+  profiler->struct_size = TP_PROFILER_STRUCT_SIZE;
+  profiler->ext = NULL;
+  profiler->device_type = kProfilerType;
   fns->struct_size = TP_PROFILER_FNS_STRUCT_SIZE;
   fns->ext = NULL;
   fns->start = xpu_profiler_start;

@@ -66,7 +66,10 @@ def cmd_plugins(_args) -> int:
     rows = []
     for r in records:
         reason = f"{r.step}: {r.reason}" if r.step else r.reason
-        rows.append((r.status, r.device_type, r.platform_name, r.device_count, r.api_version,
+        kind, platform, devices = r.device_type, r.platform_name, r.device_count
+        if r.status == "loaded" and kind is None:
+            kind, platform, devices = _without_device(r)
+        rows.append((r.status, kind, platform, devices, r.api_version,
                      r.priority, "yes" if r.provides_kernels else "no",
                      _profiler_cell(r),
                      r.path + (f" (found as {r.found_as})" if r.found_as else ""), reason))
@@ -74,6 +77,21 @@ def cmd_plugins(_args) -> int:
                   "profiler", "path", "reason"), rows))
     _print_graph_optimizers(records)
     return 0
+
+
+def _without_device(record) -> tuple:
+    """The type, platform and devices cells of a library loaded without a device (no
+    SE_InitPlugin): what it provides instead ("kernels only", ...), and the device types its
+    kernels serve."""
+    parts = [name for name, present in (("kernels", record.provides_kernels),
+                                        ("profiler", record.profiler_type is not None))
+             if present] or ["graph optimizer"]  # loaded: it provides one of the three
+    kind = parts[0] + " only" if len(parts) == 1 else " + ".join(parts)
+    platform = "no device"
+    if record.provides_kernels:
+        types = sorted({k.device_type for k in config.list_kernels() if k.source == record.path})
+        platform += f" (kernels for {', '.join(types) or 'no device type'})"
+    return kind, platform, 0
 
 
 def _print_graph_optimizers(records) -> None:

@@ -54,3 +54,26 @@ def test_plugins_survives_a_plugin_that_crashes_unless_probed(run_python, tmp_pa
     shy = next(line for line in result.stdout.splitlines() if "libshy.so" in line)
     assert shy.startswith("skipped")
     assert "init: the plugin crashed the probe child with SIGSEGV during step 'init'" in shy
+
+
+def test_plugins_table_says_what_a_library_without_a_device_is(run_python, tmp_path,
+                                                               build_test_plugin):
+    import os
+
+    source = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                          "plugins", "kernel_library.c")
+    shutil.copy(build_test_plugin(source), tmp_path / "libkernels.so")
+    shutil.copy(build_test_plugin(source, GRAPH_ONLY=True), tmp_path / "libgraph.so")
+    result = run_python(None, args=("-m", "pluggable", "plugins"),
+                        env={"PLUGGABLE_PLUGIN_PATH": str(tmp_path)})
+    lines = result.stdout.splitlines()
+    header = lines[0]
+    kernels = next(line for line in lines if "libkernels.so" in line)
+    graph = next(line for line in lines if "libgraph.so" in line and line.startswith("loaded"))
+    cells = {name: kernels[header.index(name):].split("  ")[0].strip()
+             for name in ("type", "platform", "devices", "kernels")}
+    assert kernels.startswith("loaded")
+    assert cells == {"type": "kernels only", "platform": "no device (kernels for CPU)",
+                     "devices": "0", "kernels": "yes"}
+    assert graph[header.index("type"):].split("  ")[0] == "graph optimizer only"
+    assert graph[header.index("platform"):].split("  ")[0] == "no device"

@@ -53,26 +53,27 @@ def test_one_hot_too_large_for_the_host_is_refused_before_allocating():
 
 
 def test_memory_error_inside_a_cpu_kernel_becomes_resource_exhausted():
-    # 40 MiB output (below the size where the memory left is read) under a limit with less
-    # room than that: NumPy's MemoryError is reported as ResourceExhaustedError for the op.
+    # Where's output shape is known only from the values (one row per true element), so no
+    # check can come first: 40 MiB of indices under a limit with 8 MiB of room make NumPy
+    # raise MemoryError, reported as ResourceExhaustedError for the op.
     result = run_limited("""
         import numpy as np, resource
         import pluggable
-        from pluggable import ops
+        from pluggable.eager.dispatch import execute
         from pluggable.errors import ResourceExhaustedError
-        x = pluggable.tensor(np.ones(5 << 20, np.float64))
+        x = pluggable.tensor(np.ones(5 << 20, np.bool_))
         with open("/proc/self/statm") as f:
             used = int(f.read().split()[0]) * resource.getpagesize()
         resource.setrlimit(resource.RLIMIT_AS, (used + (8 << 20),) * 2)
         try:
-            ops.add(x, x)
+            execute("Where", [x])
         except ResourceExhaustedError as e:
             print("refused:", e)
     """)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.startswith("refused: out of host memory running AddV2 on the CPU"), \
+    assert result.stdout.startswith("refused: out of host memory running Where on the CPU"), \
         result.stdout
-    assert "shape (5242880,) float64" in result.stdout
+    assert "shape (unknown) int64" in result.stdout
 
 
 def test_fill_larger_than_the_device_limit_is_refused_before_the_kernel_runs(xpu_platform):
@@ -108,3 +109,144 @@ def test_sizes_below_the_check_run_normally():
     want = np.zeros((2, 3, 2), np.float32)
     want[0, 0, 0] = want[1, 2, 1] = 1
     np.testing.assert_array_equal(out, want)
+
+
+def test_small_cpu_output_larger_than_the_memory_left_is_refused():
+    # 16 MiB, far below the size of a fresh reading, under a limit with 4 MiB of room: once
+    # the last reading is a second old, the check refuses it before NumPy allocates, with
+    # the op, shape, size, device and room.
+    result = run_limited("""
+        import numpy as np, resource, time
+        import pluggable
+        from pluggable import ops
+        from pluggable.errors import ResourceExhaustedError
+        x = pluggable.tensor(np.ones(2 << 20, np.float64))
+        before = ops.add(x, x)  # a reading is taken now, with room to spare
+        with open("/proc/self/statm") as f:
+            used = int(f.read().split()[0]) * resource.getpagesize()
+        resource.setrlimit(resource.RLIMIT_AS, (used + (4 << 20),) * 2)
+        time.sleep(1.1)
+        for _ in range(2):
+            try:
+                ops.add(x, x)
+            except ResourceExhaustedError as e:
+                print("refused:", e)
+        small = pluggable.tensor(np.arange(4, dtype=np.float64))
+        print(ops.add(small, small).numpy().tolist())
+    """)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert len(lines) == 3, result.stdout
+    for line in lines[:2]:
+        assert line.startswith("refused: AddV2 would need 16.0 MiB (16777216 bytes) for its "
+                               "outputs (shape (2097152,) float64) on /device:CPU:0, more than "
+                               "the memory left to this process on the host ("), line
+        assert "nothing was allocated" in line
+    assert lines[2] == "[0.0, 2.0, 4.0, 6.0]"
+
+
+def _run_with_device_limit(code: str, limit: int) -> subprocess.CompletedProcess:
+    """Runs ``code`` in a child whose XPU:0 allocator is limited to ``limit`` bytes."""
+    prelude = (f"import pluggable\npluggable.config.set_memory_limit('XPU:0', {limit})\n")
+    return subprocess.run([sys.executable, "-c", prelude + textwrap.dedent(code)],
+                          capture_output=True, text=True, timeout=120, env=dict(os.environ))
+
+
+def test_small_device_output_larger_than_the_device_limit_is_refused_on_every_call():
+    # 2 MiB on a device limited to 1 MiB: refused before the kernel runs, by the op's first
+    # call and by the repeated one (a refused call leaves no remembered plan behind).
+    result = _run_with_device_limit("""
+        import numpy as np
+        from pluggable import ops
+        from pluggable.eager import dispatch
+        from pluggable.errors import ResourceExhaustedError
+        allocator = pluggable.get_device("XPU:0").executor.allocator
+        with pluggable.device("XPU:0"):
+            kept = ops.fill([4], 1.0)  # something in use
+            allocs = allocator.stats()["num_allocs"]
+            plans = len(dispatch._plans)
+            for _ in range(2):
+                try:
+                    ops.fill([512, 1024], 1.0)
+                except ResourceExhaustedError as e:
+                    print("refused:", e)
+            print(allocator.stats()["num_allocs"] - allocs, len(dispatch._plans) - plans)
+            print(ops.fill([2, 2], 3.0).numpy().tolist())
+    """, 1 << 20)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert len(lines) == 4, result.stdout
+    for line in lines[:2]:
+        assert line == (
+            "refused: Fill would need 2.0 MiB (2097152 bytes) for its outputs (shape (512, "
+            "1024) float32) on /device:XPU:0, more than the memory limit of /device:XPU:0 "
+            "(1.0 MiB, of which 256 B in use and 1023.8 KiB left); nothing was allocated. "
+            "Check the arguments (a size or depth far too large?) or work on smaller pieces."), line
+    assert lines[2] == "0 0"
+    assert lines[3] == "[[3.0, 3.0], [3.0, 3.0]]"
+
+
+def test_empty_checks_every_size(xpu_platform):
+    limit = xpu_platform.executor(0).allocator.memory_limit
+    with pytest.raises(ResourceExhaustedError) as info:
+        pluggable.empty((limit // 4 + 1,), "float32", device="XPU:0")
+    assert "empty would need" in str(info.value)
+    assert f"for a tensor (shape ({limit // 4 + 1},) float32) on /device:XPU:0" in str(info.value)
+    assert pluggable.empty((limit // 8,), "float32", device="XPU:0").shape == (limit // 8,)
+
+
+class _Readings:
+    """Stands in for `host_memory_left`: answers ``left`` and counts the readings."""
+
+    def __init__(self, left):
+        self.left, self.count = left, 0
+
+    def __call__(self):
+        self.count += 1
+        return self.left
+
+
+@pytest.fixture
+def readings(monkeypatch):
+    from pluggable.base import limits
+
+    clock = [1000.0]
+    reader = _Readings(800 << 20)
+    monkeypatch.setattr(limits, "host_memory_left", reader)
+    monkeypatch.setattr(limits, "_monotonic", lambda: clock[0])
+    monkeypatch.setattr(limits, "_reading", [None, float("-inf"), 0])
+    reader.clock = clock
+    return reader
+
+
+def test_host_check_compares_with_a_recent_reading(readings):
+    from pluggable.base.limits import host_memory_fits
+
+    assert host_memory_fits(1 << 20) is None
+    assert readings.count == 1  # the first check reads
+    for _ in range(50):  # 50 MiB more, under an eighth of 800 MiB: no reading
+        assert host_memory_fits(1 << 20) is None
+    assert readings.count == 1
+    for _ in range(60):  # past an eighth (100 MiB) since the reading: one more
+        assert host_memory_fits(1 << 20) is None
+    assert readings.count == 2
+    readings.clock[0] += 1.5  # a second later: read again
+    assert host_memory_fits(16) is None
+    assert readings.count == 3
+    assert host_memory_fits(64 << 20) is None  # a large output always reads
+    assert readings.count == 4
+
+
+def test_host_check_reads_again_before_refusing(readings):
+    from pluggable.base.limits import host_memory_fits
+
+    assert host_memory_fits(16) is None
+    readings.left = 2 << 20  # the memory went elsewhere
+    assert host_memory_fits(4 << 20) is None  # the old reading had room for it...
+    assert readings.count == 1
+    assert host_memory_fits(100 << 20) == 2 << 20  # ...this one is read again and refused
+    assert readings.count == 2
+    assert host_memory_fits(4 << 20) == 2 << 20  # 4 MiB is now an eighth's worth: read
+    readings.left = None  # nothing says: everything fits
+    readings.clock[0] += 2
+    assert host_memory_fits(1 << 40) is None

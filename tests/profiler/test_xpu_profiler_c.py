@@ -25,7 +25,8 @@ from pluggable.abi import plugin_ext
 from pluggable.abi import pluggable_profiler as tp
 from pluggable.abi.tf_status import TF_Code
 from pluggable.errors import (
-    FailedPreconditionError, InternalError, InvalidArgumentError, error_for_code)
+    FailedPreconditionError, InternalError, InvalidArgumentError, ResourceExhaustedError,
+    error_for_code)
 
 # ---- an XSpace reader built from the field numbers of tsl/profiler/protobuf/xplane.proto ----
 _F = descriptor_pb2.FieldDescriptorProto
@@ -292,6 +293,43 @@ def test_init_rejects_bad_params(xpu_lib, defect, error, message):
     with pytest.raises(error, match=message):
         init_profiler(xpu_lib, params)
     assert not fns.start and not params.destroy_profiler  # nothing half-filled
+
+
+def test_each_registration_keeps_its_own_extensions(profiler, xpu_platform):
+    """This file registers the profiler again, without PLUGGABLE_ProfilerContextExt (as
+    TensorFlow does), after the host registered it with the extension: the host's sessions
+    still give kernels their launch's correlation id, and a session started through the
+    registration without the extension gives none, whichever registered last."""
+    a = pluggable.tensor(np.arange(4, dtype=np.float32), device="XPU:0")
+    for _ in range(2):  # the host's session, then this file's, then both again
+        pluggable.profiler.start(None)
+        try:
+            pluggable.ops.add(a, a).numpy()
+        finally:
+            result = pluggable.profiler.stop(save=False)
+        kernels = [e for e in result.events() if e.name == "AddV2" and "op_type" in e.stats]
+        assert kernels and all(e.stats.get("correlation_id", 0) > 0 for e in kernels), kernels
+        space = profiler.session(lambda: pluggable.ops.add(a, a).numpy())
+        plane = plane_named(space, "/device:GPU:0")
+        stats = [stats for _, m, _, stats in events_of(plane) if m.name == "AddV2"]
+        assert stats and all("correlation_id" not in s for s in stats), stats
+
+
+def test_registrations_are_bounded_and_destroy_frees_one(xpu_lib):
+    made = []
+    try:
+        with pytest.raises(ResourceExhaustedError, match="already has 64 registrations; "
+                                                         "destroy one"):
+            for _ in range(65):
+                made.append(XpuProfiler(xpu_lib))
+        assert 1 <= len(made) < 64  # the host holds one entry already
+        made.pop().destroy()
+        made.append(XpuProfiler(xpu_lib))  # the freed entry serves again
+        assert ctypes.string_at(made[-1].profiler.device_type) == b"XPU"
+    finally:
+        for p in made:
+            p.destroy()
+    XpuProfiler(xpu_lib).destroy()
 
 
 def test_calls_check_their_profiler(profiler):

@@ -179,36 +179,21 @@ def test_a_compute_that_never_returns_is_ended_by_the_deadline(run_hostile):
     assert r["later"][0] == "DeadlineExceededError" and "found stuck" in r["later"][1]
 
 
-CTRL_C = textwrap.dedent("""
-    import ctypes, os, time
-    import numpy as np
-    import pluggable
-    arm = ctypes.CDLL(os.environ["PLUGGABLE_PLUGIN_PATH"]).hostile_arm
-    x = pluggable.tensor(np.arange(3, dtype=np.float32), device="TEST:0")
-    with pluggable.device("TEST:0"):
-        pluggable.raw_ops.Neg(x=x).numpy()
-        arm(1)
-        print("HANGING", flush=True)
-        started = time.monotonic()
-        try:
-            pluggable.raw_ops.Neg(x=x)
-        except KeyboardInterrupt:
-            print("INTERRUPTED", round(time.monotonic() - started, 1), flush=True)
-    print("XPU", pluggable.raw_ops.Neg(x=pluggable.tensor([1.0], device="XPU:0")).numpy())
-""")
-
-
-def test_ctrl_c_interrupts_a_compute_that_never_returns(build_test_plugin, tmp_path):
+def interrupted_child(build_test_plugin, variant: str, code: str,
+                      deadline: str = "600") -> list:
+    """Runs ``code`` in a child with the hostile plugin ``variant``, sends it Ctrl-C (SIGINT)
+    half a second after it printed HANGING, and returns the lines it printed after that; the
+    child must end by itself, with status 0, within 30 s."""
     import signal
     import subprocess
     import sys
     import time
 
-    path = build_test_plugin(HOSTILE_SOURCE, HOSTILE_COMPUTE_HANGS=True)
+    path = build_test_plugin(HOSTILE_SOURCE, **{f"HOSTILE_{variant}": True})
     env = dict(os.environ, PLUGGABLE_PLUGIN_PATH=path, PLUGGABLE_PROBE="0",
-               PLUGGABLE_DEADLINE="600")
-    child = subprocess.Popen([sys.executable, "-c", CTRL_C], stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True, env=env)
+               PLUGGABLE_DEADLINE=deadline)
+    child = subprocess.Popen([sys.executable, "-c", textwrap.dedent(code)],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     try:
         assert child.stdout.readline().strip() == "HANGING"
         time.sleep(0.5)
@@ -217,10 +202,74 @@ def test_ctrl_c_interrupts_a_compute_that_never_returns(build_test_plugin, tmp_p
     finally:
         if child.poll() is None:
             child.kill()
+            child.communicate()
     assert child.returncode == 0, err
-    lines = out.splitlines()
+    return out.splitlines()
+
+
+# A compute that never returns, after the Python code in {handlers} ran: the kernel has run
+# once before, so the watchdog and its SIGINT wrapper were in place before {handlers}.
+CTRL_C = """
+    import ctypes, os, signal, time
+    import numpy as np
+    import pluggable
+    arm = ctypes.CDLL(os.environ["PLUGGABLE_PLUGIN_PATH"]).hostile_arm
+    x = pluggable.tensor(np.arange(3, dtype=np.float32), device="TEST:0")
+    with pluggable.device("TEST:0"):
+        pluggable.raw_ops.Neg(x=x).numpy()
+        {handlers}
+        arm(1)
+        print("HANGING", flush=True)
+        started = time.monotonic()
+        try:
+            pluggable.raw_ops.Neg(x=x)
+        except KeyboardInterrupt:
+            print("INTERRUPTED", round(time.monotonic() - started, 1), flush=True)
+        except pluggable.errors.PluggableError as e:
+            print(type(e).__name__, round(time.monotonic() - started, 1), flush=True)
+            print("MESSAGE", e, flush=True)
+    print("XPU", pluggable.raw_ops.Neg(x=pluggable.tensor([1.0], device="XPU:0")).numpy())
+"""
+
+
+def test_ctrl_c_interrupts_a_compute_that_never_returns(build_test_plugin):
+    lines = interrupted_child(build_test_plugin, "COMPUTE_HANGS", CTRL_C.format(handlers=""))
     assert lines[0].startswith("INTERRUPTED") and float(lines[0].split()[1]) < 10
     assert lines[1] == "XPU [-1.]"
+
+
+def test_ctrl_c_interrupts_a_compute_after_the_user_installs_a_sigint_handler(
+        build_test_plugin):
+    # Python installs its own C handler over the watchdog's wrapper; Ctrl-C still ends the
+    # stuck call, the user's handler runs as Python runs it, and the op raises the
+    # interruption (the handler raised nothing).
+    lines = interrupted_child(build_test_plugin, "COMPUTE_HANGS", CTRL_C.format(
+        handlers="signal.signal(signal.SIGINT, lambda *_: print('HANDLER', flush=True))"))
+    assert lines[0] == "HANDLER", lines
+    kind, seconds = lines[1].split()
+    assert kind == "CancelledError" and float(seconds) < 10, lines
+    assert "kernel 'HostileNeg' (op Neg) was interrupted (Ctrl-C) inside its compute" in lines[2]
+    assert lines[3] == "XPU [-1.]"
+
+
+def test_ctrl_c_interrupts_a_compute_after_sigint_is_ignored_then_handled_again(
+        build_test_plugin):
+    lines = interrupted_child(build_test_plugin, "COMPUTE_HANGS", CTRL_C.format(
+        handlers="signal.signal(signal.SIGINT, signal.SIG_IGN); "
+                 "signal.signal(signal.SIGINT, signal.default_int_handler)"))
+    assert lines[0].startswith("INTERRUPTED") and float(lines[0].split()[1]) < 10, lines
+    assert lines[1] == "XPU [-1.]"
+
+
+def test_ctrl_c_is_ignored_when_the_user_ignores_sigint(build_test_plugin):
+    # SIG_IGN is respected: the Ctrl-C sent after half a second changes nothing, and the
+    # deadline (2 s) is what ends the call.
+    lines = interrupted_child(build_test_plugin, "COMPUTE_HANGS", CTRL_C.format(
+        handlers="signal.signal(signal.SIGINT, signal.SIG_IGN)"), deadline="2")
+    kind, seconds = lines[0].split()
+    assert kind == "DeadlineExceededError" and 1.9 <= float(seconds) < 10, lines
+    assert "did not return from its compute within the deadline of 2 s" in lines[1]
+    assert lines[2] == "XPU [-1.]"
 
 
 def test_a_destroy_stream_that_never_returns_marks_the_device_stuck(run_hostile):
@@ -358,7 +407,7 @@ def test_stream_executor_allocate_makes_the_same_checks(run_hostile, variant, fr
     assert r["third"] == 64
 
 
-CTRL_C_DESTROY = textwrap.dedent("""
+CTRL_C_DESTROY = """
     import ctypes, os, time
     import pluggable
     arm = ctypes.CDLL(os.environ["PLUGGABLE_PLUGIN_PATH"]).hostile_arm
@@ -376,35 +425,16 @@ CTRL_C_DESTROY = textwrap.dedent("""
     except pluggable.errors.DeadlineExceededError as e:
         print("STUCK", "interrupted" in str(e), flush=True)
     print("XPU", pluggable.raw_ops.Neg(x=pluggable.tensor([1.0], device="XPU:0")).numpy())
-""")
+"""
 
 
 def test_ctrl_c_interrupts_a_destroy_stream_that_never_returns(build_test_plugin):
-    import signal
-    import subprocess
-    import sys
-    import time
-
-    path = build_test_plugin(HOSTILE_SOURCE, HOSTILE_DESTROY_STREAM_HANGS=True)
-    env = dict(os.environ, PLUGGABLE_PLUGIN_PATH=path, PLUGGABLE_PROBE="0",
-               PLUGGABLE_DEADLINE="600")
-    child = subprocess.Popen([sys.executable, "-c", CTRL_C_DESTROY], stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True, env=env)
-    try:
-        assert child.stdout.readline().strip() == "HANGING"
-        time.sleep(0.5)
-        child.send_signal(signal.SIGINT)
-        out, err = child.communicate(timeout=30)
-    finally:
-        if child.poll() is None:
-            child.kill()
-    assert child.returncode == 0, err
-    lines = out.splitlines()
+    lines = interrupted_child(build_test_plugin, "DESTROY_STREAM_HANGS", CTRL_C_DESTROY)
     assert lines[0].startswith("INTERRUPTED") and float(lines[0].split()[1]) < 10
     assert lines[1] == "STUCK True" and lines[2] == "XPU [-1.]"
 
 
-CTRL_C_PROFILER = textwrap.dedent("""
+CTRL_C_PROFILER = """
     import ctypes, os, time, warnings
     import pluggable
     arm = ctypes.CDLL(os.environ["PLUGGABLE_PLUGIN_PATH"]).hostile_arm
@@ -421,29 +451,10 @@ CTRL_C_PROFILER = textwrap.dedent("""
         pluggable.profiler.start(None)
         pluggable.profiler.stop(save=False)
     print("LEFT OUT", any("interrupted" in str(w.message) for w in caught), flush=True)
-""")
+"""
 
 
 def test_ctrl_c_interrupts_a_profiler_start_that_never_returns(build_test_plugin):
-    import signal
-    import subprocess
-    import sys
-    import time
-
-    path = build_test_plugin(HOSTILE_SOURCE, HOSTILE_PROFILER_START_HANGS=True)
-    env = dict(os.environ, PLUGGABLE_PLUGIN_PATH=path, PLUGGABLE_PROBE="0",
-               PLUGGABLE_DEADLINE="600")
-    child = subprocess.Popen([sys.executable, "-c", CTRL_C_PROFILER], stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True, env=env)
-    try:
-        assert child.stdout.readline().strip() == "HANGING"
-        time.sleep(0.5)
-        child.send_signal(signal.SIGINT)
-        out, err = child.communicate(timeout=30)
-    finally:
-        if child.poll() is None:
-            child.kill()
-    assert child.returncode == 0, err
-    lines = out.splitlines()
+    lines = interrupted_child(build_test_plugin, "PROFILER_START_HANGS", CTRL_C_PROFILER)
     assert lines[0].startswith("INTERRUPTED") and float(lines[0].split()[1]) < 10
     assert lines[1] == "LEFT OUT True"

@@ -9,6 +9,11 @@
  * call from Python, no Python code on the way. It returns None when there is no usable plan;
  * dispatch then takes its slow path, which leaves a plan behind.
  *
+ * A plan's run checks no output size: the slow path made the plan only after the outputs'
+ * bytes passed its check against the device's memory limit (dispatch._check_output_sizes),
+ * and neither the plan's outputs nor that limit (fixed for the allocator's life; a new
+ * allocator makes the plan stale) change afterwards.
+ *
  * The GIL during the kernel run: released when the run's inputs and outputs together exceed
  * hold_gil_bytes (HOLD_GIL_BYTES unless changed with `hold_gil_bytes(n)`), or while a Python
  * host callback is pending (hostcall.c); kept otherwise.

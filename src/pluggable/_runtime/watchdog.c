@@ -11,6 +11,13 @@
  * call and does nothing otherwise. The plugin's call is abandoned where it was (its stack
  * frames are dropped, any lock it held stays held), so the plugin is marked stuck and never
  * called again through the kernel API; the rest of the process goes on.
+ *
+ * Python's signal.signal(SIGINT, ...) installs its own handler over the wrapper. The watchdog
+ * puts the wrapper back in front of whatever handler is there, at every tick during which a
+ * watched call is running: the check is a system call on the watchdog's thread, never on the
+ * caller's, and a Ctrl-C reaches a stuck call from the first tick of that call on. SIGINT
+ * ignored (SIG_IGN) or left to its default action (SIG_DFL) is never wrapped, so Ctrl-C then
+ * interrupts nothing, or ends the process, as the program asked.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "watchdog.h"
@@ -37,7 +44,10 @@ static pthread_once_t start_once = PTHREAD_ONCE_INIT;
 static atomic_uint_fast64_t tick;
 static atomic_int_fast64_t deadline_ms = 600000; /* 0: none */
 static int escape_signal;
-static struct sigaction previous_sigint;
+/* The handler the wrapper runs first: previous_sigint[previous_at]. The watchdog writes the
+ * other one before it switches, so a Ctrl-C being handled never reads a half-written one. */
+static struct sigaction previous_sigint[2];
+static atomic_int previous_at;
 static pthread_t main_thread;
 static atomic_int have_main_thread;
 
@@ -55,11 +65,12 @@ static void on_escape(int sig) {
  * a thread in a watched call: this one, or the main thread. */
 static void on_sigint(int sig, siginfo_t* info, void* context) {
   int saved = errno;
-  if (previous_sigint.sa_flags & SA_SIGINFO) {
-    if (previous_sigint.sa_sigaction != NULL) previous_sigint.sa_sigaction(sig, info, context);
-  } else if (previous_sigint.sa_handler != SIG_IGN && previous_sigint.sa_handler != SIG_DFL &&
-             previous_sigint.sa_handler != NULL) {
-    previous_sigint.sa_handler(sig);
+  const struct sigaction* previous = &previous_sigint[atomic_load(&previous_at)];
+  if (previous->sa_flags & SA_SIGINFO) {
+    if (previous->sa_sigaction != NULL) previous->sa_sigaction(sig, info, context);
+  } else if (previous->sa_handler != SIG_IGN && previous->sa_handler != SIG_DFL &&
+             previous->sa_handler != NULL) {
+    previous->sa_handler(sig);
   }
   PG_Watch* w = my_slot;
   if (w != NULL && atomic_load(&w->active)) {
@@ -78,6 +89,53 @@ static void on_sigint(int sig, siginfo_t* info, void* context) {
   errno = saved;
 }
 
+/* Whether `a` runs a function (not SIG_DFL, not SIG_IGN). */
+static int runs_a_handler(const struct sigaction* a) {
+  return (a->sa_flags & SA_SIGINFO) ? a->sa_sigaction != NULL
+                                    : a->sa_handler != SIG_IGN && a->sa_handler != SIG_DFL &&
+                                          a->sa_handler != NULL;
+}
+
+static int is_wrapper(const struct sigaction* a) {
+  return (a->sa_flags & SA_SIGINFO) && a->sa_sigaction == on_sigint;
+}
+
+static int same_action(const struct sigaction* a, const struct sigaction* b) {
+  if ((a->sa_flags & SA_SIGINFO) != (b->sa_flags & SA_SIGINFO)) return 0;
+  return (a->sa_flags & SA_SIGINFO) ? a->sa_sigaction == b->sa_sigaction
+                                    : a->sa_handler == b->sa_handler;
+}
+
+/* Makes `a` the handler the wrapper runs first. */
+static void set_previous(const struct sigaction* a) {
+  int spare = 1 - atomic_load(&previous_at);
+  previous_sigint[spare] = *a;
+  atomic_store(&previous_at, spare);
+}
+
+/* Puts the wrapper in front of SIGINT's handler, unless it is there already or SIGINT is
+ * ignored or left to its default action. A handler installed between the look and the swap
+ * becomes the previous one; an SIG_IGN or SIG_DFL installed then is put back. */
+static void wrap_sigint(void) {
+  struct sigaction current, replaced;
+  if (sigaction(SIGINT, NULL, &current) != 0 || is_wrapper(&current) ||
+      !runs_a_handler(&current)) {
+    return;
+  }
+  set_previous(&current);
+  struct sigaction wrapped;
+  memset(&wrapped, 0, sizeof wrapped);
+  wrapped.sa_sigaction = on_sigint;
+  wrapped.sa_flags = SA_SIGINFO;
+  sigemptyset(&wrapped.sa_mask);
+  if (sigaction(SIGINT, &wrapped, &replaced) != 0 || same_action(&replaced, &current)) return;
+  if (runs_a_handler(&replaced)) {
+    set_previous(&replaced);
+  } else {
+    sigaction(SIGINT, &replaced, NULL);
+  }
+}
+
 static void release_slot(void* slot) {
   PG_Watch* w = slot;
   atomic_store(&w->active, 0);
@@ -91,17 +149,19 @@ static void* watchdog_main(void* arg) {
     nanosleep(&pause, NULL);
     uint64_t now = atomic_fetch_add(&tick, 1) + 1;
     int64_t limit = atomic_load(&deadline_ms);
-    if (limit <= 0) continue;
     uint64_t ticks = (uint64_t)(limit + PG_WATCH_TICK_MS - 1) / PG_WATCH_TICK_MS;
+    int watching = 0;
     for (int i = 0; i < PG_WATCH_SLOTS; i++) {
       PG_Watch* w = &slots[i];
       if (!atomic_load(&slots_used[i]) || !atomic_load(&w->active)) continue;
-      if (now - atomic_load(&w->started) > ticks &&
+      watching = 1;
+      if (limit > 0 && now - atomic_load(&w->started) > ticks &&
           atomic_load(&w->escape) == PG_WATCH_RUNNING) {
         atomic_store(&w->escape, PG_WATCH_OVERDUE);
         pthread_kill(w->thread, escape_signal);
       }
     }
+    if (watching) wrap_sigint();
   }
   return NULL;
 }
@@ -118,21 +178,7 @@ static void start(void) {
   escape.sa_handler = on_escape;
   sigemptyset(&escape.sa_mask);
   sigaction(escape_signal, &escape, NULL);
-  struct sigaction current;
-  /* Wrapped only when a handler is installed (Python's): SIG_DFL and SIG_IGN stay as they
-   * are, so Ctrl-C still ends (or still does not end) a process that chose them. */
-  if (sigaction(SIGINT, NULL, &current) == 0 &&
-      ((current.sa_flags & SA_SIGINFO) ? current.sa_sigaction != NULL
-                                       : current.sa_handler != SIG_IGN &&
-                                             current.sa_handler != SIG_DFL)) {
-    previous_sigint = current;
-    struct sigaction wrapped;
-    memset(&wrapped, 0, sizeof wrapped);
-    wrapped.sa_sigaction = on_sigint;
-    wrapped.sa_flags = SA_SIGINFO;
-    sigemptyset(&wrapped.sa_mask);
-    sigaction(SIGINT, &wrapped, NULL);
-  }
+  wrap_sigint();
   pthread_attr_t attr;
   pthread_attr_init(&attr);
   pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import os
 import threading
+from time import monotonic as _monotonic
+
 from .errors import warn
 
 TYPE_CHECKING = False  # typing's constant, without importing typing at start-up
@@ -233,3 +235,33 @@ def host_memory_left() -> Optional[int]:
     except (OSError, ValueError, IndexError):
         pass
     return min(left) if left else None
+
+
+#: An output of at least this many bytes always takes a fresh reading of the memory left
+#: (`host_memory_fits`): next to allocating and touching it, the reading costs nothing.
+FRESH_READING_BYTES = 64 << 20
+#: A reading of the memory left is older than this (seconds): the next check reads again.
+READING_SECONDS = 1.0
+
+# The last reading of `host_memory_left`: [bytes left or None, when (time.monotonic), bytes
+# checked against it since]. Threads may race on it: a lost update costs at most an early or
+# a late reading, never a wrong refusal (a refusal always reads first).
+_reading: list = [None, float("-inf"), 0]
+
+
+def host_memory_fits(nbytes: int) -> Optional[int]:
+    """None when ``nbytes`` more bytes fit in the host memory left to the process, else the
+    bytes left. Most calls compare with the last reading of `host_memory_left`, less what was
+    checked since; it reads again when the reading is a second old, when what was checked
+    since reaches an eighth of what it found, for ``nbytes`` of `FRESH_READING_BYTES` or
+    more, and always before it answers that ``nbytes`` do not fit."""
+    left, when, spent = _reading
+    spent += nbytes
+    now = _monotonic()
+    if nbytes < FRESH_READING_BYTES and now - when < READING_SECONDS and (
+            left is None or spent * 8 <= left):
+        _reading[2] = spent
+        return None
+    left = host_memory_left()
+    _reading[:] = [left, now, 0]
+    return None if left is None or nbytes <= left else left

@@ -44,7 +44,7 @@ from ..base.native import compiled as _compiled
 from ..kernels.registry import output_guard_report, set_output_guards
 from ..tensors.placement import (CPU_DEVICE, device, device_scope, scoped_device,  # noqa: F401
                                  soft_placement)
-from ..tensors.tensor import CHECKED_BYTES, Tensor, check_fits, tensor as make_tensor
+from ..tensors.tensor import Tensor, check_fits, tensor as make_tensor
 
 __all__ = ["device", "execute", "set_soft_device_placement", "get_soft_device_placement",
            "set_log_device_placement", "get_log_device_placement", "PlacementWarning"]
@@ -665,11 +665,12 @@ def _describe_sizes(shapes, out_dtypes) -> str:
 
 def _check_output_sizes(op: OpDef, shapes, out_dtypes, device) -> None:
     """Refuses, before anything is allocated, an op whose outputs need more memory than the
-    device where it runs has (`check_fits`)."""
-    total = _output_bytes(shapes, out_dtypes)
-    if total >= CHECKED_BYTES:
-        check_fits(op.name, total, device,
-                   f"for its outputs ({_describe_sizes(shapes, out_dtypes)})")
+    device where it runs has (`check_fits`). Every output whose shape the op's inference
+    knows counts, whatever its size. A remembered plan is made only after this passed, and
+    neither its outputs nor the device's limit change, so its runs need no check of their
+    own."""
+    check_fits(op.name, _output_bytes(shapes, out_dtypes), device,
+               "for its outputs", lambda: _describe_sizes(shapes, out_dtypes))
 
 
 def _choice(device, kernel_name, fallback: bool, tensors: List[Tensor]) -> Tuple:

@@ -22,7 +22,7 @@ import collections
 import ctypes
 import operator
 import threading
-from typing import TYPE_CHECKING, Any, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, List, Optional, Tuple
 
 import numpy as np
 
@@ -36,7 +36,7 @@ from ..base.dtypes import _BY_NUMPY, DType, as_dtype
 from ..base.shape import TensorShape
 from ..base.errors import (DataLossError, DeadlineExceededError, FailedPreconditionError,
                      InvalidArgumentError, PluggableError, ResourceExhaustedError)
-from ..base.limits import host_memory_left
+from ..base.limits import host_memory_fits
 from ..devices.allocator import _human as human_bytes
 from ..devices.memory import DeviceMemory
 from ..devices.staging import staged_view as _staged_view
@@ -677,27 +677,34 @@ def tensor(data: Any, dtype: Any = None, device: Any = None) -> Tensor:
     return _upload(array, dtype_, target, owned=not shared)
 
 
-#: Allocations smaller than this are not checked against the memory left (`check_fits`):
-#: reading it costs a few file reads, and a small allocation that fails still becomes
-#: ResourceExhaustedError.
-CHECKED_BYTES = 64 << 20
-
-
-def check_fits(call: str, nbytes: int, device: Any, what: str) -> None:
+def check_fits(call: str, nbytes: int, device: Any, what: str,
+               shapes: Optional[Callable[[], str]] = None) -> None:
     """Raises ResourceExhaustedError, before anything is allocated, when ``nbytes`` exceed
     what ``device`` has: a plugin device's memory limit, or on the CPU the memory left to the
-    process (address-space limit, memory cgroup, available memory)."""
+    process (address-space limit, memory cgroup, available memory). ``what`` says what the
+    bytes are for; ``shapes``, when given, describes them for the message (called only then).
+    Called for every output whose shape is known, so it costs a comparison: the device's
+    limit is fixed for its allocator's life, and the host's is a recent reading
+    (`host_memory_fits`)."""
     if device is CPU_DEVICE:
-        left, where = host_memory_left(), "the memory left to this process on the host"
+        left = host_memory_fits(nbytes)
+        if left is None:
+            return
+        where = f"the memory left to this process on the host ({human_bytes(left)})"
     else:
-        left = device.executor.allocator.memory_limit
-        where = f"the memory limit of {device.name}"
-    if left is None or nbytes <= left:
-        return
+        allocator = device.executor.allocator
+        limit = allocator.memory_limit
+        if nbytes <= limit:
+            return
+        used = allocator.memory_info()["current"]
+        where = (f"the memory limit of {device.name} ({human_bytes(limit)}, of which "
+                 f"{human_bytes(used)} in use and {human_bytes(max(limit - used, 0))} left)")
+    if shapes is not None:
+        what = f"{what} ({shapes()})"
     raise ResourceExhaustedError(
-        f"{call} would need {human_bytes(nbytes)} ({nbytes} bytes) {what}, more than {where} "
-        f"({human_bytes(left)}); nothing was allocated. Check the arguments (a size or depth "
-        f"far too large?) or work on smaller pieces.", call=call)
+        f"{call} would need {human_bytes(nbytes)} ({nbytes} bytes) {what} on {device.name}, "
+        f"more than {where}; nothing was allocated. Check the arguments (a size or depth far "
+        f"too large?) or work on smaller pieces.", call=call)
 
 
 def host_empty(call: str, dims: Tuple[int, ...], dtype_: DType) -> np.ndarray:
@@ -719,8 +726,7 @@ def empty(shape: Any, dtype: Any = "float32", device: Any = None) -> Tensor:
         raise InvalidArgumentError(f"shape {dims} of {dtype_.name} needs {nbytes} bytes, "
                                    f"more than any device has", call="empty")
     target = _placement(device)
-    if nbytes >= CHECKED_BYTES:
-        check_fits("empty", nbytes, target, f"for shape {dims} {dtype_.name}")
+    check_fits("empty", nbytes, target, "for a tensor", lambda: f"shape {dims} {dtype_.name}")
     if target is CPU_DEVICE:
         try:
             array = np.empty(dims, dtype_.numpy_dtype)
