@@ -175,6 +175,17 @@ def xpu1(xpu_platform):
     return xpu_platform.executor(1)
 
 
+@pytest.fixture
+def xpu1_checked(xpu1):
+    """StreamExecutor of XPU:1, checked for leaked handles after the test as `xpu` checks
+    XPU:0 (the event manager's pooled events, which its first peer copy makes, are not
+    leaks)."""
+    before = user_handles(xpu1)
+    yield xpu1
+    after = user_handles(xpu1)
+    assert after == before, f"the test leaked XPU:1 handles: {before} -> {after}"
+
+
 @pytest.fixture(scope="session")
 def run_python():
     """``run_python(code, env={...})`` runs ``code`` in a fresh interpreter (discovery

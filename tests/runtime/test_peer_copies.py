@@ -24,18 +24,6 @@ DELAY_US = 20_000
 
 
 @pytest.fixture
-def xpu1_checked(xpu1):
-    """XPU:1, checked for leaked handles like the `xpu` fixture checks XPU:0."""
-    before = xpu1.live_handles()
-    yield xpu1
-    import gc
-
-    gc.collect()
-    xpu1.flush_releases()
-    assert xpu1.live_handles() == before, "the test leaked XPU:1 handles"
-
-
-@pytest.fixture
 def stream1(xpu1_checked):
     with xpu1_checked.create_stream() as s:
         yield s
