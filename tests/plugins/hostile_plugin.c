@@ -63,7 +63,9 @@
  *   HOSTILE_SHORT_ALLOCATE (allocate reports half the size asked),
  *   HOSTILE_MISALIGNED_ALLOCATE (allocate returns an address 8 bytes past a 256-byte one),
  *   HOSTILE_DESTROY_STREAM_HANGS, HOSTILE_PROFILER_START_HANGS, HOSTILE_COMPUTE_HANGS (the
- *   call never returns once hostile_arm(1) was called), HOSTILE_WRITES_PAST_OUTPUT (its Neg
+ *   call never returns once hostile_arm(1) was called; the plugin then counts the calls it
+ *   still gets, hostile_calls_after_wedged(), reported on stderr at exit as
+ *   "HOSTILE_CALLS_AFTER_WEDGED n"), HOSTILE_WRITES_PAST_OUTPUT (its Neg
  *   kernel writes 16 bytes past the end of its output), HOSTILE_LATE_CALLBACK (host_callback
  *   invokes the callback from a thread of its own 300 ms later, after the stream reports the
  *   work done), HOSTILE_LATE_STATUS_WRITE (create_event keeps its TF_Status*, and the next
@@ -502,6 +504,107 @@ static atomic_int armed;
 
 __attribute__((visibility("default"))) void hostile_arm(int on) { atomic_store(&armed, on); }
 
+#if defined(HOSTILE_COMPUTE_HANGS) || defined(HOSTILE_DESTROY_STREAM_HANGS) || \
+    defined(HOSTILE_PROFILER_START_HANGS)
+/* A plugin wedged by a call that never returns: the calls it gets afterwards are counted
+ * (hostile_calls_after_wedged(), and a line on stderr when the process ends), since the host
+ * must make none. A real plugin would block in them on the lock the stuck call holds. */
+#define HOSTILE_WEDGES 1
+static atomic_int wedged, calls_after_wedged;
+
+__attribute__((visibility("default"))) int hostile_calls_after_wedged(void) {
+  return atomic_load(&calls_after_wedged);
+}
+
+static void note_call(void) {
+  if (atomic_load(&wedged)) atomic_fetch_add(&calls_after_wedged, 1);
+}
+
+/* The stuck call: never returns. */
+static void wedge(void) {
+  atomic_store(&wedged, 1);
+  hang_forever();
+}
+
+__attribute__((destructor)) static void report_calls_after_wedged(void) {
+  if (atomic_load(&wedged)) {
+    fprintf(stderr, "HOSTILE_CALLS_AFTER_WEDGED %d\n", atomic_load(&calls_after_wedged));
+  }
+}
+
+static void w_allocate(const SP_Device* d, uint64_t size, int64_t space, SP_DeviceMemoryBase* m) {
+  note_call();
+  plugin_allocate(d, size, space, m);
+}
+static void w_deallocate(const SP_Device* d, SP_DeviceMemoryBase* m) {
+  note_call();
+  plugin_deallocate(d, m);
+}
+static void w_create_stream(const SP_Device* d, SP_Stream* s, TF_Status* status) {
+  note_call();
+  plugin_create_stream(d, s, status);
+}
+static void w_destroy_stream(const SP_Device* d, SP_Stream s) {
+  note_call();
+  plugin_destroy_stream(d, s);
+}
+static void w_stream_status(const SP_Device* d, SP_Stream s, TF_Status* status) {
+  note_call();
+  plugin_stream_status(d, s, status);
+}
+static void w_create_event(const SP_Device* d, SP_Event* e, TF_Status* status) {
+  note_call();
+  plugin_create_event(d, e, status);
+}
+static void w_destroy_event(const SP_Device* d, SP_Event e) {
+  note_call();
+  plugin_destroy_event(d, e);
+}
+static SE_EventStatus w_event_status(const SP_Device* d, SP_Event e) {
+  note_call();
+  return plugin_event_status(d, e);
+}
+static void w_record_event(const SP_Device* d, SP_Stream s, SP_Event e, TF_Status* status) {
+  note_call();
+  plugin_record_event(d, s, e, status);
+}
+static void w_memcpy_dtoh(const SP_Device* d, SP_Stream s, void* dst,
+                          const SP_DeviceMemoryBase* src, uint64_t size, TF_Status* status) {
+  note_call();
+  plugin_memcpy_dtoh(d, s, dst, src, size, status);
+}
+static void w_memcpy_htod(const SP_Device* d, SP_Stream s, SP_DeviceMemoryBase* dst,
+                          const void* src, uint64_t size, TF_Status* status) {
+  note_call();
+  plugin_memcpy_htod(d, s, dst, src, size, status);
+}
+static void w_synchronize(const SP_Device* d, TF_Status* status) {
+  note_call();
+  plugin_synchronize(d, status);
+}
+static TF_Bool w_memory_usage(const SP_Device* d, int64_t* free_bytes, int64_t* total_bytes) {
+  note_call();
+  return plugin_memory_usage(d, free_bytes, total_bytes);
+}
+
+/* Counts the calls that matter; the variant's own callback is set after these. */
+static void count_calls(SP_StreamExecutor* se) {
+  se->allocate = w_allocate;
+  se->deallocate = w_deallocate;
+  se->create_stream = w_create_stream;
+  se->destroy_stream = w_destroy_stream;
+  se->get_stream_status = w_stream_status;
+  se->create_event = w_create_event;
+  se->destroy_event = w_destroy_event;
+  se->get_event_status = w_event_status;
+  se->record_event = w_record_event;
+  se->memcpy_dtoh = w_memcpy_dtoh;
+  se->memcpy_htod = w_memcpy_htod;
+  se->synchronize_all_activity = w_synchronize;
+  se->device_memory_usage = w_memory_usage;
+}
+#endif
+
 #ifdef HOSTILE_STREAM_DATA_LOSS
 typedef struct HostileStream {
   atomic_int lost;
@@ -601,9 +704,9 @@ static void hostile_deallocate(const SP_Device* device, SP_DeviceMemoryBase* mem
 
 #ifdef HOSTILE_DESTROY_STREAM_HANGS
 static void hanging_destroy_stream(const SP_Device* device, SP_Stream stream) {
-  (void)device;
-  (void)stream;
-  if (atomic_load(&armed)) hang_forever();
+  note_call();
+  if (atomic_load(&armed)) wedge();
+  plugin_destroy_stream(device, stream);
 }
 #endif
 
@@ -664,6 +767,9 @@ static void late_writing_record_event(const SP_Device* device, SP_Stream stream,
 
 static void hostile_runtime_setup(SP_StreamExecutor* se) {
   (void)se;
+#ifdef HOSTILE_WEDGES
+  count_calls(se);
+#endif
 #ifdef HOSTILE_LATE_STATUS_WRITE
   se->create_event = keeping_create_event;
   se->record_event = late_writing_record_event;
@@ -693,6 +799,9 @@ static void hostile_runtime_setup(SP_StreamExecutor* se) {
 /* Neg for float: y = -x (device memory is host memory here), or the variant's misdeed. */
 static void hostile_compute(void* instance, TF_OpKernelContext* ctx) {
   (void)instance;
+#ifdef HOSTILE_WEDGES
+  note_call();
+#endif
 #ifdef HOSTILE_SEGV_IN_COMPUTE
   write_nowhere();
 #endif
@@ -723,7 +832,7 @@ static void hostile_compute(void* instance, TF_OpKernelContext* ctx) {
                                      (size_t)count * sizeof(float), s);
     if (TF_GetCode(s) == TF_OK) {
 #ifdef HOSTILE_COMPUTE_HANGS
-      if (atomic_load(&armed)) hang_forever();
+      if (atomic_load(&armed)) wedge();
 #endif
       const float* in = TF_TensorData(x);
       float* out = TF_TensorData(y);
@@ -768,12 +877,16 @@ static void hostile_profiler_start(const TP_Profiler* profiler, TF_Status* statu
 #ifdef HOSTILE_SEGV_IN_PROFILER_START
   write_nowhere();
 #else
-  if (atomic_load(&armed)) hang_forever();
+  note_call();
+  if (atomic_load(&armed)) wedge();
 #endif
 }
 
 static void hostile_profiler_stop(const TP_Profiler* profiler, TF_Status* status) {
   (void)profiler;
+#ifdef HOSTILE_WEDGES
+  note_call();
+#endif
   TF_SetStatus(status, TF_OK, "");
 }
 
@@ -781,6 +894,9 @@ static void hostile_profiler_collect(const TP_Profiler* profiler, uint8_t* buffe
                                      size_t* size_in_bytes, TF_Status* status) {
   (void)profiler;
   (void)buffer;
+#ifdef HOSTILE_WEDGES
+  note_call();
+#endif
   *size_in_bytes = 0;
   TF_SetStatus(status, TF_OK, "");
 }

@@ -55,6 +55,7 @@ def run_hostile(build_test_plugin, run_python):
                                                   result.stderr)
         results = json.loads(lines[-1][len("RESULTS "):])
         assert results["xpu"] == [2.0] and results["cpu"] == 2.0
+        results["stderr"] = result.stderr
         return results
     return run
 
@@ -176,7 +177,65 @@ def test_a_compute_that_never_returns_is_ended_by_the_deadline(run_hostile):
            "of 1 s" in message and "marked stuck" in message
     assert 0.9 <= r["seconds"] < 5
     # The plugin is not called again: a clear error at once, not a second hang.
-    assert r["later"][0] == "DeadlineExceededError" and "found stuck" in r["later"][1]
+    assert r["later"][0] == "UnavailableError", r["later"]
+    assert "kernel 'HostileNeg' (op Neg) did not return from its compute within the " \
+           "deadline of 1 s" in r["later"][1]
+
+
+# What a user does next with a plugin wedged in a kernel's compute: each call is refused at
+# once, naming the plugin and the compute that got stuck, and the plugin (which counts the
+# calls it gets once wedged) is never called, at exit neither.
+STUCK_PLUGIN_CODE = """
+    pluggable.config.set_deadline(1)
+    x = pluggable.tensor(np.arange(3, dtype=np.float32), device="TEST:0")
+    executor = pluggable.get_device("TEST:0").executor
+    kept = executor.allocate(64)
+    stream = executor.create_stream()
+    arm(1)
+    STUCK
+    results["calls"] = {
+        "op": outcome(lambda: pluggable.raw_ops.Neg(x=x)),
+        "numpy": outcome(lambda: x.numpy()),
+        "upload": outcome(lambda: pluggable.tensor([1.0, 2.0], device="TEST:0")),
+        "allocate": outcome(lambda: executor.allocate(16)),
+        "host_memory": outcome(lambda: executor.host_memory_allocate(16)),
+        "synchronize": outcome(lambda: pluggable.get_device("TEST:0").synchronize()),
+        "stream": outcome(executor.create_stream),
+        "stream_sync": outcome(stream.synchronize),
+        "event": outcome(executor.create_event),
+        "memory_usage": outcome(executor.memory_usage),
+        "other_device": outcome(lambda: pluggable.get_device("TEST:1")),
+        "profiler": outcome(lambda: (pluggable.profiler.start(None),
+                                     pluggable.profiler.stop(save=False)) and None),
+    }
+    kept.close()
+    stream.close()
+    del x
+    results["calls_after"] = PLUGIN.hostile_calls_after_wedged()
+"""
+
+
+@pytest.mark.parametrize("variant, stuck, reason", [
+    ("COMPUTE_HANGS", """with pluggable.device("TEST:0"): results["stuck"] = outcome(
+        lambda: pluggable.raw_ops.Neg(x=x).numpy())""",
+     "kernel 'HostileNeg' (op Neg) did not return from its compute within the deadline of 1 s"),
+    ("DESTROY_STREAM_HANGS", 'results["stuck"] = outcome(executor.create_stream().close)',
+     "SP_StreamExecutor.destroy_stream of device 0 did not return within the deadline "
+          "of 1 s"),
+])
+def test_a_plugin_wedged_in_a_call_is_never_called_again(run_hostile, variant, stuck, reason):
+    r = run_hostile(variant, STUCK_PLUGIN_CODE.replace("STUCK", stuck), DEVICE_COUNT=2)
+    assert r["stuck"][0] == "DeadlineExceededError", r["stuck"]
+    profiler = r["calls"].pop("profiler")
+    for call, (kind, message) in r["calls"].items():
+        assert kind == "UnavailableError", (call, kind, message)
+        assert "TEST_DEV plugin" in message and reason in message, (call, message)
+        assert "Restart the process to use the plugin again" in message or \
+            "restart the process" in message, (call, message)
+    # The device profiler of another plugin is not in the way; the session goes on.
+    assert profiler == ["ok", None]
+    assert r["calls_after"] == 0
+    assert "HOSTILE_CALLS_AFTER_WEDGED 0" in r["stderr"], r["stderr"][-2000:]
 
 
 CTRL_C = textwrap.dedent("""
@@ -239,7 +298,8 @@ def test_a_destroy_stream_that_never_returns_marks_the_device_stuck(run_hostile)
     assert "destroy_stream did not finish within the deadline of 1 s" in message
     assert "marked stuck" in message and "TEST_DEV plugin" in message
     assert 0.9 <= r["seconds"] < 5
-    assert r["again"][0] == "DeadlineExceededError" and "marked stuck" in r["again"][1]
+    assert r["again"][0] == "UnavailableError", r["again"]
+    assert "destroy_stream of device 0 did not return within the deadline" in r["again"][1]
 
 
 def test_a_profiler_start_that_never_returns_is_left_out_of_the_session(run_hostile):
@@ -264,12 +324,18 @@ def test_a_profiler_start_that_never_returns_is_left_out_of_the_session(run_host
             pluggable.profiler.start(None)
             pluggable.profiler.stop(save=False)
         results["second"] = time.monotonic() - started
+        # The profiler's call holds the plugin: its devices are not called either.
+        results["device"] = outcome(lambda: pluggable.tensor([1.0], device="TEST:0"))
+        results["calls_after"] = PLUGIN.hostile_calls_after_wedged()
     """)
     assert 0.9 <= r["seconds"] < 5 and r["second"] < 0.9
     assert any("TP_ProfilerFns.start did not return within the deadline of 1 s" in w
                and "marked stuck" in w for w in r["warnings"]), r["warnings"]
     assert r["value"] == [3.0]
     assert any("XPU" in name for name in r["planes"]), r["planes"]
+    assert r["device"][0] == "UnavailableError", r["device"]
+    assert "TP_ProfilerFns.start did not return within the deadline of 1 s" in r["device"][1]
+    assert r["calls_after"] == 0 and "HOSTILE_CALLS_AFTER_WEDGED 0" in r["stderr"]
 
 
 # -- a kernel that writes past its output ------------------------------------------------------
@@ -373,7 +439,7 @@ CTRL_C_DESTROY = textwrap.dedent("""
         print("INTERRUPTED", round(time.monotonic() - started, 1), flush=True)
     try:
         executor.create_stream()
-    except pluggable.errors.DeadlineExceededError as e:
+    except pluggable.errors.UnavailableError as e:
         print("STUCK", "interrupted" in str(e), flush=True)
     print("XPU", pluggable.raw_ops.Neg(x=pluggable.tensor([1.0], device="XPU:0")).numpy())
 """)

@@ -328,9 +328,21 @@ static char* session_source;  /* NULL outside a session */
 static int64_t session_start;
 static const char kEmpty[] = "";
 
+/* Plugins with a call abandoned inside them, and what got stuck: a short list (a process
+ * meets few stuck plugins), read only on the paths that refuse them. */
+typedef struct PG_StuckPlugin {
+  char* source;
+  char* reason;
+  struct PG_StuckPlugin* next;
+} PG_StuckPlugin;
+static PG_StuckPlugin* stuck_plugins; /* guarded by registry_mu; entries never go away */
+
+/* Marks every kernel of the plugin `source` stuck and keeps `reason` (the first one). */
+static void mark_plugin_stuck(const char* source, const char* reason);
+/* Copies the reason the plugin `source` is stuck into buf; 0 when it is not stuck. */
+static size_t stuck_reason(const char* source, char* buf, size_t n);
+
 /* The registration `id`, or NULL; registrations never move or go away. */
-/* Marks every kernel of the plugin `source` stuck. */
-static void mark_plugin_stuck(const char* source);
 
 static PG_Registration* registration_get(int64_t id) {
   pthread_mutex_lock(&registry_mu);
@@ -661,6 +673,17 @@ PG_Kernel* pluggable_KernelCreate(int64_t id, const char* node_name, const PG_At
   pthread_mutex_lock(&registry_mu);
   int enabled = r->enabled;
   pthread_mutex_unlock(&registry_mu);
+  if (atomic_load(&r->stuck)) {
+    char reason[512];
+    if (stuck_reason(r->source, reason, sizeof reason) == 0) {
+      snprintf(reason, sizeof reason, "a call was abandoned inside it");
+    }
+    set_statusf(status, TF_UNAVAILABLE,
+                "kernel '%s' for op '%s' is not created: its plugin (%s) is unusable in this "
+                "process because %s; restart the process to use it again", r->kernel_name,
+                r->b->op, r->source ? r->source : "?", reason);
+    return NULL;
+  }
   if (!enabled) {
     set_statusf(status, TF_FAILED_PRECONDITION,
                 "kernel '%s' for op '%s' on %s is %s", r->kernel_name, r->b->op,
@@ -714,7 +737,10 @@ oom:
 
 void pluggable_KernelDelete(PG_Kernel* k) {
   if (k == NULL) return;
-  if (k->reg->b->destroy != NULL) k->reg->b->destroy(k->instance);
+  /* Not into a plugin found stuck: its instance is left to the operating system. */
+  if (k->reg->b->destroy != NULL && !atomic_load(&k->reg->stuck)) {
+    k->reg->b->destroy(k->instance);
+  }
   kernel_free(k);
 }
 
@@ -1614,11 +1640,16 @@ int pluggable_KernelRun(const int64_t* request) {
   }
   const TF_KernelBuilder* b = kernel->reg->b;
   if (atomic_load_explicit(&kernel->reg->stuck, memory_order_relaxed)) {
-    set_statusf(status, TF_DEADLINE_EXCEEDED,
-                "kernel '%s' is not run: its plugin (%s) was found stuck in a kernel's compute "
-                "earlier and is no longer used in this process; restart the process to use it "
-                "again", kernel->reg->kernel_name, kernel->reg->source ? kernel->reg->source : "?");
-    return TF_DEADLINE_EXCEEDED;
+    char reason[512];
+    if (stuck_reason(kernel->reg->source, reason, sizeof reason) == 0) {
+      snprintf(reason, sizeof reason, "a call was abandoned inside it");
+    }
+    set_statusf(status, TF_UNAVAILABLE,
+                "kernel '%s' is refused without calling the plugin: its plugin (%s) is unusable "
+                "in this process because %s; restart the process to use it again",
+                kernel->reg->kernel_name, kernel->reg->source ? kernel->reg->source : "?",
+                reason);
+    return TF_UNAVAILABLE;
   }
   if (b->compute == NULL) {
     set_statusf(status, TF_UNIMPLEMENTED,
@@ -1701,7 +1732,17 @@ int pluggable_KernelRun(const int64_t* request) {
     /* The watchdog (deadline) or Ctrl-C abandoned the call where it was. */
     pg_watch_recover();
     int interrupted = atomic_load(&watch->escape) == PG_WATCH_INTERRUPTED;
-    mark_plugin_stuck(kernel->reg->source);
+    char reason[512];
+    if (interrupted) {
+      snprintf(reason, sizeof reason,
+               "kernel '%s' (op %s) was interrupted (Ctrl-C) inside its compute",
+               kernel->reg->kernel_name, b->op);
+    } else {
+      snprintf(reason, sizeof reason,
+               "kernel '%s' (op %s) did not return from its compute within the deadline of %g s",
+               kernel->reg->kernel_name, b->op, pg_watch_deadline());
+    }
+    mark_plugin_stuck(kernel->reg->source, reason);
     if (interrupted) {
       set_statusf(status, TF_CANCELLED,
                   "kernel '%s' (op %s) was interrupted (Ctrl-C) inside its compute; its plugin "
@@ -1764,14 +1805,48 @@ done:
   return code;
 }
 
-static void mark_plugin_stuck(const char* source) {
+static int same_source(const char* a, const char* b) {
+  return a == b || (a != NULL && b != NULL && strcmp(a, b) == 0);
+}
+
+static void mark_plugin_stuck(const char* source, const char* reason) {
   pthread_mutex_lock(&registry_mu);
+  PG_StuckPlugin* known = stuck_plugins;
+  while (known != NULL && !same_source(known->source, source)) known = known->next;
+  if (known == NULL) {
+    PG_StuckPlugin* entry = calloc(1, sizeof *entry);
+    if (entry != NULL) {
+      entry->source = source != NULL ? pg_strdup(source) : NULL;
+      entry->reason = pg_strdup(reason != NULL ? reason : "a call was abandoned inside it");
+      entry->next = stuck_plugins;
+      stuck_plugins = entry;
+    }
+  }
   for (int64_t i = 0; i < registry_count; i++) {
     PG_Registration* r = registry[i];
-    if (r != NULL && (r->source == source ||
-                      (r->source != NULL && source != NULL && strcmp(r->source, source) == 0))) {
-      atomic_store(&r->stuck, 1);
+    if (r != NULL && same_source(r->source, source)) atomic_store(&r->stuck, 1);
+  }
+  pthread_mutex_unlock(&registry_mu);
+}
+
+static size_t stuck_reason(const char* source, char* buf, size_t n) {
+  size_t length = 0;
+  pthread_mutex_lock(&registry_mu);
+  for (PG_StuckPlugin* p = stuck_plugins; p != NULL; p = p->next) {
+    if (same_source(p->source, source) && p->reason != NULL) {
+      length = strlen(p->reason);
+      if (buf != NULL && n > 0) snprintf(buf, n, "%s", p->reason);
+      break;
     }
   }
   pthread_mutex_unlock(&registry_mu);
+  return length;
+}
+
+void pluggable_MarkPluginStuck(const char* source, const char* reason) {
+  if (source != NULL) mark_plugin_stuck(source, reason);
+}
+
+size_t pluggable_PluginStuckReason(const char* source, char* buf, size_t n) {
+  return source != NULL ? stuck_reason(source, buf, n) : 0;
 }

@@ -206,6 +206,12 @@ TF_CAPI_EXPORT PG_Kernel* pluggable_KernelCreate(int64_t id, const char* node_na
  * while a pluggable_KernelRun of the instance is in progress. */
 TF_CAPI_EXPORT void pluggable_KernelDelete(PG_Kernel* kernel);
 
+/* Marks the plugin library `source` stuck (a call was abandoned inside it; `reason` says which
+ * call): its kernels are neither created, run nor deleted again. The first reason is kept. */
+TF_CAPI_EXPORT void pluggable_MarkPluginStuck(const char* source, const char* reason);
+/* The length of the reason `source` is stuck, copied (cut to fit) into buf; 0 if it is not. */
+TF_CAPI_EXPORT size_t pluggable_PluginStuckReason(const char* source, char* buf, size_t n);
+
 /* ---- running a kernel ----
  * One call per execution: pluggable_KernelRun(request). `request` is a flat array of
  * int64_t words (pointers as integers), so that a host fills it in one step and the foreign
