@@ -62,15 +62,21 @@
  *   DEVICE_COUNT=2 gives two devices),
  *   HOSTILE_SHORT_ALLOCATE (allocate reports half the size asked),
  *   HOSTILE_MISALIGNED_ALLOCATE (allocate returns an address 8 bytes past a 256-byte one),
+ *   HOSTILE_OVERLAPPING_HOST_ALLOCATE, HOSTILE_MISALIGNED_HOST_ALLOCATE (the same misdeeds,
+ *   armed, of host_memory_allocate and unified_memory_allocate, which share one arena; the
+ *   platform supports unified memory),
  *   HOSTILE_DESTROY_STREAM_HANGS, HOSTILE_PROFILER_START_HANGS, HOSTILE_COMPUTE_HANGS (the
  *   call never returns once hostile_arm(1) was called; the plugin then counts the calls it
  *   still gets, hostile_calls_after_wedged(), reported on stderr at exit as
  *   "HOSTILE_CALLS_AFTER_WEDGED n"), HOSTILE_WRITES_PAST_OUTPUT (its Neg
- *   kernel writes 16 bytes past the end of its output), HOSTILE_LATE_CALLBACK (host_callback
+ *   kernel writes 16 bytes past the end of its output), HOSTILE_WRITES_PAST_TEMP (16 bytes
+ *   past a TF_AllocateTemp buffer it then deletes), HOSTILE_WRITES_PAST_FORWARDED (past an
+ *   output from TF_ForwardInputOrAllocateOutput), HOSTILE_WRITES_PAST_SET_OUTPUT (past a
+ *   temporary it makes its output with TF_SetOutput), HOSTILE_LATE_CALLBACK (host_callback
  *   invokes the callback from a thread of its own 300 ms later, after the stream reports the
  *   work done), HOSTILE_LATE_STATUS_WRITE (create_event keeps its TF_Status*, and the next
- *   record_event writes an error into it). The COMPUTE_HANGS and
- *   WRITES_PAST_OUTPUT variants register Neg (T=float) for their device; the
+ *   record_event writes an error into it). The COMPUTE_HANGS and WRITES_PAST_* variants
+ *   register Neg (T=float) for their device; the
  *   PROFILER_START_HANGS variant has a profiler.
  */
 #define _DEFAULT_SOURCE 1 /* readlink, under -std=c11 */
@@ -89,7 +95,8 @@
 
 #if defined(HOSTILE_SEGV_IN_COMPUTE) || defined(HOSTILE_ESCAPE_KERNEL_MESSAGE) || \
     defined(HOSTILE_SLOW_KERNELS) || defined(HOSTILE_COMPUTE_HANGS) ||                    \
-    defined(HOSTILE_WRITES_PAST_OUTPUT)
+    defined(HOSTILE_WRITES_PAST_OUTPUT) || defined(HOSTILE_WRITES_PAST_TEMP) ||            \
+    defined(HOSTILE_WRITES_PAST_FORWARDED) || defined(HOSTILE_WRITES_PAST_SET_OUTPUT)
 #include "tensorflow/c/kernels.h"
 #define HOSTILE_KERNEL 1
 #endif
@@ -459,6 +466,9 @@ void SE_InitPlugin(SE_PlatformRegistrationParams* params, TF_Status* status) {
 #ifdef HOSTILE_DEVICE_TYPE_CPU
   params->platform->type = "CPU";
 #endif
+#if defined(HOSTILE_OVERLAPPING_HOST_ALLOCATE) || defined(HOSTILE_MISALIGNED_HOST_ALLOCATE)
+  params->platform->supports_unified_memory = 1;
+#endif
 #ifdef HOSTILE_HUGE_PLATFORM_STRUCT
   params->platform->struct_size = (size_t)1 << 40;
 #endif
@@ -702,6 +712,43 @@ static void hostile_deallocate(const SP_Device* device, SP_DeviceMemoryBase* mem
 }
 #endif
 
+#if defined(HOSTILE_OVERLAPPING_HOST_ALLOCATE) || defined(HOSTILE_MISALIGNED_HOST_ALLOCATE)
+/* Host and unified memory carved from one static arena, 256-byte aligned, never reused. */
+#define HOST_ARENA_BYTES ((size_t)16 << 20)
+static _Alignas(256) unsigned char host_arena[HOST_ARENA_BYTES];
+static size_t host_arena_next;
+static void* host_last_live; /* the block handed out last, while it is not given back */
+static pthread_mutex_t host_arena_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static void* hostile_host_allocate(const SP_Device* device, uint64_t size) {
+  (void)device;
+  void* p = NULL;
+  pthread_mutex_lock(&host_arena_mu);
+  size_t rounded = ((size_t)size + 255) & ~(size_t)255;
+  if (size <= HOST_ARENA_BYTES && host_arena_next + rounded <= HOST_ARENA_BYTES) {
+    p = host_arena + host_arena_next;
+    host_arena_next += rounded;
+#ifdef HOSTILE_OVERLAPPING_HOST_ALLOCATE
+    /* Armed: the block handed out last, again, while it is still in use. */
+    if (atomic_load(&armed) && host_last_live != NULL) p = host_last_live;
+#endif
+    host_last_live = p;
+  }
+  pthread_mutex_unlock(&host_arena_mu);
+#ifdef HOSTILE_MISALIGNED_HOST_ALLOCATE
+  if (atomic_load(&armed) && p != NULL) p = (char*)p + 8;
+#endif
+  return p;
+}
+
+static void hostile_host_deallocate(const SP_Device* device, void* mem) {
+  (void)device;
+  pthread_mutex_lock(&host_arena_mu);
+  if (mem == host_last_live) host_last_live = NULL;
+  pthread_mutex_unlock(&host_arena_mu);
+}
+#endif
+
 #ifdef HOSTILE_DESTROY_STREAM_HANGS
 static void hanging_destroy_stream(const SP_Device* device, SP_Stream stream) {
   note_call();
@@ -793,6 +840,12 @@ static void hostile_runtime_setup(SP_StreamExecutor* se) {
 #ifdef HOSTILE_DESTROY_STREAM_HANGS
   se->destroy_stream = hanging_destroy_stream;
 #endif
+#if defined(HOSTILE_OVERLAPPING_HOST_ALLOCATE) || defined(HOSTILE_MISALIGNED_HOST_ALLOCATE)
+  se->host_memory_allocate = hostile_host_allocate;
+  se->host_memory_deallocate = hostile_host_deallocate;
+  se->unified_memory_allocate = hostile_host_allocate;
+  se->unified_memory_deallocate = hostile_host_deallocate;
+#endif
 }
 
 #ifdef HOSTILE_KERNEL
@@ -828,8 +881,27 @@ static void hostile_compute(void* instance, TF_OpKernelContext* ctx) {
     int rank = TF_NumDims(x);
     for (int i = 0; i < rank && i < 8; i++) dims[i] = TF_Dim(x, i);
     int64_t count = TF_TensorElementCount(x);
+#ifdef HOSTILE_WRITES_PAST_TEMP
+    /* A scratch buffer, overrun and deleted before the output is made. */
+    TF_AllocatorAttributes attrs = {TF_ALLOCATOR_ATTRIBUTES_STRUCT_SIZE, 0};
+    TF_Tensor* scratch = TF_AllocateTemp(ctx, TF_FLOAT, dims, rank, &attrs, s);
+    if (TF_GetCode(s) == TF_OK) {
+      memset(TF_TensorData(scratch), 0xCD, (size_t)count * sizeof(float) + 16);
+    }
+    TF_DeleteTensor(scratch);
+    TF_SetStatus(s, TF_OK, "");
+#endif
+#if defined(HOSTILE_WRITES_PAST_FORWARDED)
+    int candidate = 0, forwarded = -2;
+    TF_Tensor* y = TF_ForwardInputOrAllocateOutput(ctx, &candidate, 1, 0, dims, rank,
+                                                   &forwarded, s);
+#elif defined(HOSTILE_WRITES_PAST_SET_OUTPUT)
+    TF_AllocatorAttributes attrs = {TF_ALLOCATOR_ATTRIBUTES_STRUCT_SIZE, 0};
+    TF_Tensor* y = TF_AllocateTemp(ctx, TF_FLOAT, dims, rank, &attrs, s);
+#else
     TF_Tensor* y = TF_AllocateOutput(ctx, 0, TF_FLOAT, dims, rank,
                                      (size_t)count * sizeof(float), s);
+#endif
     if (TF_GetCode(s) == TF_OK) {
 #ifdef HOSTILE_COMPUTE_HANGS
       if (atomic_load(&armed)) wedge();
@@ -837,8 +909,12 @@ static void hostile_compute(void* instance, TF_OpKernelContext* ctx) {
       const float* in = TF_TensorData(x);
       float* out = TF_TensorData(y);
       for (int64_t i = 0; i < count; i++) out[i] = -in[i];
-#ifdef HOSTILE_WRITES_PAST_OUTPUT
+#if defined(HOSTILE_WRITES_PAST_OUTPUT) || defined(HOSTILE_WRITES_PAST_FORWARDED) || \
+    defined(HOSTILE_WRITES_PAST_SET_OUTPUT)
       memset((char*)out + count * (int64_t)sizeof(float), 0xAB, 16);
+#endif
+#ifdef HOSTILE_WRITES_PAST_SET_OUTPUT
+      TF_SetOutput(ctx, 0, y, s);
 #endif
     }
     TF_DeleteTensor(y);

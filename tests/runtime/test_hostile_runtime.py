@@ -156,6 +156,46 @@ def test_memory_a_plugin_should_not_hand_out_is_refused(run_hostile, variant, ma
     assert r["before"] == ["ok", [0.0, 1.0, 2.0, 3.0]]
 
 
+HOST_ALLOCATE_CODE = """
+    executor = pluggable.get_device("TEST:1").executor
+    live = executor.host_memory_allocate(256)   # the block a dishonest plugin hands out again
+    live.numpy()[:4] = [1, 2, 3, 4]
+    pool = executor.host_allocator
+    arm(1)
+    results["host"] = outcome(lambda: executor.host_memory_allocate(256))
+    results["unified"] = outcome(lambda: executor.unified_memory_allocate(256))
+    results["pinned_pool"] = outcome(lambda: pool.allocate(4096))
+    results["live"] = live.numpy()[:4].tolist()   # never handed to anyone else
+    arm(0)
+    honest = executor.unified_memory_allocate(64)
+    results["after"] = [honest.size, honest.address % 16]
+    honest.close()
+    live.close()
+    again = executor.host_memory_allocate(256)   # a freed block's claim was dropped
+    results["again"] = again.size
+    again.close()
+"""
+
+
+@pytest.mark.parametrize("variant, fragment", [
+    ("OVERLAPPING_HOST_ALLOCATE",
+     "which overlaps memory it handed out before and that is still in use"),
+    ("MISALIGNED_HOST_ALLOCATE", "which is not 16-byte aligned"),
+])
+def test_host_and_unified_memory_a_plugin_should_not_hand_out_is_refused(run_hostile, variant,
+                                                                         fragment):
+    r = run_hostile(variant, HOST_ALLOCATE_CODE, DEVICE_COUNT=2)
+    for key, call in (("host", "host_memory_allocate"), ("unified", "unified_memory_allocate"),
+                      ("pinned_pool", "host_memory_allocate")):
+        kind, message = r[key]
+        assert kind == "InternalError", (key, r[key])
+        assert f"SP_StreamExecutor.{call} returned" in message, (key, message)
+        assert fragment in message and "the block was refused" in message, (key, message)
+        assert "TEST_DEV plugin" in message and "device 1" in message, (key, message)
+    assert r["live"] == [1, 2, 3, 4]
+    assert r["after"] == [64, 0] and r["again"] == 256
+
+
 # -- calls that never return -----------------------------------------------------------------
 def test_a_compute_that_never_returns_is_ended_by_the_deadline(run_hostile):
     r = run_hostile("COMPUTE_HANGS", """
@@ -360,6 +400,31 @@ def test_a_kernel_writing_past_its_output_is_caught_in_the_sync_every_op_mode(ru
                               "the end of its output 0 (12 bytes)")
     assert "guard bytes" in message
     assert r["xpu_synced"] == ["ok", [-1.0, -2.0]]
+
+
+@pytest.mark.parametrize("variant, buffer", [
+    ("WRITES_PAST_TEMP", "temporary 0 (TF_AllocateTemp) (12 bytes)"),
+    ("WRITES_PAST_FORWARDED", "output 0 (12 bytes)"),
+    ("WRITES_PAST_SET_OUTPUT", "temporary 0 (TF_AllocateTemp) (12 bytes)"),
+])
+def test_a_kernel_writing_past_a_temporary_or_forwarded_output_is_caught(run_hostile, variant,
+                                                                         buffer):
+    r = run_hostile(variant, """
+        x = pluggable.tensor(np.arange(3, dtype=np.float32), device="TEST:0")
+        with pluggable.device("TEST:0"):
+            results["unchecked"] = outcome(lambda: pluggable.raw_ops.Neg(x=x).numpy())
+            pluggable.config.set_sync_every_op(True)
+            results["checked"] = outcome(lambda: pluggable.raw_ops.Neg(x=x))
+            pluggable.config.set_sync_every_op(False)
+            results["after"] = outcome(lambda: pluggable.raw_ops.Neg(x=x).numpy())
+    """)
+    assert r["unchecked"] == ["ok", [-0.0, -1.0, -2.0]]
+    kind, message = r["checked"]
+    assert kind == "InternalError", r["checked"]
+    assert message.startswith(f"Neg on /device:TEST:0: kernel 'HostileNeg' (op Neg) wrote past "
+                              f"the end of its {buffer}: at least 16 of the 64 guard bytes "
+                              f"after it were changed"), message
+    assert r["after"] == ["ok", [-0.0, -1.0, -2.0]]
 
 
 # -- a host callback invoked late --------------------------------------------------------------

@@ -79,12 +79,14 @@ TF_CAPI_EXPORT void* pluggable_BFCAllocate(PG_BFC* bfc, uint64_t size);
 /* 0 when `ptr` was a live allocation (NULL is a no-op), nonzero (and nothing changes) for
  * any other pointer. */
 TF_CAPI_EXPORT int pluggable_BFCDeallocate(PG_BFC* bfc, void* ptr);
-/* Guard bytes after every device output a kernel allocates (TF_AllocateOutput), for the
- * synchronise-after-every-op mode (kernels.c): on or off for the process. */
+/* Guard bytes after every device buffer the host allocates for a kernel (TF_AllocateOutput,
+ * TF_ForwardInputOrAllocateOutput, TF_AllocateTemp), for the synchronise-after-every-op mode
+ * (kernels.c): on or off for the process. */
 TF_CAPI_EXPORT void pluggable_SetOutputGuards(int on);
 /* Reads back the guards of the calling thread's last kernel run, once its device work is
- * done: writes what each kernel that wrote past its output's end did into `report` (n bytes,
- * cut and terminated) and returns its length (0: every guard intact); forgets the run. */
+ * done: writes what each kernel that wrote past the end of an output or a temporary did into
+ * `report` (n bytes, cut and terminated) and returns its length (0: every guard intact);
+ * forgets the run and gives back the temporaries its guards held. */
 TF_CAPI_EXPORT size_t pluggable_CheckOutputGuards(char* report, size_t n);
 /* The checks pluggable_BFCAllocate makes of a region, for a block SP_StreamExecutor.allocate
  * returned outside the allocator (StreamExecutor.allocate), for the platform whose allocate
@@ -96,6 +98,14 @@ TF_CAPI_EXPORT int pluggable_ClaimDeviceMemory(const void* allocate_fn,
                                                const SP_DeviceMemoryBase* mem, uint64_t bytes,
                                                char* why, size_t n);
 TF_CAPI_EXPORT void pluggable_ReleaseDeviceMemory(const void* allocate_fn, const void* opaque);
+/* The same checks for a block of host-addressable memory that `call` (host_memory_allocate,
+ * unified_memory_allocate) returned at `address` for `bytes`, against the live blocks of key
+ * `key` (the platform's first of those two functions): 1 usable (claimed until
+ * pluggable_ReleaseHostMemory), 0 refused, -1 refused and not to be given back. */
+TF_CAPI_EXPORT int pluggable_ClaimHostMemory(const void* key, const char* call,
+                                             const void* address, uint64_t bytes, char* why,
+                                             size_t n);
+TF_CAPI_EXPORT void pluggable_ReleaseHostMemory(const void* key, const void* address);
 /* Why the last pluggable_BFCAllocate that failed refused a block the plugin handed out (its
  * size, alignment, or an overlap with live memory of the platform), into buf (n bytes, cut
  * and terminated); returns the full length, 0 when the failure refused no block. */

@@ -31,7 +31,7 @@ from ..base.errors import (
     InvalidArgumentError, PluggableError,
     PluggableWarning,
     ResourceExhaustedError, UnavailableError, UnimplementedError, error_for_code)
-from .memory import DeviceMemory, HostMemory
+from .memory import DeviceMemory, HostMemory, claim_host_memory, release_host_memory
 from .platform import PluginCallError
 from ..plugin.validation import (
     ValidationError, alloc_struct, negotiate, optional_callback, read_c_string,
@@ -446,11 +446,15 @@ class StreamExecutor:
 
     def _release_now(self, kind: str, handle: Any) -> None:
         if self._closed:
+            if kind in ("host_memory_deallocate", "unified_memory_deallocate") \
+                    and not self.stuck:
+                release_host_memory(self._host_memory_key(), handle)
             return  # destroying the executor released everything
         if kind == "deallocate":  # the bytes of the SP_DeviceMemoryBase allocate filled
             self._fns["deallocate"](self._device_ptr,
                                     ctypes.byref(SP_DeviceMemoryBase.from_buffer_copy(handle)))
         elif kind in ("host_memory_deallocate", "unified_memory_deallocate"):
+            release_host_memory(self._host_memory_key(), handle)
             self._fns[kind](self._device_ptr, handle)
         elif kind == "destroy_stream":
             self._destroy_stream(handle)
@@ -557,6 +561,7 @@ class StreamExecutor:
                 plugin=self.platform.label, call="SP_StreamExecutor.host_memory_allocate")
         if not size:
             return _plain_host_memory(self, 0)
+        self._claim_host_memory("host_memory_allocate", address, size)
         return HostMemory(self, address, size, "host", "host_memory_deallocate")
 
     def unified_memory_allocate(self, size: int) -> HostMemory:
@@ -579,7 +584,32 @@ class StreamExecutor:
                 f"{self.platform.label}, device {self.ordinal}: "
                 f"SP_StreamExecutor.unified_memory_allocate could not allocate {size} bytes",
                 plugin=self.platform.label, call="SP_StreamExecutor.unified_memory_allocate")
+        self._claim_host_memory("unified_memory_allocate", address, size)
         return HostMemory(self, address, size, "unified", "unified_memory_deallocate")
+
+    def _host_memory_key(self) -> int:
+        """The key the runtime library tracks the platform's live host-addressable blocks
+        under: the address of its host_memory_allocate, else of its unified_memory_allocate
+        (as `_runtime/bfc.c`'s pinned pool does)."""
+        fn = self._fns.get("host_memory_allocate") or self._fns.get("unified_memory_allocate")
+        return ctypes.cast(fn, ctypes.c_void_p).value or 0
+
+    def _claim_host_memory(self, name: str, address: int, size: int) -> None:
+        """Checks the block ``name`` returned as `allocate`'s are checked (alignment, room in
+        the address space, no overlap with a live host or unified block of any device of
+        the platform) and claims it until it is freed; refuses it with an `InternalError`
+        naming the plugin and the addresses, giving it back unless it overlaps live memory
+        (freeing it could free that memory too)."""
+        call = f"SP_StreamExecutor.{name}"
+        claimed, why = claim_host_memory(self._host_memory_key(), call, address, size)
+        if claimed == 1:
+            return
+        if claimed == 0:
+            self._fns[name.replace("allocate", "deallocate")](self._device_ptr, address)
+        raise InternalError(
+            f"{self.platform.label}, device {self.ordinal}: {why}. The plugin's allocator is "
+            f"not to be trusted: report this to the plugin's authors",
+            plugin=self.platform.label, call=call, plugin_message=why)
 
     def allocator_stats(self) -> Optional[Dict[str, int]]:
         """The plugin's allocator statistics under the ``SP_AllocatorStats`` names, or None

@@ -166,9 +166,9 @@ _CheckOutputGuards = _fns["pluggable_CheckOutputGuards"]
 
 
 def output_guard_report() -> str:
-    """What the kernel runs of this thread since the last call wrote past their outputs
-    (guard bytes, `set_output_guards`); "" when nothing did. Call it once the device work of
-    the run is done."""
+    """What the kernel runs of this thread since the last call wrote past their outputs or
+    temporaries (guard bytes, `set_output_guards`); "" when nothing did. Call it once the
+    device work of the run is done."""
     report = ctypes.create_string_buffer(2048)
     if not _CheckOutputGuards(report, len(report)):
         return ""
