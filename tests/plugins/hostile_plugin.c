@@ -75,8 +75,8 @@
  *   temporary it makes its output with TF_SetOutput), HOSTILE_LATE_CALLBACK (host_callback
  *   invokes the callback from a thread of its own 300 ms later, after the stream reports the
  *   work done), HOSTILE_LATE_STATUS_WRITE (create_event keeps its TF_Status*, and the next
- *   record_event writes an error into it). The COMPUTE_HANGS and WRITES_PAST_* variants
- *   register Neg (T=float) for their device; the
+ *   record_event, or the LATE_STATUS_CALLS-th one after it, writes an error into it). The
+ *   COMPUTE_HANGS and WRITES_PAST_* variants register Neg (T=float) for their device; the
  *   PROFILER_START_HANGS variant has a profiler.
  */
 #define _DEFAULT_SOURCE 1 /* readlink, under -std=c11 */
@@ -794,8 +794,13 @@ static TF_Bool late_host_callback(const SP_Device* device, SP_Stream stream,
 #endif
 
 #ifdef HOSTILE_LATE_STATUS_WRITE
-/* create_event keeps its TF_Status*; the next record_event writes an error into it. */
+/* create_event keeps its TF_Status*; the LATE_STATUS_CALLS-th record_event after it (default
+ * the next one) writes an error into it. */
+#ifndef LATE_STATUS_CALLS
+#define LATE_STATUS_CALLS 1
+#endif
 static TF_Status* kept_status;
+static int records_since_kept;
 
 static void keeping_create_event(const SP_Device* device, SP_Event* event, TF_Status* status) {
   plugin_create_event(device, event, status);
@@ -804,9 +809,10 @@ static void keeping_create_event(const SP_Device* device, SP_Event* event, TF_St
 
 static void late_writing_record_event(const SP_Device* device, SP_Stream stream,
                                       SP_Event event, TF_Status* status) {
-  if (kept_status != NULL) {
+  if (kept_status != NULL && ++records_since_kept >= LATE_STATUS_CALLS) {
     TF_SetStatus(kept_status, TF_INTERNAL, "hostile: a late error for create_event");
     kept_status = NULL;
+    records_since_kept = 0;
   }
   plugin_record_event(device, stream, event, status);
 }

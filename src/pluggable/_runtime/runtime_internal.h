@@ -12,11 +12,15 @@ extern "C" {
 
 /* Makes `s` OK again, dropping its message and payloads, so one status serves many calls. */
 TF_CAPI_EXPORT void pluggable_ResetStatus(TF_Status* s);
-/* Resets `s` and seals it until pluggable_LendStatus: a write to a sealed status (a plugin
- * that kept the TF_Status* of a call that returned) is refused and counted, never attributed
- * to the next call that gets the status. */
+/* Lends `s` for one plugin call: returns what to hand the plugin (a ticket naming `s` and
+ * this lending, see status.c; `s` itself where tickets are not available). The TF_* status
+ * functions accept the ticket until pluggable_SealStatus. */
+TF_CAPI_EXPORT TF_Status* pluggable_LendStatus(TF_Status* s);
+/* Ends the lending of `s` (given as itself or its ticket), resets it and seals it until it is
+ * lent again: a write through the ticket of an ended lending (a plugin that kept the
+ * TF_Status* of a call that returned) is refused and counted, however many calls later it
+ * comes, never attributed to another call. */
 TF_CAPI_EXPORT void pluggable_SealStatus(TF_Status* s);
-TF_CAPI_EXPORT void pluggable_LendStatus(TF_Status* s);
 /* The number of writes refused so far; the last one's code and message (n bytes, cut). */
 TF_CAPI_EXPORT unsigned long long pluggable_LateStatusWrites(int* code, char* message, size_t n);
 
