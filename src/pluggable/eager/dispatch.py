@@ -596,8 +596,13 @@ def _execute(op_name: str, inputs: Sequence[Any], attrs: Optional[Mapping[str, A
             _log(op, target)
             if record is not None:
                 record.append(_choice(target, registration.kernel_name, False, tensors))
-            outputs, plan = _run_on_device(op, target, registration, tensors, host, attrs,
-                                           shapes, out_dtypes)
+            try:
+                outputs, plan = _run_on_device(op, target, registration, tensors, host, attrs,
+                                               shapes, out_dtypes)
+            except BaseException:
+                if _settings["sync"]:
+                    output_guard_report()  # gives back the temporaries its guards hold
+                raise
             if key is not None and _serves_plain_calls(op, target, tensors, shapes):
                 _keep_plan(key, plan, tensors)
             elif constant_key is not None and _serves_constant_calls(op, target, registration,
