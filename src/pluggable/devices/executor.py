@@ -14,6 +14,7 @@ from __future__ import annotations
 import ctypes
 import operator
 import os
+import sys
 import threading
 import time
 
@@ -192,6 +193,18 @@ def _report_late_status_writes() -> None:
             f"returned (last: {TF_Code(code).name if code in TF_Code._value2member_map_ else code}"
             f" {message!r}); the write was refused, so it is not blamed on a later call. A "
             f"plugin must not keep the TF_Status* of a call", PluggableWarning)
+
+
+def _caller_name() -> str:
+    """The qualified name of the function that asked `_check_open` (through `_check_stream`),
+    for the error refusing it: ``StreamExecutor.create_stream``, ``Kernel.prepare``..."""
+    frame = sys._getframe(2)
+    while frame is not None and frame.f_code.co_name in ("_check_stream", "_check_open"):
+        frame = frame.f_back
+    if frame is None:
+        return "this call"
+    code = frame.f_code
+    return getattr(code, "co_qualname", code.co_name)
 
 
 class _Refused:
@@ -420,7 +433,7 @@ class StreamExecutor:
     def _check_open(self) -> None:
         if self._closed:
             if self.stuck:
-                raise self._unusable("this call")
+                raise self._unusable(_caller_name())
             raise FailedPreconditionError(
                 f"{self.name} is closed; its memory, streams and events can no longer be used",
                 plugin=self.platform.label, call="StreamExecutor")
