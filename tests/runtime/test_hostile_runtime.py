@@ -272,6 +272,9 @@ def test_a_plugin_wedged_in_a_call_is_never_called_again(run_hostile, variant, s
         assert "TEST_DEV plugin" in message and reason in message, (call, message)
         assert "Restart the process to use the plugin again" in message or \
             "restart the process" in message, (call, message)
+    # The refused call is named too.
+    assert "StreamExecutor.create_stream is refused" in r["calls"]["stream"][1]
+    assert "StreamExecutor.allocate is refused" in r["calls"]["allocate"][1]
     # The device profiler of another plugin is not in the way; the session goes on.
     assert profiler == ["ok", None]
     assert r["calls_after"] == 0
