@@ -62,13 +62,21 @@
  *   DEVICE_COUNT=2 gives two devices),
  *   HOSTILE_SHORT_ALLOCATE (allocate reports half the size asked),
  *   HOSTILE_MISALIGNED_ALLOCATE (allocate returns an address 8 bytes past a 256-byte one),
+ *   HOSTILE_OVERLAPPING_HOST_ALLOCATE, HOSTILE_MISALIGNED_HOST_ALLOCATE (the same misdeeds,
+ *   armed, of host_memory_allocate and unified_memory_allocate, which share one arena; the
+ *   platform supports unified memory),
  *   HOSTILE_DESTROY_STREAM_HANGS, HOSTILE_PROFILER_START_HANGS, HOSTILE_COMPUTE_HANGS (the
- *   call never returns once hostile_arm(1) was called), HOSTILE_WRITES_PAST_OUTPUT (its Neg
- *   kernel writes 16 bytes past the end of its output), HOSTILE_LATE_CALLBACK (host_callback
+ *   call never returns once hostile_arm(1) was called; the plugin then counts the calls it
+ *   still gets, hostile_calls_after_wedged(), reported on stderr at exit as
+ *   "HOSTILE_CALLS_AFTER_WEDGED n"), HOSTILE_WRITES_PAST_OUTPUT (its Neg
+ *   kernel writes 16 bytes past the end of its output), HOSTILE_WRITES_PAST_TEMP (16 bytes
+ *   past a TF_AllocateTemp buffer it then deletes), HOSTILE_WRITES_PAST_FORWARDED (past an
+ *   output from TF_ForwardInputOrAllocateOutput), HOSTILE_WRITES_PAST_SET_OUTPUT (past a
+ *   temporary it makes its output with TF_SetOutput), HOSTILE_LATE_CALLBACK (host_callback
  *   invokes the callback from a thread of its own 300 ms later, after the stream reports the
  *   work done), HOSTILE_LATE_STATUS_WRITE (create_event keeps its TF_Status*, and the next
- *   record_event writes an error into it). The COMPUTE_HANGS and
- *   WRITES_PAST_OUTPUT variants register Neg (T=float) for their device; the
+ *   record_event, or the LATE_STATUS_CALLS-th one after it, writes an error into it). The
+ *   COMPUTE_HANGS and WRITES_PAST_* variants register Neg (T=float) for their device; the
  *   PROFILER_START_HANGS variant has a profiler.
  */
 #define _DEFAULT_SOURCE 1 /* readlink, under -std=c11 */
@@ -87,7 +95,8 @@
 
 #if defined(HOSTILE_SEGV_IN_COMPUTE) || defined(HOSTILE_ESCAPE_KERNEL_MESSAGE) || \
     defined(HOSTILE_SLOW_KERNELS) || defined(HOSTILE_COMPUTE_HANGS) ||                    \
-    defined(HOSTILE_WRITES_PAST_OUTPUT)
+    defined(HOSTILE_WRITES_PAST_OUTPUT) || defined(HOSTILE_WRITES_PAST_TEMP) ||            \
+    defined(HOSTILE_WRITES_PAST_FORWARDED) || defined(HOSTILE_WRITES_PAST_SET_OUTPUT)
 #include "tensorflow/c/kernels.h"
 #define HOSTILE_KERNEL 1
 #endif
@@ -457,6 +466,9 @@ void SE_InitPlugin(SE_PlatformRegistrationParams* params, TF_Status* status) {
 #ifdef HOSTILE_DEVICE_TYPE_CPU
   params->platform->type = "CPU";
 #endif
+#if defined(HOSTILE_OVERLAPPING_HOST_ALLOCATE) || defined(HOSTILE_MISALIGNED_HOST_ALLOCATE)
+  params->platform->supports_unified_memory = 1;
+#endif
 #ifdef HOSTILE_HUGE_PLATFORM_STRUCT
   params->platform->struct_size = (size_t)1 << 40;
 #endif
@@ -501,6 +513,107 @@ void TF_InitKernel(void) {
 static atomic_int armed;
 
 __attribute__((visibility("default"))) void hostile_arm(int on) { atomic_store(&armed, on); }
+
+#if defined(HOSTILE_COMPUTE_HANGS) || defined(HOSTILE_DESTROY_STREAM_HANGS) || \
+    defined(HOSTILE_PROFILER_START_HANGS)
+/* A plugin wedged by a call that never returns: the calls it gets afterwards are counted
+ * (hostile_calls_after_wedged(), and a line on stderr when the process ends), since the host
+ * must make none. A real plugin would block in them on the lock the stuck call holds. */
+#define HOSTILE_WEDGES 1
+static atomic_int wedged, calls_after_wedged;
+
+__attribute__((visibility("default"))) int hostile_calls_after_wedged(void) {
+  return atomic_load(&calls_after_wedged);
+}
+
+static void note_call(void) {
+  if (atomic_load(&wedged)) atomic_fetch_add(&calls_after_wedged, 1);
+}
+
+/* The stuck call: never returns. */
+static void wedge(void) {
+  atomic_store(&wedged, 1);
+  hang_forever();
+}
+
+__attribute__((destructor)) static void report_calls_after_wedged(void) {
+  if (atomic_load(&wedged)) {
+    fprintf(stderr, "HOSTILE_CALLS_AFTER_WEDGED %d\n", atomic_load(&calls_after_wedged));
+  }
+}
+
+static void w_allocate(const SP_Device* d, uint64_t size, int64_t space, SP_DeviceMemoryBase* m) {
+  note_call();
+  plugin_allocate(d, size, space, m);
+}
+static void w_deallocate(const SP_Device* d, SP_DeviceMemoryBase* m) {
+  note_call();
+  plugin_deallocate(d, m);
+}
+static void w_create_stream(const SP_Device* d, SP_Stream* s, TF_Status* status) {
+  note_call();
+  plugin_create_stream(d, s, status);
+}
+static void w_destroy_stream(const SP_Device* d, SP_Stream s) {
+  note_call();
+  plugin_destroy_stream(d, s);
+}
+static void w_stream_status(const SP_Device* d, SP_Stream s, TF_Status* status) {
+  note_call();
+  plugin_stream_status(d, s, status);
+}
+static void w_create_event(const SP_Device* d, SP_Event* e, TF_Status* status) {
+  note_call();
+  plugin_create_event(d, e, status);
+}
+static void w_destroy_event(const SP_Device* d, SP_Event e) {
+  note_call();
+  plugin_destroy_event(d, e);
+}
+static SE_EventStatus w_event_status(const SP_Device* d, SP_Event e) {
+  note_call();
+  return plugin_event_status(d, e);
+}
+static void w_record_event(const SP_Device* d, SP_Stream s, SP_Event e, TF_Status* status) {
+  note_call();
+  plugin_record_event(d, s, e, status);
+}
+static void w_memcpy_dtoh(const SP_Device* d, SP_Stream s, void* dst,
+                          const SP_DeviceMemoryBase* src, uint64_t size, TF_Status* status) {
+  note_call();
+  plugin_memcpy_dtoh(d, s, dst, src, size, status);
+}
+static void w_memcpy_htod(const SP_Device* d, SP_Stream s, SP_DeviceMemoryBase* dst,
+                          const void* src, uint64_t size, TF_Status* status) {
+  note_call();
+  plugin_memcpy_htod(d, s, dst, src, size, status);
+}
+static void w_synchronize(const SP_Device* d, TF_Status* status) {
+  note_call();
+  plugin_synchronize(d, status);
+}
+static TF_Bool w_memory_usage(const SP_Device* d, int64_t* free_bytes, int64_t* total_bytes) {
+  note_call();
+  return plugin_memory_usage(d, free_bytes, total_bytes);
+}
+
+/* Counts the calls that matter; the variant's own callback is set after these. */
+static void count_calls(SP_StreamExecutor* se) {
+  se->allocate = w_allocate;
+  se->deallocate = w_deallocate;
+  se->create_stream = w_create_stream;
+  se->destroy_stream = w_destroy_stream;
+  se->get_stream_status = w_stream_status;
+  se->create_event = w_create_event;
+  se->destroy_event = w_destroy_event;
+  se->get_event_status = w_event_status;
+  se->record_event = w_record_event;
+  se->memcpy_dtoh = w_memcpy_dtoh;
+  se->memcpy_htod = w_memcpy_htod;
+  se->synchronize_all_activity = w_synchronize;
+  se->device_memory_usage = w_memory_usage;
+}
+#endif
 
 #ifdef HOSTILE_STREAM_DATA_LOSS
 typedef struct HostileStream {
@@ -599,11 +712,48 @@ static void hostile_deallocate(const SP_Device* device, SP_DeviceMemoryBase* mem
 }
 #endif
 
+#if defined(HOSTILE_OVERLAPPING_HOST_ALLOCATE) || defined(HOSTILE_MISALIGNED_HOST_ALLOCATE)
+/* Host and unified memory carved from one static arena, 256-byte aligned, never reused. */
+#define HOST_ARENA_BYTES ((size_t)16 << 20)
+static _Alignas(256) unsigned char host_arena[HOST_ARENA_BYTES];
+static size_t host_arena_next;
+static void* host_last_live; /* the block handed out last, while it is not given back */
+static pthread_mutex_t host_arena_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static void* hostile_host_allocate(const SP_Device* device, uint64_t size) {
+  (void)device;
+  void* p = NULL;
+  pthread_mutex_lock(&host_arena_mu);
+  size_t rounded = ((size_t)size + 255) & ~(size_t)255;
+  if (size <= HOST_ARENA_BYTES && host_arena_next + rounded <= HOST_ARENA_BYTES) {
+    p = host_arena + host_arena_next;
+    host_arena_next += rounded;
+#ifdef HOSTILE_OVERLAPPING_HOST_ALLOCATE
+    /* Armed: the block handed out last, again, while it is still in use. */
+    if (atomic_load(&armed) && host_last_live != NULL) p = host_last_live;
+#endif
+    host_last_live = p;
+  }
+  pthread_mutex_unlock(&host_arena_mu);
+#ifdef HOSTILE_MISALIGNED_HOST_ALLOCATE
+  if (atomic_load(&armed) && p != NULL) p = (char*)p + 8;
+#endif
+  return p;
+}
+
+static void hostile_host_deallocate(const SP_Device* device, void* mem) {
+  (void)device;
+  pthread_mutex_lock(&host_arena_mu);
+  if (mem == host_last_live) host_last_live = NULL;
+  pthread_mutex_unlock(&host_arena_mu);
+}
+#endif
+
 #ifdef HOSTILE_DESTROY_STREAM_HANGS
 static void hanging_destroy_stream(const SP_Device* device, SP_Stream stream) {
-  (void)device;
-  (void)stream;
-  if (atomic_load(&armed)) hang_forever();
+  note_call();
+  if (atomic_load(&armed)) wedge();
+  plugin_destroy_stream(device, stream);
 }
 #endif
 
@@ -644,8 +794,13 @@ static TF_Bool late_host_callback(const SP_Device* device, SP_Stream stream,
 #endif
 
 #ifdef HOSTILE_LATE_STATUS_WRITE
-/* create_event keeps its TF_Status*; the next record_event writes an error into it. */
+/* create_event keeps its TF_Status*; the LATE_STATUS_CALLS-th record_event after it (default
+ * the next one) writes an error into it. */
+#ifndef LATE_STATUS_CALLS
+#define LATE_STATUS_CALLS 1
+#endif
 static TF_Status* kept_status;
+static int records_since_kept;
 
 static void keeping_create_event(const SP_Device* device, SP_Event* event, TF_Status* status) {
   plugin_create_event(device, event, status);
@@ -654,9 +809,10 @@ static void keeping_create_event(const SP_Device* device, SP_Event* event, TF_St
 
 static void late_writing_record_event(const SP_Device* device, SP_Stream stream,
                                       SP_Event event, TF_Status* status) {
-  if (kept_status != NULL) {
+  if (kept_status != NULL && ++records_since_kept >= LATE_STATUS_CALLS) {
     TF_SetStatus(kept_status, TF_INTERNAL, "hostile: a late error for create_event");
     kept_status = NULL;
+    records_since_kept = 0;
   }
   plugin_record_event(device, stream, event, status);
 }
@@ -664,6 +820,9 @@ static void late_writing_record_event(const SP_Device* device, SP_Stream stream,
 
 static void hostile_runtime_setup(SP_StreamExecutor* se) {
   (void)se;
+#ifdef HOSTILE_WEDGES
+  count_calls(se);
+#endif
 #ifdef HOSTILE_LATE_STATUS_WRITE
   se->create_event = keeping_create_event;
   se->record_event = late_writing_record_event;
@@ -687,12 +846,21 @@ static void hostile_runtime_setup(SP_StreamExecutor* se) {
 #ifdef HOSTILE_DESTROY_STREAM_HANGS
   se->destroy_stream = hanging_destroy_stream;
 #endif
+#if defined(HOSTILE_OVERLAPPING_HOST_ALLOCATE) || defined(HOSTILE_MISALIGNED_HOST_ALLOCATE)
+  se->host_memory_allocate = hostile_host_allocate;
+  se->host_memory_deallocate = hostile_host_deallocate;
+  se->unified_memory_allocate = hostile_host_allocate;
+  se->unified_memory_deallocate = hostile_host_deallocate;
+#endif
 }
 
 #ifdef HOSTILE_KERNEL
 /* Neg for float: y = -x (device memory is host memory here), or the variant's misdeed. */
 static void hostile_compute(void* instance, TF_OpKernelContext* ctx) {
   (void)instance;
+#ifdef HOSTILE_WEDGES
+  note_call();
+#endif
 #ifdef HOSTILE_SEGV_IN_COMPUTE
   write_nowhere();
 #endif
@@ -719,17 +887,40 @@ static void hostile_compute(void* instance, TF_OpKernelContext* ctx) {
     int rank = TF_NumDims(x);
     for (int i = 0; i < rank && i < 8; i++) dims[i] = TF_Dim(x, i);
     int64_t count = TF_TensorElementCount(x);
+#ifdef HOSTILE_WRITES_PAST_TEMP
+    /* A scratch buffer, overrun and deleted before the output is made. */
+    TF_AllocatorAttributes attrs = {TF_ALLOCATOR_ATTRIBUTES_STRUCT_SIZE, 0};
+    TF_Tensor* scratch = TF_AllocateTemp(ctx, TF_FLOAT, dims, rank, &attrs, s);
+    if (TF_GetCode(s) == TF_OK) {
+      memset(TF_TensorData(scratch), 0xCD, (size_t)count * sizeof(float) + 16);
+    }
+    TF_DeleteTensor(scratch);
+    TF_SetStatus(s, TF_OK, "");
+#endif
+#if defined(HOSTILE_WRITES_PAST_FORWARDED)
+    int candidate = 0, forwarded = -2;
+    TF_Tensor* y = TF_ForwardInputOrAllocateOutput(ctx, &candidate, 1, 0, dims, rank,
+                                                   &forwarded, s);
+#elif defined(HOSTILE_WRITES_PAST_SET_OUTPUT)
+    TF_AllocatorAttributes attrs = {TF_ALLOCATOR_ATTRIBUTES_STRUCT_SIZE, 0};
+    TF_Tensor* y = TF_AllocateTemp(ctx, TF_FLOAT, dims, rank, &attrs, s);
+#else
     TF_Tensor* y = TF_AllocateOutput(ctx, 0, TF_FLOAT, dims, rank,
                                      (size_t)count * sizeof(float), s);
+#endif
     if (TF_GetCode(s) == TF_OK) {
 #ifdef HOSTILE_COMPUTE_HANGS
-      if (atomic_load(&armed)) hang_forever();
+      if (atomic_load(&armed)) wedge();
 #endif
       const float* in = TF_TensorData(x);
       float* out = TF_TensorData(y);
       for (int64_t i = 0; i < count; i++) out[i] = -in[i];
-#ifdef HOSTILE_WRITES_PAST_OUTPUT
+#if defined(HOSTILE_WRITES_PAST_OUTPUT) || defined(HOSTILE_WRITES_PAST_FORWARDED) || \
+    defined(HOSTILE_WRITES_PAST_SET_OUTPUT)
       memset((char*)out + count * (int64_t)sizeof(float), 0xAB, 16);
+#endif
+#ifdef HOSTILE_WRITES_PAST_SET_OUTPUT
+      TF_SetOutput(ctx, 0, y, s);
 #endif
     }
     TF_DeleteTensor(y);
@@ -768,12 +959,16 @@ static void hostile_profiler_start(const TP_Profiler* profiler, TF_Status* statu
 #ifdef HOSTILE_SEGV_IN_PROFILER_START
   write_nowhere();
 #else
-  if (atomic_load(&armed)) hang_forever();
+  note_call();
+  if (atomic_load(&armed)) wedge();
 #endif
 }
 
 static void hostile_profiler_stop(const TP_Profiler* profiler, TF_Status* status) {
   (void)profiler;
+#ifdef HOSTILE_WEDGES
+  note_call();
+#endif
   TF_SetStatus(status, TF_OK, "");
 }
 
@@ -781,6 +976,9 @@ static void hostile_profiler_collect(const TP_Profiler* profiler, uint8_t* buffe
                                      size_t* size_in_bytes, TF_Status* status) {
   (void)profiler;
   (void)buffer;
+#ifdef HOSTILE_WEDGES
+  note_call();
+#endif
   *size_in_bytes = 0;
   TF_SetStatus(status, TF_OK, "");
 }

@@ -55,6 +55,7 @@ def run_hostile(build_test_plugin, run_python):
                                                   result.stderr)
         results = json.loads(lines[-1][len("RESULTS "):])
         assert results["xpu"] == [2.0] and results["cpu"] == 2.0
+        results["stderr"] = result.stderr
         return results
     return run
 
@@ -155,6 +156,46 @@ def test_memory_a_plugin_should_not_hand_out_is_refused(run_hostile, variant, ma
     assert r["before"] == ["ok", [0.0, 1.0, 2.0, 3.0]]
 
 
+HOST_ALLOCATE_CODE = """
+    executor = pluggable.get_device("TEST:1").executor
+    live = executor.host_memory_allocate(256)   # the block a dishonest plugin hands out again
+    live.numpy()[:4] = [1, 2, 3, 4]
+    pool = executor.host_allocator
+    arm(1)
+    results["host"] = outcome(lambda: executor.host_memory_allocate(256))
+    results["unified"] = outcome(lambda: executor.unified_memory_allocate(256))
+    results["pinned_pool"] = outcome(lambda: pool.allocate(4096))
+    results["live"] = live.numpy()[:4].tolist()   # never handed to anyone else
+    arm(0)
+    honest = executor.unified_memory_allocate(64)
+    results["after"] = [honest.size, honest.address % 16]
+    honest.close()
+    live.close()
+    again = executor.host_memory_allocate(256)   # a freed block's claim was dropped
+    results["again"] = again.size
+    again.close()
+"""
+
+
+@pytest.mark.parametrize("variant, fragment", [
+    ("OVERLAPPING_HOST_ALLOCATE",
+     "which overlaps memory it handed out before and that is still in use"),
+    ("MISALIGNED_HOST_ALLOCATE", "which is not 16-byte aligned"),
+])
+def test_host_and_unified_memory_a_plugin_should_not_hand_out_is_refused(run_hostile, variant,
+                                                                         fragment):
+    r = run_hostile(variant, HOST_ALLOCATE_CODE, DEVICE_COUNT=2)
+    for key, call in (("host", "host_memory_allocate"), ("unified", "unified_memory_allocate"),
+                      ("pinned_pool", "host_memory_allocate")):
+        kind, message = r[key]
+        assert kind == "InternalError", (key, r[key])
+        assert f"SP_StreamExecutor.{call} returned" in message, (key, message)
+        assert fragment in message and "the block was refused" in message, (key, message)
+        assert "TEST_DEV plugin" in message and "device 1" in message, (key, message)
+    assert r["live"] == [1, 2, 3, 4]
+    assert r["after"] == [64, 0] and r["again"] == 256
+
+
 # -- calls that never return -----------------------------------------------------------------
 def test_a_compute_that_never_returns_is_ended_by_the_deadline(run_hostile):
     r = run_hostile("COMPUTE_HANGS", """
@@ -176,7 +217,68 @@ def test_a_compute_that_never_returns_is_ended_by_the_deadline(run_hostile):
            "of 1 s" in message and "marked stuck" in message
     assert 0.9 <= r["seconds"] < 5
     # The plugin is not called again: a clear error at once, not a second hang.
-    assert r["later"][0] == "DeadlineExceededError" and "found stuck" in r["later"][1]
+    assert r["later"][0] == "UnavailableError", r["later"]
+    assert "kernel 'HostileNeg' (op Neg) did not return from its compute within the " \
+           "deadline of 1 s" in r["later"][1]
+
+
+# What a user does next with a plugin wedged in a kernel's compute: each call is refused at
+# once, naming the plugin and the compute that got stuck, and the plugin (which counts the
+# calls it gets once wedged) is never called, at exit neither.
+STUCK_PLUGIN_CODE = """
+    pluggable.config.set_deadline(1)
+    x = pluggable.tensor(np.arange(3, dtype=np.float32), device="TEST:0")
+    executor = pluggable.get_device("TEST:0").executor
+    kept = executor.allocate(64)
+    stream = executor.create_stream()
+    arm(1)
+    STUCK
+    results["calls"] = {
+        "op": outcome(lambda: pluggable.raw_ops.Neg(x=x)),
+        "numpy": outcome(lambda: x.numpy()),
+        "upload": outcome(lambda: pluggable.tensor([1.0, 2.0], device="TEST:0")),
+        "allocate": outcome(lambda: executor.allocate(16)),
+        "host_memory": outcome(lambda: executor.host_memory_allocate(16)),
+        "synchronize": outcome(lambda: pluggable.get_device("TEST:0").synchronize()),
+        "stream": outcome(executor.create_stream),
+        "stream_sync": outcome(stream.synchronize),
+        "event": outcome(executor.create_event),
+        "memory_usage": outcome(executor.memory_usage),
+        "other_device": outcome(lambda: pluggable.get_device("TEST:1")),
+        "profiler": outcome(lambda: (pluggable.profiler.start(None),
+                                     pluggable.profiler.stop(save=False)) and None),
+    }
+    kept.close()
+    stream.close()
+    del x
+    results["calls_after"] = PLUGIN.hostile_calls_after_wedged()
+"""
+
+
+@pytest.mark.parametrize("variant, stuck, reason", [
+    ("COMPUTE_HANGS", """with pluggable.device("TEST:0"): results["stuck"] = outcome(
+        lambda: pluggable.raw_ops.Neg(x=x).numpy())""",
+     "kernel 'HostileNeg' (op Neg) did not return from its compute within the deadline of 1 s"),
+    ("DESTROY_STREAM_HANGS", 'results["stuck"] = outcome(executor.create_stream().close)',
+     "SP_StreamExecutor.destroy_stream of device 0 did not return within the deadline "
+          "of 1 s"),
+])
+def test_a_plugin_wedged_in_a_call_is_never_called_again(run_hostile, variant, stuck, reason):
+    r = run_hostile(variant, STUCK_PLUGIN_CODE.replace("STUCK", stuck), DEVICE_COUNT=2)
+    assert r["stuck"][0] == "DeadlineExceededError", r["stuck"]
+    profiler = r["calls"].pop("profiler")
+    for call, (kind, message) in r["calls"].items():
+        assert kind == "UnavailableError", (call, kind, message)
+        assert "TEST_DEV plugin" in message and reason in message, (call, message)
+        assert "Restart the process to use the plugin again" in message or \
+            "restart the process" in message, (call, message)
+    # The refused call is named too.
+    assert "StreamExecutor.create_stream is refused" in r["calls"]["stream"][1]
+    assert "StreamExecutor.allocate is refused" in r["calls"]["allocate"][1]
+    # The device profiler of another plugin is not in the way; the session goes on.
+    assert profiler == ["ok", None]
+    assert r["calls_after"] == 0
+    assert "HOSTILE_CALLS_AFTER_WEDGED 0" in r["stderr"], r["stderr"][-2000:]
 
 
 def interrupted_child(build_test_plugin, variant: str, code: str,
@@ -288,7 +390,8 @@ def test_a_destroy_stream_that_never_returns_marks_the_device_stuck(run_hostile)
     assert "destroy_stream did not finish within the deadline of 1 s" in message
     assert "marked stuck" in message and "TEST_DEV plugin" in message
     assert 0.9 <= r["seconds"] < 5
-    assert r["again"][0] == "DeadlineExceededError" and "marked stuck" in r["again"][1]
+    assert r["again"][0] == "UnavailableError", r["again"]
+    assert "destroy_stream of device 0 did not return within the deadline" in r["again"][1]
 
 
 def test_a_profiler_start_that_never_returns_is_left_out_of_the_session(run_hostile):
@@ -313,12 +416,18 @@ def test_a_profiler_start_that_never_returns_is_left_out_of_the_session(run_host
             pluggable.profiler.start(None)
             pluggable.profiler.stop(save=False)
         results["second"] = time.monotonic() - started
+        # The profiler's call holds the plugin: its devices are not called either.
+        results["device"] = outcome(lambda: pluggable.tensor([1.0], device="TEST:0"))
+        results["calls_after"] = PLUGIN.hostile_calls_after_wedged()
     """)
     assert 0.9 <= r["seconds"] < 5 and r["second"] < 0.9
     assert any("TP_ProfilerFns.start did not return within the deadline of 1 s" in w
                and "marked stuck" in w for w in r["warnings"]), r["warnings"]
     assert r["value"] == [3.0]
     assert any("XPU" in name for name in r["planes"]), r["planes"]
+    assert r["device"][0] == "UnavailableError", r["device"]
+    assert "TP_ProfilerFns.start did not return within the deadline of 1 s" in r["device"][1]
+    assert r["calls_after"] == 0 and "HOSTILE_CALLS_AFTER_WEDGED 0" in r["stderr"]
 
 
 # -- a kernel that writes past its output ------------------------------------------------------
@@ -345,6 +454,31 @@ def test_a_kernel_writing_past_its_output_is_caught_in_the_sync_every_op_mode(ru
     assert r["xpu_synced"] == ["ok", [-1.0, -2.0]]
 
 
+@pytest.mark.parametrize("variant, buffer", [
+    ("WRITES_PAST_TEMP", "temporary 0 (TF_AllocateTemp) (12 bytes)"),
+    ("WRITES_PAST_FORWARDED", "output 0 (12 bytes)"),
+    ("WRITES_PAST_SET_OUTPUT", "temporary 0 (TF_AllocateTemp) (12 bytes)"),
+])
+def test_a_kernel_writing_past_a_temporary_or_forwarded_output_is_caught(run_hostile, variant,
+                                                                         buffer):
+    r = run_hostile(variant, """
+        x = pluggable.tensor(np.arange(3, dtype=np.float32), device="TEST:0")
+        with pluggable.device("TEST:0"):
+            results["unchecked"] = outcome(lambda: pluggable.raw_ops.Neg(x=x).numpy())
+            pluggable.config.set_sync_every_op(True)
+            results["checked"] = outcome(lambda: pluggable.raw_ops.Neg(x=x))
+            pluggable.config.set_sync_every_op(False)
+            results["after"] = outcome(lambda: pluggable.raw_ops.Neg(x=x).numpy())
+    """)
+    assert r["unchecked"] == ["ok", [-0.0, -1.0, -2.0]]
+    kind, message = r["checked"]
+    assert kind == "InternalError", r["checked"]
+    assert message.startswith(f"Neg on /device:TEST:0: kernel 'HostileNeg' (op Neg) wrote past "
+                              f"the end of its {buffer}: at least 16 of the 64 guard bytes "
+                              f"after it were changed"), message
+    assert r["after"] == ["ok", [-0.0, -1.0, -2.0]]
+
+
 # -- a host callback invoked late --------------------------------------------------------------
 def test_synchronize_waits_for_a_host_callback_the_plugin_invokes_late(run_hostile):
     r = run_hostile("LATE_CALLBACK", """
@@ -364,7 +498,11 @@ def test_synchronize_waits_for_a_host_callback_the_plugin_invokes_late(run_hosti
 
 
 # -- a TF_Status* kept and written after its call returned ------------------------------------
-def test_a_status_written_after_its_call_is_refused_not_blamed_on_a_later_call(run_hostile):
+@pytest.mark.parametrize("later", [1, 17, 500])
+def test_a_status_written_after_its_call_is_refused_not_blamed_on_a_later_call(run_hostile,
+                                                                                later):
+    """However many plugin calls later the kept status is written (the host reuses its
+    statuses from call to call), the write is refused, not blamed on the call in progress."""
     r = run_hostile("LATE_STATUS_WRITE", """
         executor = pluggable.get_device("TEST:0").executor
         stream = executor.create_stream()
@@ -373,13 +511,15 @@ def test_a_status_written_after_its_call_is_refused_not_blamed_on_a_later_call(r
         arm(0)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            results["record"] = outcome(lambda: event.record(stream))  # writes the kept one
+            # The LATER-th record writes the kept status; every other plugin call between
+            # (a wait polls the event) takes a status from the same pool.
+            results["record"] = [outcome(lambda: event.record(stream)) for _ in range(LATER)]
             results["sync"] = outcome(stream.synchronize)
         results["warnings"] = [str(w.message) for w in caught]
         event.close()
         stream.close()
-    """)
-    assert r["record"] == ["ok", None] and r["sync"] == ["ok", None]
+    """.replace("LATER", str(later)), LATE_STATUS_CALLS=later)
+    assert r["record"] == [["ok", None]] * later and r["sync"] == ["ok", None]
     assert any("wrote a TF_Status 1 time(s) after the call it was given to had returned" in w
                and "hostile: a late error for create_event" in w and "refused" in w
                for w in r["warnings"]), r["warnings"]
@@ -422,7 +562,7 @@ CTRL_C_DESTROY = """
         print("INTERRUPTED", round(time.monotonic() - started, 1), flush=True)
     try:
         executor.create_stream()
-    except pluggable.errors.DeadlineExceededError as e:
+    except pluggable.errors.UnavailableError as e:
         print("STUCK", "interrupted" in str(e), flush=True)
     print("XPU", pluggable.raw_ops.Neg(x=pluggable.tensor([1.0], device="XPU:0")).numpy())
 """

@@ -72,35 +72,49 @@ def test_thread_pool_hands_out_distinct_statuses():
 
     a = _native.acquire_status()
     b = _native.acquire_status()
-    assert a is not b
+    assert a is not b and a.address != b.address
     a.set(TF_Code.TF_ABORTED, "x")
+    kept = a.address  # what a plugin that keeps the TF_Status* of the call holds
     _native.release_status(a)
-    # Sealed after its call: not handed out again at once, and a late write is refused.
+    # Reused at once, reset, and lent under a ticket of its own.
     again = _native.acquire_status()
-    assert again is not a and again.ok
+    assert again is a and again.ok and again.address != kept
     before = _native.late_status_writes()[0]
     try:
-        a.set(TF_Code.TF_INTERNAL, "written after the call returned")
-        assert a.ok
+        lib.TF_SetStatus(kept, TF_Code.TF_INTERNAL, b"written after the call returned")
+        assert again.ok  # not blamed on the call in progress
+        assert lib.TF_GetCode(kept) == TF_Code.TF_OK and lib.TF_Message(kept) == b""
         count, code, message = _native.late_status_writes()
         assert count == before + 1 and code == TF_Code.TF_INTERNAL
         assert message == "written after the call returned"
+        # However many lendings later: the old ticket still names nothing.
+        for _ in range(1000):
+            _native.release_status(again)
+            again = _native.acquire_status()
+        lib.TF_SetStatus(kept, TF_Code.TF_INTERNAL, b"much later")
+        assert again.ok and _native.late_status_writes()[0] == before + 2
+        lib.TF_DeleteStatus(kept)  # a plugin cannot free a lent status either
+        assert again.ok
     finally:
-        # This test's own late write is not reported later as a plugin's.
+        # This test's own late writes are not reported later as a plugin's.
         executor._late_writes_reported[0] = _native.late_status_writes()[0]
+    again.set(TF_Code.TF_ABORTED, "its own call's error")
+    assert again.code == TF_Code.TF_ABORTED and again.message == "its own call's error"
     for status in (again, b):
         _native.release_status(status)
-    # Statuses come back into use, unsealed, once enough later ones were given back.
     taken = [_native.acquire_status() for _ in range(40)]
+    assert len({id(status) for status in taken}) == 40
+    assert len({status.address for status in taken}) == 40
     for status in taken:
-        _native.release_status(status)
-    reused = [_native.acquire_status() for _ in range(8)]
-    assert len({id(status) for status in reused}) == 8
-    for status in reused:
         assert status.ok
-        status.set(TF_Code.TF_ABORTED, "its own call's error")
-        assert status.code == TF_Code.TF_ABORTED
         _native.release_status(status)
+
+
+def test_a_status_with_no_lending_is_its_own_address():
+    status = _native.Status()  # made for one call, never lent: no ticket
+    assert status.address == status.real
+    status.set(TF_Code.TF_NOT_FOUND, "plain")
+    assert status.code == TF_Code.TF_NOT_FOUND
 
 
 @pytest.mark.parametrize("code, builtin", [

@@ -470,6 +470,17 @@ static uintptr_t allocate_key(void (*allocate)(const SP_Device*, uint64_t, int64
 
 static uintptr_t platform_key(const SP_StreamExecutor* se) { return allocate_key(se->allocate); }
 
+/* The key of a platform's host-addressable memory (host_memory_allocate's blocks and
+ * unified_memory_allocate's, checked against each other): the first of those functions it
+ * has, the same for every device of the plugin. */
+static uintptr_t host_key(const SP_StreamExecutor* se) {
+  void* (*fn)(const SP_Device*, uint64_t) =
+      se->host_memory_allocate != NULL ? se->host_memory_allocate : se->unified_memory_allocate;
+  uintptr_t key;
+  memcpy(&key, &fn, sizeof key < sizeof fn ? sizeof key : sizeof fn);
+  return key;
+}
+
 /* The alignment a plugin's device memory must have: what malloc guarantees. */
 #define DEVICE_MEMORY_ALIGN 16u
 
@@ -479,6 +490,10 @@ static uintptr_t platform_key(const SP_StreamExecutor* se) { return allocate_key
  * (not when it overlaps live memory: freeing it could free that memory too). */
 static bool check_block(uintptr_t key, const SP_DeviceMemoryBase* mem, uint64_t bytes,
                         bool* give_back, char* why, size_t why_size);
+/* The checks of a block at `base` that `call` returned for `bytes` (`reported`: the size it
+ * reported, 0 when it reports none). */
+static bool check_range(uintptr_t key, const char* call, uint64_t base, uint64_t reported,
+                        uint64_t bytes, bool* give_back, char* why, size_t why_size);
 
 static bool check_region(struct PG_BFC* b, const SP_DeviceMemoryBase* mem, uint64_t bytes,
                          bool* give_back) {
@@ -493,33 +508,52 @@ int pluggable_ClaimDeviceMemory(const void* allocate_fn, const SP_DeviceMemoryBa
   return give_back ? 0 : -1;
 }
 
+int pluggable_ClaimHostMemory(const void* key, const char* call, const void* address,
+                              uint64_t bytes, char* why, size_t n) {
+  bool give_back;
+  if (check_range((uintptr_t)key, call != NULL ? call : "host memory allocation",
+                  (uint64_t)(uintptr_t)address, 0, bytes, &give_back, why, n)) {
+    return 1;
+  }
+  return give_back ? 0 : -1;
+}
+
+void pluggable_ReleaseHostMemory(const void* key, const void* address) {
+  live_release((uintptr_t)key, (uint64_t)(uintptr_t)address);
+}
+
 void pluggable_ReleaseDeviceMemory(const void* allocate_fn, const void* opaque) {
   live_release((uintptr_t)allocate_fn, (uint64_t)(uintptr_t)opaque);
 }
 
 static bool check_block(uintptr_t key, const SP_DeviceMemoryBase* mem, uint64_t bytes,
                         bool* give_back, char* why, size_t why_size) {
-  uint64_t base = (uint64_t)(uintptr_t)mem->opaque;
+  uint64_t reported =
+      mem->struct_size >= TF_OFFSET_OF_END(SP_DeviceMemoryBase, size) ? mem->size : 0;
+  return check_range(key, "SP_StreamExecutor.allocate", (uint64_t)(uintptr_t)mem->opaque,
+                     reported, bytes, give_back, why, why_size);
+}
+
+static bool check_range(uintptr_t key, const char* call, uint64_t base, uint64_t reported,
+                        uint64_t bytes, bool* give_back, char* why, size_t why_size) {
   *give_back = true;
-  if (mem->struct_size >= TF_OFFSET_OF_END(SP_DeviceMemoryBase, size) && mem->size != 0 &&
-      mem->size < bytes) {
+  if (reported != 0 && reported < bytes) {
     snprintf(why, why_size,
-             "SP_StreamExecutor.allocate was asked for %" PRIu64 " bytes and reported a block "
-             "of %" PRIu64 " bytes at 0x%" PRIx64 "; the block was refused", bytes, mem->size,
-             base);
+             "%s was asked for %" PRIu64 " bytes and reported a block of %" PRIu64 " bytes at "
+             "0x%" PRIx64 "; the block was refused", call, bytes, reported, base);
     return false;
   }
   if (base % DEVICE_MEMORY_ALIGN != 0) {
     snprintf(why, why_size,
-             "SP_StreamExecutor.allocate returned 0x%" PRIx64 ", which is not %u-byte "
-             "aligned (device memory must be at least as aligned as malloc's); the block "
-             "was refused", base, DEVICE_MEMORY_ALIGN);
+             "%s returned 0x%" PRIx64 ", which is not %u-byte aligned (memory a plugin hands "
+             "out must be at least as aligned as malloc's); the block was refused", call, base,
+             DEVICE_MEMORY_ALIGN);
     return false;
   }
   if (base > UINT64_MAX - bytes) {
     snprintf(why, why_size,
-             "SP_StreamExecutor.allocate returned 0x%" PRIx64 ", where %" PRIu64 " bytes do "
-             "not fit below the top of the address space; the block was refused", base, bytes);
+             "%s returned 0x%" PRIx64 ", where %" PRIu64 " bytes do not fit below the top of "
+             "the address space; the block was refused", call, base, bytes);
     return false;
   }
   LiveRange other;
@@ -530,11 +564,10 @@ static bool check_block(uintptr_t key, const SP_DeviceMemoryBase* mem, uint64_t 
     }
     *give_back = false;
     snprintf(why, why_size,
-             "SP_StreamExecutor.allocate returned [0x%" PRIx64 ", 0x%" PRIx64 ") for %" PRIu64
-             " bytes, which overlaps memory it handed out before and that is still in use "
-             "([0x%" PRIx64 ", 0x%" PRIx64 "), on this or another device of the platform); "
-             "the block was refused and is not used", base, base + bytes, bytes, other.start,
-             other.end);
+             "%s returned [0x%" PRIx64 ", 0x%" PRIx64 ") for %" PRIu64 " bytes, which overlaps "
+             "memory it handed out before and that is still in use ([0x%" PRIx64 ", 0x%" PRIx64
+             "), on this or another device of the platform); the block was refused and is not "
+             "used", call, base, base + bytes, bytes, other.start, other.end);
     return false;
   }
   return true;
@@ -579,6 +612,13 @@ static void device_region_free(struct PG_BFC* b, Region* r) {
 static bool host_region_alloc(struct PG_BFC* b, uint64_t bytes, Region* r) {
   void* p = b->se->host_memory_allocate(b->device, bytes);
   if (p == NULL) return false;
+  bool give_back;
+  if (!check_range(host_key(b->se), "SP_StreamExecutor.host_memory_allocate",
+                   (uint64_t)(uintptr_t)p, 0, bytes, &give_back, b->refusal,
+                   sizeof b->refusal)) {
+    if (give_back) b->se->host_memory_deallocate(b->device, p);
+    return false;
+  }
   r->host = p;
   r->base = (uint64_t)(uintptr_t)p;
   r->reserved = bytes;
@@ -587,6 +627,7 @@ static bool host_region_alloc(struct PG_BFC* b, uint64_t bytes, Region* r) {
 
 /* Kind 1: returns a region to SP_StreamExecutor.host_memory_deallocate. */
 static void host_region_free(struct PG_BFC* b, Region* r) {
+  live_release(host_key(b->se), (uint64_t)(uintptr_t)r->host);
   b->se->host_memory_deallocate(b->device, r->host);
 }
 

@@ -328,9 +328,21 @@ static char* session_source;  /* NULL outside a session */
 static int64_t session_start;
 static const char kEmpty[] = "";
 
+/* Plugins with a call abandoned inside them, and what got stuck: a short list (a process
+ * meets few stuck plugins), read only on the paths that refuse them. */
+typedef struct PG_StuckPlugin {
+  char* source;
+  char* reason;
+  struct PG_StuckPlugin* next;
+} PG_StuckPlugin;
+static PG_StuckPlugin* stuck_plugins; /* guarded by registry_mu; entries never go away */
+
+/* Marks every kernel of the plugin `source` stuck and keeps `reason` (the first one). */
+static void mark_plugin_stuck(const char* source, const char* reason);
+/* Copies the reason the plugin `source` is stuck into buf; 0 when it is not stuck. */
+static size_t stuck_reason(const char* source, char* buf, size_t n);
+
 /* The registration `id`, or NULL; registrations never move or go away. */
-/* Marks every kernel of the plugin `source` stuck. */
-static void mark_plugin_stuck(const char* source);
 
 static PG_Registration* registration_get(int64_t id) {
   pthread_mutex_lock(&registry_mu);
@@ -661,6 +673,17 @@ PG_Kernel* pluggable_KernelCreate(int64_t id, const char* node_name, const PG_At
   pthread_mutex_lock(&registry_mu);
   int enabled = r->enabled;
   pthread_mutex_unlock(&registry_mu);
+  if (atomic_load(&r->stuck)) {
+    char reason[512];
+    if (stuck_reason(r->source, reason, sizeof reason) == 0) {
+      snprintf(reason, sizeof reason, "a call was abandoned inside it");
+    }
+    set_statusf(status, TF_UNAVAILABLE,
+                "kernel '%s' for op '%s' is not created: its plugin (%s) is unusable in this "
+                "process because %s; restart the process to use it again", r->kernel_name,
+                r->b->op, r->source ? r->source : "?", reason);
+    return NULL;
+  }
   if (!enabled) {
     set_statusf(status, TF_FAILED_PRECONDITION,
                 "kernel '%s' for op '%s' on %s is %s", r->kernel_name, r->b->op,
@@ -714,7 +737,10 @@ oom:
 
 void pluggable_KernelDelete(PG_Kernel* k) {
   if (k == NULL) return;
-  if (k->reg->b->destroy != NULL) k->reg->b->destroy(k->instance);
+  /* Not into a plugin found stuck: its instance is left to the operating system. */
+  if (k->reg->b->destroy != NULL && !atomic_load(&k->reg->stuck)) {
+    k->reg->b->destroy(k->instance);
+  }
   kernel_free(k);
 }
 
@@ -1160,10 +1186,15 @@ static bool set_output(TF_OpKernelContext* ctx, int index, TF_DataType dtype,
 /* New memory for a tensor of `dtype` and shape `dims` in host or device memory, as a buffer
  * with one reference. NULL with a status on failure; `what` names the call. */
 /* ---- guard bytes (the synchronise-after-every-op mode) -----------------------------------
- * With guards on, a device output is allocated PG_GUARD_BYTES longer and the plugin's
- * sync_memcpy_htod fills the extra bytes with a pattern; after the op's device work is done the
- * host reads them back (pluggable_CheckOutputGuards): a kernel that wrote past the end of its
- * output changed them. The outputs of the thread's last run are checked. */
+ * With guards on, every buffer the host allocates in device memory for a kernel (outputs of
+ * TF_AllocateOutput and TF_ForwardInputOrAllocateOutput, temporaries of TF_AllocateTemp, and
+ * so whatever TF_SetOutput makes an output of one) is allocated PG_GUARD_BYTES longer and the
+ * plugin's sync_memcpy_htod fills the extra bytes with a pattern; after the op's device work
+ * is done the host reads them back (pluggable_CheckOutputGuards): a kernel that wrote past the
+ * end of a buffer changed them. The buffers of the thread's last run are checked. A guarded
+ * temporary is held (a reference) until its guard is checked or the thread's next run: the
+ * kernel deletes it before its device work is done, and memory given back to the allocator
+ * meanwhile could be handed out again over the guard. */
 #define PG_GUARD_BYTES 64
 #define PG_GUARD_PATTERN 0xA5
 #define PG_GUARDED_MAX 16
@@ -1174,10 +1205,23 @@ typedef struct GuardedOutput {
   const SP_Device* device;
   const SP_StreamExecutor* se;
   const PG_Kernel* kernel;
-  int index;
+  int index;     /* the output, or -1 for a temporary */
+  int temporary; /* which TF_AllocateTemp of the run (from 0), for a temporary */
+  PG_Buffer* held; /* a temporary's reference, until the check */
 } GuardedOutput;
 static _Thread_local GuardedOutput guarded[PG_GUARDED_MAX];
 static _Thread_local int guarded_count;
+static _Thread_local int guarded_temporaries; /* TF_AllocateTemp calls of the run so far */
+
+/* Forgets the guards of the thread's last run, giving back the temporaries they held. */
+static void release_guards(void) {
+  for (int i = 0; i < guarded_count; i++) {
+    if (guarded[i].held != NULL) pg_buffer_unref(guarded[i].held);
+    guarded[i].held = NULL;
+  }
+  guarded_count = 0;
+  guarded_temporaries = 0;
+}
 
 void pluggable_SetOutputGuards(int on) { atomic_store(&output_guards, on != 0); }
 
@@ -1203,10 +1247,20 @@ static bool guard_output(TF_OpKernelContext* ctx, void* data, uint64_t bytes, in
   bool ok = TF_GetCode(s) == TF_OK;
   TF_DeleteStatus(s);
   if (ok && guarded_count < PG_GUARDED_MAX) {
-    guarded[guarded_count++] = (GuardedOutput){(uint64_t)(uintptr_t)data, bytes, ctx->device,
-                                               ctx->se, ctx->kernel, index};
+    guarded[guarded_count++] =
+        (GuardedOutput){(uint64_t)(uintptr_t)data, bytes, ctx->device, ctx->se, ctx->kernel,
+                        index, index < 0 ? guarded_temporaries : 0, NULL};
   }
   return ok;
+}
+
+/* Holds the temporary `buf` whose guard guard_output just recorded at `data`. */
+static void hold_guarded(void* data, PG_Buffer* buf) {
+  if (guarded_count > 0 && guarded[guarded_count - 1].address == (uint64_t)(uintptr_t)data &&
+      guarded[guarded_count - 1].index < 0 && guarded[guarded_count - 1].held == NULL) {
+    pg_buffer_ref(buf);
+    guarded[guarded_count - 1].held = buf;
+  }
 }
 
 size_t pluggable_CheckOutputGuards(char* report, size_t n) {
@@ -1225,15 +1279,18 @@ size_t pluggable_CheckOutputGuards(char* report, size_t n) {
       if (seen[j] != PG_GUARD_PATTERN) last = j;
     }
     if (last >= 0 && length < n) {
+      char what[64];
+      if (g->index >= 0) snprintf(what, sizeof what, "output %d", g->index);
+      else snprintf(what, sizeof what, "temporary %d (TF_AllocateTemp)", g->temporary);
       int wrote = snprintf(report + length, n - length,
-                           "%skernel '%s' (op %s) wrote past the end of its output %d (%" PRIu64
+                           "%skernel '%s' (op %s) wrote past the end of its %s (%" PRIu64
                            " bytes): at least %d of the %d guard bytes after it were changed",
                            length ? "; " : "", g->kernel->reg->kernel_name,
-                           g->kernel->reg->b->op, g->index, g->bytes, last + 1, PG_GUARD_BYTES);
+                           g->kernel->reg->b->op, what, g->bytes, last + 1, PG_GUARD_BYTES);
       if (wrote > 0) length += (size_t)wrote;
     }
   }
-  guarded_count = 0;
+  release_guards();
   return length < n ? length : n;
 }
 
@@ -1273,6 +1330,7 @@ static PG_Buffer* allocate_buffer(TF_OpKernelContext* ctx, TF_DataType dtype,
   uint64_t bytes = (uint64_t)elements * size;
   if (ctx->device == NULL) host_memory = true; /* on the CPU all memory is host memory */
   void* data = NULL;
+  bool guard = false, temporary = false;
   if (bytes > 0) {
     if (host_memory) {
       data = pg_host_alloc(bytes);
@@ -1281,10 +1339,12 @@ static PG_Buffer* allocate_buffer(TF_OpKernelContext* ctx, TF_DataType dtype,
                   "%s: the host gave this run no device allocator", what);
       return NULL;
     } else {
-      bool guard = atomic_load_explicit(&output_guards, memory_order_relaxed) &&
-                   strcmp(what, "TF_AllocateOutput") == 0;
+      guard = atomic_load_explicit(&output_guards, memory_order_relaxed) &&
+              bytes <= UINT64_MAX - PG_GUARD_BYTES;
       data = pluggable_BFCAllocate(ctx->bfc, guard ? bytes + PG_GUARD_BYTES : bytes);
-      if (data != NULL && guard) guard_output(ctx, data, bytes, ctx->allocating_output);
+      temporary = strcmp(what, "TF_AllocateTemp") == 0;
+      guard = data != NULL && guard &&
+              guard_output(ctx, data, bytes, temporary ? -1 : ctx->allocating_output);
     }
     char refusal[480];
     if (data == NULL && !host_memory &&
@@ -1309,6 +1369,7 @@ static PG_Buffer* allocate_buffer(TF_OpKernelContext* ctx, TF_DataType dtype,
     return NULL;
   }
   buf->bfc = host_memory ? NULL : ctx->bfc;
+  if (guard && temporary) hold_guarded(data, buf);
   if (strings && bytes > 0) {
     memset(data, 0, bytes); /* TF_StringInit of every element */
     buf->tstrings = elements;
@@ -1420,6 +1481,7 @@ TF_Tensor* TF_AllocateTemp(TF_OpKernelContext* ctx, TF_DataType dtype, const int
                  alloc_attrs->on_host;
   PG_Buffer* buf = allocate_buffer(ctx, dtype, dims, num_dims, on_host, "TF_AllocateTemp",
                                    status);
+  guarded_temporaries++; /* temporaries are named by their order in the run */
   if (buf == NULL) return NULL;
   TF_Tensor* t = pg_tensor_new(dtype, dims, num_dims, buf);
   if (t == NULL) TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "TF_AllocateTemp: out of host memory");
@@ -1614,11 +1676,16 @@ int pluggable_KernelRun(const int64_t* request) {
   }
   const TF_KernelBuilder* b = kernel->reg->b;
   if (atomic_load_explicit(&kernel->reg->stuck, memory_order_relaxed)) {
-    set_statusf(status, TF_DEADLINE_EXCEEDED,
-                "kernel '%s' is not run: its plugin (%s) was found stuck in a kernel's compute "
-                "earlier and is no longer used in this process; restart the process to use it "
-                "again", kernel->reg->kernel_name, kernel->reg->source ? kernel->reg->source : "?");
-    return TF_DEADLINE_EXCEEDED;
+    char reason[512];
+    if (stuck_reason(kernel->reg->source, reason, sizeof reason) == 0) {
+      snprintf(reason, sizeof reason, "a call was abandoned inside it");
+    }
+    set_statusf(status, TF_UNAVAILABLE,
+                "kernel '%s' is refused without calling the plugin: its plugin (%s) is unusable "
+                "in this process because %s; restart the process to use it again",
+                kernel->reg->kernel_name, kernel->reg->source ? kernel->reg->source : "?",
+                reason);
+    return TF_UNAVAILABLE;
   }
   if (b->compute == NULL) {
     set_statusf(status, TF_UNIMPLEMENTED,
@@ -1695,13 +1762,23 @@ int pluggable_KernelRun(const int64_t* request) {
     w += 5 + in->num_dims;
   }
 
-  guarded_count = 0; /* the guards checked after a run are its own */
+  release_guards(); /* the guards checked after a run are its own */
   PG_Watch* volatile watch = pg_watch_slot();
   if (watch != NULL && sigsetjmp(watch->env, 0) != 0) {
     /* The watchdog (deadline) or Ctrl-C abandoned the call where it was. */
     pg_watch_recover();
     int interrupted = atomic_load(&watch->escape) == PG_WATCH_INTERRUPTED;
-    mark_plugin_stuck(kernel->reg->source);
+    char reason[512];
+    if (interrupted) {
+      snprintf(reason, sizeof reason,
+               "kernel '%s' (op %s) was interrupted (Ctrl-C) inside its compute",
+               kernel->reg->kernel_name, b->op);
+    } else {
+      snprintf(reason, sizeof reason,
+               "kernel '%s' (op %s) did not return from its compute within the deadline of %g s",
+               kernel->reg->kernel_name, b->op, pg_watch_deadline());
+    }
+    mark_plugin_stuck(kernel->reg->source, reason);
     if (interrupted) {
       set_statusf(status, TF_CANCELLED,
                   "kernel '%s' (op %s) was interrupted (Ctrl-C) inside its compute; its plugin "
@@ -1764,14 +1841,48 @@ done:
   return code;
 }
 
-static void mark_plugin_stuck(const char* source) {
+static int same_source(const char* a, const char* b) {
+  return a == b || (a != NULL && b != NULL && strcmp(a, b) == 0);
+}
+
+static void mark_plugin_stuck(const char* source, const char* reason) {
   pthread_mutex_lock(&registry_mu);
+  PG_StuckPlugin* known = stuck_plugins;
+  while (known != NULL && !same_source(known->source, source)) known = known->next;
+  if (known == NULL) {
+    PG_StuckPlugin* entry = calloc(1, sizeof *entry);
+    if (entry != NULL) {
+      entry->source = source != NULL ? pg_strdup(source) : NULL;
+      entry->reason = pg_strdup(reason != NULL ? reason : "a call was abandoned inside it");
+      entry->next = stuck_plugins;
+      stuck_plugins = entry;
+    }
+  }
   for (int64_t i = 0; i < registry_count; i++) {
     PG_Registration* r = registry[i];
-    if (r != NULL && (r->source == source ||
-                      (r->source != NULL && source != NULL && strcmp(r->source, source) == 0))) {
-      atomic_store(&r->stuck, 1);
+    if (r != NULL && same_source(r->source, source)) atomic_store(&r->stuck, 1);
+  }
+  pthread_mutex_unlock(&registry_mu);
+}
+
+static size_t stuck_reason(const char* source, char* buf, size_t n) {
+  size_t length = 0;
+  pthread_mutex_lock(&registry_mu);
+  for (PG_StuckPlugin* p = stuck_plugins; p != NULL; p = p->next) {
+    if (same_source(p->source, source) && p->reason != NULL) {
+      length = strlen(p->reason);
+      if (buf != NULL && n > 0) snprintf(buf, n, "%s", p->reason);
+      break;
     }
   }
   pthread_mutex_unlock(&registry_mu);
+  return length;
+}
+
+void pluggable_MarkPluginStuck(const char* source, const char* reason) {
+  if (source != NULL) mark_plugin_stuck(source, reason);
+}
+
+size_t pluggable_PluginStuckReason(const char* source, char* buf, size_t n) {
+  return source != NULL ? stuck_reason(source, buf, n) : 0;
 }

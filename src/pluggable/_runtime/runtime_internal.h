@@ -12,11 +12,15 @@ extern "C" {
 
 /* Makes `s` OK again, dropping its message and payloads, so one status serves many calls. */
 TF_CAPI_EXPORT void pluggable_ResetStatus(TF_Status* s);
-/* Resets `s` and seals it until pluggable_LendStatus: a write to a sealed status (a plugin
- * that kept the TF_Status* of a call that returned) is refused and counted, never attributed
- * to the next call that gets the status. */
+/* Lends `s` for one plugin call: returns what to hand the plugin (a ticket naming `s` and
+ * this lending, see status.c; `s` itself where tickets are not available). The TF_* status
+ * functions accept the ticket until pluggable_SealStatus. */
+TF_CAPI_EXPORT TF_Status* pluggable_LendStatus(TF_Status* s);
+/* Ends the lending of `s` (given as itself or its ticket), resets it and seals it until it is
+ * lent again: a write through the ticket of an ended lending (a plugin that kept the
+ * TF_Status* of a call that returned) is refused and counted, however many calls later it
+ * comes, never attributed to another call. */
 TF_CAPI_EXPORT void pluggable_SealStatus(TF_Status* s);
-TF_CAPI_EXPORT void pluggable_LendStatus(TF_Status* s);
 /* The number of writes refused so far; the last one's code and message (n bytes, cut). */
 TF_CAPI_EXPORT unsigned long long pluggable_LateStatusWrites(int* code, char* message, size_t n);
 
@@ -79,12 +83,14 @@ TF_CAPI_EXPORT void* pluggable_BFCAllocate(PG_BFC* bfc, uint64_t size);
 /* 0 when `ptr` was a live allocation (NULL is a no-op), nonzero (and nothing changes) for
  * any other pointer. */
 TF_CAPI_EXPORT int pluggable_BFCDeallocate(PG_BFC* bfc, void* ptr);
-/* Guard bytes after every device output a kernel allocates (TF_AllocateOutput), for the
- * synchronise-after-every-op mode (kernels.c): on or off for the process. */
+/* Guard bytes after every device buffer the host allocates for a kernel (TF_AllocateOutput,
+ * TF_ForwardInputOrAllocateOutput, TF_AllocateTemp), for the synchronise-after-every-op mode
+ * (kernels.c): on or off for the process. */
 TF_CAPI_EXPORT void pluggable_SetOutputGuards(int on);
 /* Reads back the guards of the calling thread's last kernel run, once its device work is
- * done: writes what each kernel that wrote past its output's end did into `report` (n bytes,
- * cut and terminated) and returns its length (0: every guard intact); forgets the run. */
+ * done: writes what each kernel that wrote past the end of an output or a temporary did into
+ * `report` (n bytes, cut and terminated) and returns its length (0: every guard intact);
+ * forgets the run and gives back the temporaries its guards held. */
 TF_CAPI_EXPORT size_t pluggable_CheckOutputGuards(char* report, size_t n);
 /* The checks pluggable_BFCAllocate makes of a region, for a block SP_StreamExecutor.allocate
  * returned outside the allocator (StreamExecutor.allocate), for the platform whose allocate
@@ -96,6 +102,14 @@ TF_CAPI_EXPORT int pluggable_ClaimDeviceMemory(const void* allocate_fn,
                                                const SP_DeviceMemoryBase* mem, uint64_t bytes,
                                                char* why, size_t n);
 TF_CAPI_EXPORT void pluggable_ReleaseDeviceMemory(const void* allocate_fn, const void* opaque);
+/* The same checks for a block of host-addressable memory that `call` (host_memory_allocate,
+ * unified_memory_allocate) returned at `address` for `bytes`, against the live blocks of key
+ * `key` (the platform's first of those two functions): 1 usable (claimed until
+ * pluggable_ReleaseHostMemory), 0 refused, -1 refused and not to be given back. */
+TF_CAPI_EXPORT int pluggable_ClaimHostMemory(const void* key, const char* call,
+                                             const void* address, uint64_t bytes, char* why,
+                                             size_t n);
+TF_CAPI_EXPORT void pluggable_ReleaseHostMemory(const void* key, const void* address);
 /* Why the last pluggable_BFCAllocate that failed refused a block the plugin handed out (its
  * size, alignment, or an overlap with live memory of the platform), into buf (n bytes, cut
  * and terminated); returns the full length, 0 when the failure refused no block. */
@@ -205,6 +219,12 @@ TF_CAPI_EXPORT PG_Kernel* pluggable_KernelCreate(int64_t id, const char* node_na
 /* Calls the plugin's delete_func and frees the instance. NULL is a no-op. Must not run
  * while a pluggable_KernelRun of the instance is in progress. */
 TF_CAPI_EXPORT void pluggable_KernelDelete(PG_Kernel* kernel);
+
+/* Marks the plugin library `source` stuck (a call was abandoned inside it; `reason` says which
+ * call): its kernels are neither created, run nor deleted again. The first reason is kept. */
+TF_CAPI_EXPORT void pluggable_MarkPluginStuck(const char* source, const char* reason);
+/* The length of the reason `source` is stuck, copied (cut to fit) into buf; 0 if it is not. */
+TF_CAPI_EXPORT size_t pluggable_PluginStuckReason(const char* source, char* buf, size_t n);
 
 /* ---- running a kernel ----
  * One call per execution: pluggable_KernelRun(request). `request` is a flat array of

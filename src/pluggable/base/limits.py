@@ -126,6 +126,51 @@ def set_deadline(seconds: Optional[float]) -> None:
         listener(deadline())
 
 
+# Plugins with a call abandoned inside them (past the deadline, or by Ctrl-C): path -> what
+# got stuck. Such a plugin is never called again in the process (docs/design.md, "Bounding
+# calls that can block"); each floor that holds its objects listens and refuses them.
+_stuck_plugins: dict = {}
+_stuck_listeners: list = []
+
+
+def on_plugin_stuck(listener) -> None:
+    """Calls ``listener(path, reason)`` whenever a plugin is marked stuck (`mark_plugin_stuck`),
+    and now for each one marked already."""
+    with _lock:
+        _stuck_listeners.append(listener)
+        marked = list(_stuck_plugins.items())
+    for path, reason in marked:
+        listener(path, reason)
+
+
+def mark_plugin_stuck(path: str, reason: str) -> None:
+    """Marks the plugin library ``path`` unusable for the rest of the process: ``reason``
+    names the call that was abandoned inside it ("kernel 'X' (op Neg) did not return from
+    its compute within the deadline of 1 s"). Only the first reason is kept."""
+    with _lock:
+        if path in _stuck_plugins:
+            return
+        _stuck_plugins[path] = reason
+        listeners = list(_stuck_listeners)
+    for listener in listeners:
+        listener(path, reason)
+
+
+def plugin_stuck(path: str) -> str:
+    """Why the plugin library ``path`` is no longer called, or "" while it is usable."""
+    return _stuck_plugins.get(path, "")
+
+
+def unusable_message(who: str, call: str, reason: str) -> str:
+    """The text of the error raised instead of calling a plugin found stuck: ``who`` names
+    the plugin (and device), ``call`` what was refused, ``reason`` what got stuck."""
+    return (f"{who}: {call} is refused without calling the plugin: it is unusable in this "
+            f"process because {reason}, and that call was abandoned inside it (it may hold "
+            f"the plugin's locks or memory). Its devices, kernels and profiler are not called "
+            f"again; other plugins, devices and the CPU work as before. Restart the process to "
+            f"use the plugin again")
+
+
 def exit_timeout() -> float:
     return _from_environment(EXIT_TIMEOUT_VARIABLE, DEFAULT_EXIT_TIMEOUT, True)
 

@@ -10,7 +10,6 @@ beside it.
 """
 from __future__ import annotations
 
-import collections
 import ctypes
 import os
 import sys
@@ -36,7 +35,7 @@ _PROTOTYPES = {
     "TF_Message": (ctypes.c_char_p, (_c_status_p,)),                     # const char* (s*)
     "pluggable_ResetStatus": (None, (_c_status_p,)),                     # void (TF_Status*)
     "pluggable_SealStatus": (None, (_c_status_p,)),                      # void (TF_Status*)
-    "pluggable_LendStatus": (None, (_c_status_p,)),                      # void (TF_Status*)
+    "pluggable_LendStatus": (_c_status_p, (_c_status_p,)),               # ticket (TF_Status*)
     "pluggable_LateStatusWrites": (ctypes.c_ulonglong, (ctypes.c_void_p, ctypes.c_char_p,
                                                         ctypes.c_size_t)),
     #   unsigned long long (int* code, char* message, size_t n)
@@ -170,15 +169,17 @@ pluggable_LendStatus = lib.pluggable_LendStatus
 
 
 class Status:
-    """An owned ``TF_Status`` handed to plugin calls. ``address`` is the ``TF_Status*``."""
+    """An owned ``TF_Status`` handed to plugin calls. ``address`` is the ``TF_Status*`` to
+    pass: the status itself (``real``), or, for one from `acquire_status`, the ticket of its
+    current lending (_runtime/status.c), which names nothing once `release_status` ends it."""
 
-    __slots__ = ("address", "__weakref__")
+    __slots__ = ("address", "real", "__weakref__")
 
     def __init__(self):
         address = TF_NewStatus()
         if not address:
             raise MemoryError("TF_NewStatus returned NULL: the host is out of memory")
-        self.address = address
+        self.address = self.real = address
 
     @property
     def code(self) -> int:
@@ -204,40 +205,38 @@ class Status:
         pluggable_ResetStatus(self.address)
 
     def __del__(self):  # Status is a leaf with no plugin behind it: freeing is always safe.
-        address, self.address = self.address, None
-        if address:
-            TF_DeleteStatus(address)
+        real, self.real = self.real, None
+        self.address = None
+        if real:
+            TF_DeleteStatus(real)
 
 
 _local = threading.local()
 
 
 def acquire_status() -> Status:
-    """An OK status for one plugin call, from the calling thread's pool.
+    """An OK status for one plugin call, from the calling thread's pool, lent under a ticket
+    of its own (``status.address``).
 
     A pool rather than one status per thread: a plugin may run a Python callback in the middle
     of a call, and a plugin call made by that callback must not overwrite the outer one's
-    status. Give it back with `release_status`.
+    status. Give it back with `release_status`: the lending ends there, so a plugin that
+    writes the TF_Status* of a call after the call returned writes through a ticket that
+    names nothing (the write is refused and reported, `late_status_writes`), however many
+    calls later, and never into the call that has the status then.
     """
     pool = getattr(_local, "pool", None)
     if pool is None:
-        pool = _local.pool = collections.deque()
-    if len(pool) > _QUARANTINE:
-        status = pool.popleft()
-        pluggable_LendStatus(status.address)
-        return status
-    return Status()
-
-
-#: Statuses given back wait sealed for this many later releases before they serve another
-#: call: a plugin that writes the TF_Status* of a call after the call returned meets a sealed
-#: status (the write is refused and reported, `late_status_writes`), not another call's.
-_QUARANTINE = 16
+        pool = _local.pool = []
+    status = pool.pop() if pool else Status()
+    status.address = pluggable_LendStatus(status.real)
+    return status
 
 
 def release_status(status: Status) -> None:
-    """Returns a status taken with `acquire_status`: reset to OK and sealed until reused."""
-    pluggable_SealStatus(status.address)
+    """Returns a status taken with `acquire_status`: its lending ends, it is reset to OK,
+    sealed, and serves the next call at once."""
+    pluggable_SealStatus(status.real)
     _local.pool.append(status)
 
 
@@ -255,5 +254,6 @@ def late_status_writes() -> "tuple":
 
 def abandon_status(status: Status) -> None:
     """Gives up a status taken with `acquire_status` that a plugin call which was given up on
-    (and may still return and write it) holds: it is never freed or reused."""
-    status.address = None
+    (and may still return and write it) holds: it is never freed or reused, and its lending
+    never ends."""
+    status.real = status.address = None

@@ -263,6 +263,8 @@ class BFCAllocator:
 
     def _check_open(self) -> None:
         if self._handle is None:
+            if self.executor.stuck:
+                raise self.executor._unusable(f"{self.name}: allocating")
             raise FailedPreconditionError(
                 f"the BFC allocator {self.name!r} is closed; create a new BFCAllocator",
                 plugin=self.executor.platform.label, call="BFCAllocator")
@@ -321,6 +323,8 @@ class BFCAllocator:
             f"less (a smaller batch).")
 
     def _deallocate_failed(self, address) -> None:
+        if self._handle is None and self.executor.stuck:
+            return  # the memory stays with the abandoned pool, as everything of the plugin
         self._check_open()
         try:
             value = operator.index(address)
@@ -423,6 +427,16 @@ class BFCAllocator:
     @property
     def is_closed(self) -> bool:
         return self._handle is None
+
+    def _abandon(self) -> None:
+        """Stops handing out memory without calling the plugin or touching the C allocator,
+        which a thread stuck in the plugin may hold: its executor's plugin was found stuck.
+        The allocator's memory is left to the operating system."""
+        if self._handle is None:
+            return
+        self._finalizer.detach()
+        self._handle = None
+        _native.compiled.invalidate()  # buffers from this allocator no longer free into it
 
     def close(self) -> int:
         """Returns every region to the plugin and frees the allocator; idempotent. Returns the

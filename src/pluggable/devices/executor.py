@@ -14,6 +14,7 @@ from __future__ import annotations
 import ctypes
 import operator
 import os
+import sys
 import threading
 import time
 
@@ -30,8 +31,8 @@ from ..base.errors import (
     CallbackWarning, DeadlineExceededError, FailedPreconditionError, InternalError,
     InvalidArgumentError, PluggableError,
     PluggableWarning,
-    ResourceExhaustedError, UnimplementedError, error_for_code)
-from .memory import DeviceMemory, HostMemory
+    ResourceExhaustedError, UnavailableError, UnimplementedError, error_for_code)
+from .memory import DeviceMemory, HostMemory, claim_host_memory, release_host_memory
 from .platform import PluginCallError
 from ..plugin.validation import (
     ValidationError, alloc_struct, negotiate, optional_callback, read_c_string,
@@ -192,6 +193,32 @@ def _report_late_status_writes() -> None:
             f"returned (last: {TF_Code(code).name if code in TF_Code._value2member_map_ else code}"
             f" {message!r}); the write was refused, so it is not blamed on a later call. A "
             f"plugin must not keep the TF_Status* of a call", PluggableWarning)
+
+
+def _caller_name() -> str:
+    """The qualified name of the function that asked `_check_open` (through `_check_stream`),
+    for the error refusing it: ``StreamExecutor.create_stream``, ``Kernel.prepare``..."""
+    frame = sys._getframe(2)
+    while frame is not None and frame.f_code.co_name in ("_check_stream", "_check_open"):
+        frame = frame.f_back
+    if frame is None:
+        return "this call"
+    code = frame.f_code
+    return getattr(code, "co_qualname", code.co_name)
+
+
+class _Refused:
+    """What a callback of a plugin found stuck is replaced by: calling it raises
+    `UnavailableError` naming the call refused and the call that got stuck."""
+
+    __slots__ = ("executor", "call")
+
+    def __init__(self, executor: "StreamExecutor", call: str):
+        self.executor = executor
+        self.call = call
+
+    def __call__(self, *args, **kwargs):
+        raise self.executor._unusable(self.call)
 
 
 class _ScratchMemoryBase(threading.local):
@@ -371,14 +398,42 @@ class StreamExecutor:
         finally:
             _native.release_status(status)
 
-    #: Why the executor is no longer used: a call of its plugin never returned; "" if none.
+    #: Why the executor is no longer used: a call of its plugin was abandoned inside the
+    #: plugin (past the deadline or by Ctrl-C), here or on another device; "" if none.
     stuck = ""
+
+    def _unusable(self, call: str) -> UnavailableError:
+        return UnavailableError(
+            limits.unusable_message(f"{self.platform.label}, device {self.ordinal}", call,
+                                    self.stuck),
+            plugin=self.platform.label, call=call)
+
+    def _mark_stuck(self, reason: str) -> None:
+        """Closes the executor without calling the plugin: every callback is replaced by one
+        that raises `UnavailableError` naming ``reason``; memory pools stop handing out
+        memory (their C state is left as it is: a thread stuck in the plugin may hold it);
+        what the device holds is left to the operating system."""
+        with self._lock:
+            if isinstance(self._plugin_allocate, _Refused):
+                return
+            self.stuck = reason
+            self._closed = True
+            self._fns = {name: (_Refused(self, f"SP_StreamExecutor.{name}") if fn is not None
+                                else None) for name, fn in self._fns.items()}
+            self._fn_addresses = {}
+            self._plugin_allocate = _Refused(self, "SP_StreamExecutor.allocate")
+            self._stream_names_fn = None
+            if self._live_handles_fn is not None:
+                self._live_handles_fn = _Refused(self, "PLUGGABLE_LiveHandlesExt.get_live_handles")
+            self._device_fns = None
+            for pool in (self._allocator, self._host_allocator):
+                if pool is not None:
+                    pool._abandon()
 
     def _check_open(self) -> None:
         if self._closed:
             if self.stuck:
-                raise DeadlineExceededError(self.stuck, plugin=self.platform.label,
-                                            call="StreamExecutor")
+                raise self._unusable(_caller_name())
             raise FailedPreconditionError(
                 f"{self.name} is closed; its memory, streams and events can no longer be used",
                 plugin=self.platform.label, call="StreamExecutor")
@@ -404,11 +459,15 @@ class StreamExecutor:
 
     def _release_now(self, kind: str, handle: Any) -> None:
         if self._closed:
+            if kind in ("host_memory_deallocate", "unified_memory_deallocate") \
+                    and not self.stuck:
+                release_host_memory(self._host_memory_key(), handle)
             return  # destroying the executor released everything
         if kind == "deallocate":  # the bytes of the SP_DeviceMemoryBase allocate filled
             self._fns["deallocate"](self._device_ptr,
                                     ctypes.byref(SP_DeviceMemoryBase.from_buffer_copy(handle)))
         elif kind in ("host_memory_deallocate", "unified_memory_deallocate"):
+            release_host_memory(self._host_memory_key(), handle)
             self._fns[kind](self._device_ptr, handle)
         elif kind == "destroy_stream":
             self._destroy_stream(handle)
@@ -424,6 +483,8 @@ class StreamExecutor:
         thread, bounded by the deadline (`_compiled.bounded_call`). A call that does not
         return in time is abandoned and the device is marked stuck: closed, its plugin
         objects left to the operating system, every further use a DeadlineExceededError."""
+        if self.stuck:
+            return  # nothing is called in a plugin found stuck: the stream is left to it
         limit = limits.deadline()
         if not limit:
             self._fns["destroy_stream"](self._device_ptr, handle)
@@ -436,19 +497,22 @@ class StreamExecutor:
         try:
             returned = _native.compiled.bounded_call(address, self._device_address,
                                                      handle or 0, limit)
-        except BaseException:  # Ctrl-C while waiting: the call goes on, its device is lost
-            self.stuck = (f"{self.platform.label}, device {self.ordinal}: destroy_stream was "
-                          f"interrupted before it returned; the device is marked stuck and no "
-                          f"longer used in this process")
-            self._closed = True
+        except BaseException:  # Ctrl-C while waiting: the call goes on, its plugin is lost
+            limits.mark_plugin_stuck(
+                self.platform.path, f"SP_StreamExecutor.destroy_stream of device "
+                                    f"{self.ordinal} was interrupted (Ctrl-C) before it returned")
             raise
         if not returned:
             error = self._deadline_error("destroy_stream", limit, time.monotonic() - started)
-            self.stuck = (f"{error}. The device is marked stuck: it is no longer used in this "
-                          f"process, and what it holds is left to the operating system")
-            self._closed = True
-            raise DeadlineExceededError(self.stuck, plugin=self.platform.label,
-                                        call="SP_StreamExecutor.destroy_stream")
+            limits.mark_plugin_stuck(
+                self.platform.path, f"SP_StreamExecutor.destroy_stream of device "
+                                    f"{self.ordinal} did not return within the deadline of "
+                                    f"{limit:g} s")
+            raise DeadlineExceededError(
+                f"{error}. The plugin is marked stuck: none of its devices, kernels or its "
+                f"profiler is used again in this process, and what they hold is left to the "
+                f"operating system", plugin=self.platform.label,
+                call="SP_StreamExecutor.destroy_stream")
 
     def _defer_warning(self, message: str, category: type) -> None:
         """Keeps a warning raised on a plugin's thread for the user's next synchronisation."""
@@ -510,6 +574,7 @@ class StreamExecutor:
                 plugin=self.platform.label, call="SP_StreamExecutor.host_memory_allocate")
         if not size:
             return _plain_host_memory(self, 0)
+        self._claim_host_memory("host_memory_allocate", address, size)
         return HostMemory(self, address, size, "host", "host_memory_deallocate")
 
     def unified_memory_allocate(self, size: int) -> HostMemory:
@@ -532,7 +597,32 @@ class StreamExecutor:
                 f"{self.platform.label}, device {self.ordinal}: "
                 f"SP_StreamExecutor.unified_memory_allocate could not allocate {size} bytes",
                 plugin=self.platform.label, call="SP_StreamExecutor.unified_memory_allocate")
+        self._claim_host_memory("unified_memory_allocate", address, size)
         return HostMemory(self, address, size, "unified", "unified_memory_deallocate")
+
+    def _host_memory_key(self) -> int:
+        """The key the runtime library tracks the platform's live host-addressable blocks
+        under: the address of its host_memory_allocate, else of its unified_memory_allocate
+        (as `_runtime/bfc.c`'s pinned pool does)."""
+        fn = self._fns.get("host_memory_allocate") or self._fns.get("unified_memory_allocate")
+        return ctypes.cast(fn, ctypes.c_void_p).value or 0
+
+    def _claim_host_memory(self, name: str, address: int, size: int) -> None:
+        """Checks the block ``name`` returned as `allocate`'s are checked (alignment, room in
+        the address space, no overlap with a live host or unified block of any device of
+        the platform) and claims it until it is freed; refuses it with an `InternalError`
+        naming the plugin and the addresses, giving it back unless it overlaps live memory
+        (freeing it could free that memory too)."""
+        call = f"SP_StreamExecutor.{name}"
+        claimed, why = claim_host_memory(self._host_memory_key(), call, address, size)
+        if claimed == 1:
+            return
+        if claimed == 0:
+            self._fns[name.replace("allocate", "deallocate")](self._device_ptr, address)
+        raise InternalError(
+            f"{self.platform.label}, device {self.ordinal}: {why}. The plugin's allocator is "
+            f"not to be trusted: report this to the plugin's authors",
+            plugin=self.platform.label, call=call, plugin_message=why)
 
     def allocator_stats(self) -> Optional[Dict[str, int]]:
         """The plugin's allocator statistics under the ``SP_AllocatorStats`` names, or None
@@ -992,6 +1082,8 @@ class StreamExecutor:
         """``_call(name)`` for a blocking call that has no status to poll: run on a helper
         thread (pluggable._compiled's pool, _compiled/blocking.c) and given up on past the deadline.
         A call given up on goes on with its status, which is then never freed or reused."""
+        if self.stuck:
+            raise self._unusable(f"SP_StreamExecutor.{name}")
         limit = limits.deadline() if timeout is None else timeout
         if not limit:
             self._call(name)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import ctypes
 
 from .handle import finalizer
+from ..base import native as _native
 from ..base.native import compiled as _compiled
 from ..abi.stream_executor import SP_DeviceMemoryBase
 from ..base.errors import FailedPreconditionError, InvalidArgumentError
@@ -20,6 +21,32 @@ TYPE_CHECKING = False  # typing's constant, without importing typing at start-up
 if TYPE_CHECKING:
     from typing import Optional
     from .executor import StreamExecutor
+
+
+_fns = _native.bind(_native.lib, {
+    "pluggable_ClaimHostMemory": (ctypes.c_int, (ctypes.c_void_p, ctypes.c_char_p,
+                                                 ctypes.c_void_p, ctypes.c_uint64,
+                                                 ctypes.c_char_p, ctypes.c_size_t)),
+    #   int (const void* key, const char* call, const void* address, uint64_t bytes,
+    #        char* why, size_t n)   -> 1 usable, 0 refused, -1 refused and not to be freed
+    "pluggable_ReleaseHostMemory": (None, (ctypes.c_void_p, ctypes.c_void_p)),
+    #   void (const void* key, const void* address)
+})
+_ClaimHost, _ReleaseHost = _fns["pluggable_ClaimHostMemory"], _fns["pluggable_ReleaseHostMemory"]
+
+
+def claim_host_memory(key: int, call: str, address: int, size: int):
+    """``(result, why)``: the runtime library's check of a host or unified block a plugin's
+    ``call`` returned (1 usable and now claimed, 0 refused, -1 refused and overlapping live
+    memory), and why it was refused."""
+    why = ctypes.create_string_buffer(480)
+    result = _ClaimHost(key, call.encode(), address, size, why, len(why))
+    return result, why.value.decode("utf-8", "replace")
+
+
+def release_host_memory(key: int, address: int) -> None:
+    """Forgets the claim on a host or unified block before it goes back to the plugin."""
+    _ReleaseHost(key, address)
 
 
 class DeviceMemory(_compiled.Memory):

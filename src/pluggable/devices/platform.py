@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ctypes
 import threading
+import weakref
 
 from ..base import native as _native
 from ..abi import plugin_ext
@@ -16,6 +17,7 @@ from ..abi.stream_executor import (
     SE_MAJOR, SE_MINOR, SE_PATCH, SE_PlatformRegistrationParams, SP_Platform, SP_PlatformFns,
     SP_TimerFns)
 from ..base.errors import AlreadyExistsError, NotFoundError, UnavailableError
+from ..base import limits
 from ..base.limits import MAX_DEVICES
 from ..plugin.library import PluginCallError
 from ..plugin.validation import (
@@ -27,6 +29,16 @@ if TYPE_CHECKING:
     from typing import Callable, Dict, List, Optional
     from .executor import StreamExecutor
     from ..loader.plugin_manager import PluginLibrary
+
+# Every platform made, to be told when its plugin is found stuck (`limits.on_plugin_stuck`).
+_platforms: "weakref.WeakSet[Platform]" = weakref.WeakSet()
+
+
+def _on_plugin_stuck(path: str, reason: str) -> None:
+    for platform in list(_platforms):
+        if platform.path == path:
+            platform.mark_stuck(reason)
+
 
 class Platform:
     """A StreamExecutor platform provided by one plugin (TensorFlow's subdevice type).
@@ -47,6 +59,7 @@ class Platform:
         # Told each step before it starts: the probe child writes it down, so that a crash
         # in the step is reported with its name.
         self._progress = progress or (lambda step: None)
+        _platforms.add(self)
         try:
             self._progress("init")
             self._initialize(init_fn)
@@ -196,13 +209,38 @@ class Platform:
                 self._progress(f"device creation {ordinal}")
                 executor = StreamExecutor(self, ordinal)
                 self._executors[ordinal] = executor
+                if self.stuck:  # found stuck while the device was made
+                    executor._mark_stuck(self.stuck)
             return executor
 
+    #: Why the plugin is no longer called: a call was abandoned inside it; "" while usable.
+    stuck = ""
+
+    def mark_stuck(self, reason: str) -> None:
+        """Makes the platform unusable for the rest of the process, without calling the
+        plugin: every device's executor refuses every call (`UnavailableError` naming
+        ``reason``, the call that got stuck), and no device is created. Called through
+        `limits.mark_plugin_stuck`, which also refuses the library's kernels and profiler."""
+        if self.stuck:
+            return
+        self.stuck = reason
+        for executor in self.executors:
+            executor._mark_stuck(reason)
+        _native.compiled.invalidate()  # plans and copiers of its devices are stale
+
+    def _check_usable(self, call: str) -> None:
+        if self.stuck:
+            raise UnavailableError(limits.unusable_message(self.label, call, self.stuck),
+                                   plugin=self.label, call=call)
+
     def destroy(self) -> None:
-        """Gives the plugin back its platform structs after a failed load."""
+        """Gives the plugin back its platform structs after a failed load (not to a plugin
+        found stuck: nothing is called in it again)."""
         for executor in self.executors:
             executor.close()
         self._executors = {}
+        if self.stuck:
+            return
         platform, platform_fns = self._params_storage[1], self._params_storage[2]
         if self._destroy_platform_fns is not None:
             self._destroy_platform_fns(ctypes.byref(platform_fns))
@@ -226,6 +264,7 @@ class Platform:
         executor = self._executors.get(ordinal)
         if executor is not None:
             return executor
+        self._check_usable(f"creating device {ordinal}")
         try:
             return self._create_executor(ordinal)
         except PluginCallError as exc:
@@ -289,3 +328,6 @@ class PlatformRegistry:
     def all(self) -> List[Platform]:
         with self._lock:
             return list(self._by_name.values())
+
+
+limits.on_plugin_stuck(_on_plugin_stuck)

@@ -116,7 +116,8 @@ def get_sync_every_op() -> bool:
 
 def _synchronize_after(op: OpDef, target: PluggableDevice) -> None:
     """The synchronise-after-every-op mode's wait: the error of failed work names the op;
-    then the guard bytes after the op's outputs (a kernel that wrote past an output's end)."""
+    then the guard bytes after the op's outputs and temporaries (a kernel that wrote past the
+    end of one)."""
     try:
         target.synchronize()
     except PluggableError as exc:
@@ -128,7 +129,7 @@ def _synchronize_after(op: OpDef, target: PluggableDevice) -> None:
     if overwritten:
         raise InternalError(
             f"{op.name} on {target.name}: {overwritten} (found by the guard bytes of the "
-            f"synchronise-after-every-op mode); the memory after the output may belong to "
+            f"synchronise-after-every-op mode); the memory after it may belong to "
             f"another tensor, so values on {target.name} are not to be trusted. Report this "
             f"to the plugin's authors", plugin=target.platform.label, call=op.name)
 
@@ -596,8 +597,13 @@ def _execute(op_name: str, inputs: Sequence[Any], attrs: Optional[Mapping[str, A
             _log(op, target)
             if record is not None:
                 record.append(_choice(target, registration.kernel_name, False, tensors))
-            outputs, plan = _run_on_device(op, target, registration, tensors, host, attrs,
-                                           shapes, out_dtypes)
+            try:
+                outputs, plan = _run_on_device(op, target, registration, tensors, host, attrs,
+                                               shapes, out_dtypes)
+            except BaseException:
+                if _settings["sync"]:
+                    output_guard_report()  # gives back the temporaries its guards hold
+                raise
             if key is not None and _serves_plain_calls(op, target, tensors, shapes):
                 _keep_plan(key, plan, tensors)
             elif constant_key is not None and _serves_constant_calls(op, target, registration,

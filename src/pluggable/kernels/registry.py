@@ -28,6 +28,7 @@ from array import array as _array
 from collections import namedtuple
 
 from ..base.errors import warn
+from ..base import limits
 from ..base.limits import safe_text
 from ..base import native as _native
 from ..devices.handle import finalizer
@@ -120,6 +121,11 @@ _PROTOTYPES = {
     #   void (int on)
     "pluggable_CheckOutputGuards": (ctypes.c_size_t, (ctypes.c_char_p, ctypes.c_size_t)),
     #   size_t (char* report, size_t n)   -> 0 when every guard of the last run is intact
+    "pluggable_MarkPluginStuck": (None, (ctypes.c_char_p, ctypes.c_char_p)),
+    #   void (const char* source, const char* reason)
+    "pluggable_PluginStuckReason": (ctypes.c_size_t, (ctypes.c_char_p, ctypes.c_char_p,
+                                                      ctypes.c_size_t)),
+    #   size_t (const char* source, char* buf, size_t n)   -> 0 when the plugin is not stuck
 }
 
 
@@ -134,14 +140,35 @@ _Create = _fns["pluggable_KernelCreate"]
 _Delete = _fns["pluggable_KernelDelete"]
 _Run = _fns["pluggable_KernelRun"]
 _FreeHostMemory = _fns["pluggable_FreeHostMemory"]
+_MarkStuck = _fns["pluggable_MarkPluginStuck"]
+_StuckReason = _fns["pluggable_PluginStuckReason"]
+
+
+def _stuck_in_runtime(path: str) -> str:
+    """Why the runtime library found the plugin ``path`` stuck in a kernel's compute, or ""."""
+    buffer = ctypes.create_string_buffer(512)
+    if not _StuckReason(path.encode("utf-8", "surrogateescape"), buffer, len(buffer)):
+        return ""
+    return buffer.value.decode("utf-8", "replace")
+
+
+def _refuse_kernels_of(path: str, reason: str) -> None:
+    """A plugin found stuck elsewhere (destroy_stream, its profiler): its kernels are neither
+    created, run nor deleted again."""
+    _MarkStuck(path.encode("utf-8", "surrogateescape"), reason.encode("utf-8", "replace"))
+
+
+limits.on_plugin_stuck(_refuse_kernels_of)
+# The codes of a run the watchdog (deadline) or Ctrl-C abandoned inside the plugin.
+_ABANDONING_CODES = frozenset((int(TF_Code.TF_DEADLINE_EXCEEDED), int(TF_Code.TF_CANCELLED)))
 set_output_guards = _fns["pluggable_SetOutputGuards"]
 _CheckOutputGuards = _fns["pluggable_CheckOutputGuards"]
 
 
 def output_guard_report() -> str:
-    """What the kernel runs of this thread since the last call wrote past their outputs
-    (guard bytes, `set_output_guards`); "" when nothing did. Call it once the device work of
-    the run is done."""
+    """What the kernel runs of this thread since the last call wrote past their outputs or
+    temporaries (guard bytes, `set_output_guards`); "" when nothing did. Call it once the
+    device work of the run is done."""
     report = ctypes.create_string_buffer(2048)
     if not _CheckOutputGuards(report, len(report)):
         return ""
@@ -897,6 +924,8 @@ class Kernel:
             raise FailedPreconditionError(
                 f"kernel {self.registration.kernel_name} for node {self.node_name!r} is "
                 f"closed", call="Kernel.prepare")
+        if executor.is_closed:
+            executor._check_open()  # closed, or its plugin found stuck: say which
         # The output records and the status are the runner's own (pluggable._compiled.Plan's).
         words = _request_header(self._handle, executor, stream, executor.allocator, 0,
                                 len(inputs), len(output_dtypes), 0, 0, 0)
@@ -935,6 +964,11 @@ class Kernel:
 
     def _error(self, executor: Optional["StreamExecutor"], code: int, message: str):
         r = self.registration
+        if code in _ABANDONING_CODES:
+            # A compute the watchdog or Ctrl-C abandoned: the whole plugin is unusable now.
+            reason = _stuck_in_runtime(r.plugin)
+            if reason:
+                limits.mark_plugin_stuck(r.plugin, reason)
         if executor is None:
             return error_for_code(code)(
                 f"{r.plugin}, CPU: kernel {r.kernel_name} for {r.op} failed: "

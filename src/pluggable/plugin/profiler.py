@@ -22,7 +22,8 @@ from ..abi.plugin_ext import (
     PLUGGABLE_ProfilerContextExt)
 from ..abi.tf_status import TF_Code
 from ..base import limits
-from ..base.errors import DeadlineExceededError, InternalError, error_for_code
+from ..base.errors import (DeadlineExceededError, InternalError, UnavailableError,
+                           error_for_code)
 from .validation import ValidationError, alloc_struct, negotiate, read_c_string, require_callbacks
 
 TYPE_CHECKING = False  # typing's constant, without importing typing at start-up
@@ -131,6 +132,11 @@ class PluginProfiler:
         if self.stuck:
             raise DeadlineExceededError(self.stuck, plugin=self.path,
                                         call=f"TP_ProfilerFns.{call}")
+        reason = limits.plugin_stuck(self.path)
+        if reason:  # a call was abandoned inside the plugin elsewhere (a kernel, a device)
+            raise UnavailableError(
+                limits.unusable_message(self.label, f"TP_ProfilerFns.{call}", reason),
+                plugin=self.path, call=f"TP_ProfilerFns.{call}")
         limit = limits.deadline()
         if not limit:
             fn(*args)
@@ -143,14 +149,20 @@ class PluginProfiler:
             returned = done.wait(limit)
         except BaseException:  # Ctrl-C while waiting
             self.stuck = (f"{self.label}: TP_ProfilerFns.{call} was interrupted before it "
-                          f"returned; the profiler is no longer used in this process")
+                          f"returned; the profiler and its plugin are no longer used in this "
+                          f"process")
+            limits.mark_plugin_stuck(self.path, f"TP_ProfilerFns.{call} was interrupted "
+                                                f"(Ctrl-C) before it returned")
             raise
         if not returned:
             self.stuck = (f"{self.label}: TP_ProfilerFns.{call} did not return within the "
-                          f"deadline of {limit:g} s; the profiler is marked stuck and no longer "
-                          f"used in this process (the rest of the profile goes on). Give it "
-                          f"longer with pluggable.config.set_deadline(seconds) or "
+                          f"deadline of {limit:g} s; the profiler is marked stuck and, with "
+                          f"its plugin's devices and kernels, no longer used in this process "
+                          f"(the rest of the profile goes on). Give it longer with "
+                          f"pluggable.config.set_deadline(seconds) or "
                           f"{limits.DEADLINE_VARIABLE}")
+            limits.mark_plugin_stuck(self.path, f"TP_ProfilerFns.{call} did not return within "
+                                                f"the deadline of {limit:g} s")
             raise DeadlineExceededError(self.stuck, plugin=self.path,
                                         call=f"TP_ProfilerFns.{call}")
 
@@ -211,8 +223,8 @@ class PluginProfiler:
 
     def destroy(self) -> None:
         """Gives the plugin back its profiler structs (once); not to a profiler found stuck,
-        whose call may still be using them."""
-        if self.stuck:
+        whose call may still be using them, or of a plugin found stuck elsewhere."""
+        if self.stuck or limits.plugin_stuck(self.path):
             return
         _, profiler, profiler_fns, _ = self._storage
         destroy_fns, self._destroy_profiler_fns = self._destroy_profiler_fns, None
