@@ -78,6 +78,7 @@ class PluginProfiler:
         # The plugin keeps these addresses: they are what every later call passes back.
         self._storage = (params, profiler, profiler_fns, context_ext)
         self._profiler_ref = ctypes.byref(profiler)
+        self._profiler_address = ctypes.addressof(profiler)
 
         status = _native.Status()
         TF_InitProfiler_fn(init_address)(ctypes.byref(params), status.address)
@@ -124,11 +125,7 @@ class PluginProfiler:
     #: interrupted), so its state is unknown; "" while it is usable.
     stuck = ""
 
-    def _bounded(self, call: str, fn, *args) -> None:
-        """``fn(*args)`` on a helper thread, waited for at most the deadline; a call that does
-        not return in time, or whose wait Ctrl-C interrupts, is abandoned (it goes on on its
-        thread, with its arguments kept alive there) and the profiler is never called again.
-        Profiler calls are a few per session, so a thread each costs nothing that matters."""
+    def _refuse_if_stuck(self, call: str) -> None:
         if self.stuck:
             raise DeadlineExceededError(self.stuck, plugin=self.path,
                                         call=f"TP_ProfilerFns.{call}")
@@ -137,6 +134,36 @@ class PluginProfiler:
             raise UnavailableError(
                 limits.unusable_message(self.label, f"TP_ProfilerFns.{call}", reason),
                 plugin=self.path, call=f"TP_ProfilerFns.{call}")
+
+    def _give_up(self, call: str, limit: float = 0.0) -> None:
+        """Marks the profiler and its plugin stuck after ``call`` was abandoned: interrupted
+        (Ctrl-C; ``limit`` 0, the caller raises again) or past the deadline ``limit`` (raises
+        DeadlineExceededError)."""
+        if not limit:
+            self.stuck = (f"{self.label}: TP_ProfilerFns.{call} was interrupted before it "
+                          f"returned; the profiler and its plugin are no longer used in this "
+                          f"process")
+            limits.mark_plugin_stuck(self.path, f"TP_ProfilerFns.{call} was interrupted "
+                                                f"(Ctrl-C) before it returned")
+            return
+        self.stuck = (f"{self.label}: TP_ProfilerFns.{call} did not return within the "
+                      f"deadline of {limit:g} s; the profiler is marked stuck and, with "
+                      f"its plugin's devices and kernels, no longer used in this process "
+                      f"(the rest of the profile goes on). Give it longer with "
+                      f"pluggable.config.set_deadline(seconds) or "
+                      f"{limits.DEADLINE_VARIABLE}")
+        limits.mark_plugin_stuck(self.path, f"TP_ProfilerFns.{call} did not return within "
+                                            f"the deadline of {limit:g} s")
+        raise DeadlineExceededError(self.stuck, plugin=self.path,
+                                    call=f"TP_ProfilerFns.{call}")
+
+    def _bounded(self, call: str, fn, *args) -> None:
+        """``fn(*args)`` on a helper thread, waited for at most the deadline; a call that does
+        not return in time, or whose wait Ctrl-C interrupts, is abandoned (it goes on on its
+        thread, with its arguments kept alive there) and the profiler is never called again.
+        For collect_data_xspace, whose two calls and Python code run together there;
+        start and stop go through `_status_call`."""
+        self._refuse_if_stuck(call)
         limit = limits.deadline()
         if not limit:
             fn(*args)
@@ -148,33 +175,43 @@ class PluginProfiler:
         try:
             returned = done.wait(limit)
         except BaseException:  # Ctrl-C while waiting
-            self.stuck = (f"{self.label}: TP_ProfilerFns.{call} was interrupted before it "
-                          f"returned; the profiler and its plugin are no longer used in this "
-                          f"process")
-            limits.mark_plugin_stuck(self.path, f"TP_ProfilerFns.{call} was interrupted "
-                                                f"(Ctrl-C) before it returned")
+            self._give_up(call)
             raise
         if not returned:
-            self.stuck = (f"{self.label}: TP_ProfilerFns.{call} did not return within the "
-                          f"deadline of {limit:g} s; the profiler is marked stuck and, with "
-                          f"its plugin's devices and kernels, no longer used in this process "
-                          f"(the rest of the profile goes on). Give it longer with "
-                          f"pluggable.config.set_deadline(seconds) or "
-                          f"{limits.DEADLINE_VARIABLE}")
-            limits.mark_plugin_stuck(self.path, f"TP_ProfilerFns.{call} did not return within "
-                                                f"the deadline of {limit:g} s")
-            raise DeadlineExceededError(self.stuck, plugin=self.path,
-                                        call=f"TP_ProfilerFns.{call}")
+            self._give_up(call, limit)
+
+    def _status_call(self, call: str, fn) -> None:
+        """``fn(profiler, status)`` (TP_ProfilerFns.start or stop), bounded by the deadline as
+        `_bounded` bounds a call but on the helper threads of pluggable._compiled
+        (_compiled/blocking.c), which stay for the next call instead of one thread each;
+        raises the plugin's error. A status a call abandoned holds is never reused."""
+        self._refuse_if_stuck(call)
+        limit = limits.deadline()
+        status = _native.acquire_status()
+        if not limit:
+            fn(self._profiler_ref, status.address)
+        else:
+            address = ctypes.cast(fn, ctypes.c_void_p).value
+            try:
+                returned = _native.compiled.bounded_call(address, self._profiler_address,
+                                                         status.address, limit)
+            except BaseException:  # Ctrl-C while waiting: the call goes on with its status
+                _native.abandon_status(status)
+                self._give_up(call)
+                raise
+            if not returned:
+                _native.abandon_status(status)
+                self._give_up(call, limit)
+        try:
+            self._check(status, call)
+        finally:
+            _native.release_status(status)
 
     def start(self) -> None:
-        status = _native.Status()
-        self._bounded("start", self._start, self._profiler_ref, status.address)
-        self._check(status, "start")
+        self._status_call("start", self._start)
 
     def stop(self) -> None:
-        status = _native.Status()
-        self._bounded("stop", self._stop, self._profiler_ref, status.address)
-        self._check(status, "stop")
+        self._status_call("stop", self._stop)
 
     def collect(self) -> bytes:
         """The serialized XSpace of the session (b"" when the device did nothing).
