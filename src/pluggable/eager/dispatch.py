@@ -597,7 +597,9 @@ def _execute(op_name: str, inputs: Sequence[Any], attrs: Optional[Mapping[str, A
                 record.append(_choice(target, registration.kernel_name, False, tensors))
             outputs, plan = _run_on_device(op, target, registration, tensors, host, attrs,
                                            shapes, out_dtypes)
-            if key is not None and _serves_plain_calls(op, target, tensors, shapes):
+            if plan is None:  # host-memory outputs: every call takes this path
+                pass
+            elif key is not None and _serves_plain_calls(op, target, tensors, shapes):
                 _keep_plan(key, plan, tensors)
             elif constant_key is not None and _serves_constant_calls(op, target, registration,
                                                                      tensors, shapes):
@@ -711,28 +713,41 @@ def _run_on_cpu(op: OpDef, registration, tensors: List[Tensor], attrs: Dict[str,
     """Runs a plugin's CPU kernel on the calling thread, as TensorFlow runs a DEVICE_CPU
     kernel: inputs and outputs are host memory (the outputs' arrays are the memory the
     kernel allocated, not copies)."""
-    from ..kernels.registry import KernelInput, free_host_output, host_output_array
+    from ..kernels.registry import KernelInput, host_output_array
 
     arrays = [np.ascontiguousarray(t.numpy()) for t in tensors]
     inputs = [KernelInput(a.__array_interface__["data"][0] if a.nbytes else 0, a.nbytes,
                           int(t.dtype.tf_code), t.shape, True) for a, t in zip(arrays, tensors)]
     kernel = _kernel_instance(registration, None, attrs)
     outputs = kernel.run(None, None, inputs, [int(d.tf_code) for d in out_dtypes])
-    for out, shape, dtype in zip(outputs, shapes, out_dtypes):
-        if out.dtype != dtype.tf_code or (shape is not None and tuple(out.shape) != shape):
-            for other in outputs:  # what the caller would have owned
-                if other.owned:
-                    free_host_output(other.address)
-            raise InternalError(
-                f"{registration.plugin}: CPU kernel {registration.kernel_name} for {op.name} "
-                f"returned an output of type code {out.dtype} and shape {out.shape}; the op "
-                f"says {dtype.name} and {shape}", call=op.name)
+    _check_outputs(op, f"CPU kernel {registration.kernel_name} for {op.name}", registration,
+                   outputs, shapes, out_dtypes, None)
     result = []
     for out, dtype in zip(outputs, out_dtypes):
         array = host_output_array(out, dtype.numpy_dtype, arrays)
         array.flags.writeable = False
         result.append(Tensor(tuple(out.shape), dtype, CPU_DEVICE, array=array))
     return result
+
+
+def _check_outputs(op: OpDef, kernel: str, registration, outputs, shapes, out_dtypes,
+                   executor) -> None:
+    """Raises InternalError when an output of a plugin kernel's run (`Kernel.run`) has
+    another type or shape than the op's definition, after giving back every output the
+    caller would have owned: host memory, or device memory of ``executor``."""
+    from ..kernels.registry import free_host_output
+    from ..tensors.tensor import DeviceBuffer
+
+    for out, shape, dtype in zip(outputs, shapes, out_dtypes):
+        if out.dtype != dtype.tf_code or (shape is not None and tuple(out.shape) != shape):
+            for other in outputs:
+                if other.owned and (other.host_memory or executor is None):
+                    free_host_output(other.address)
+                elif other.owned:  # adopted and dropped: freed
+                    DeviceBuffer.adopt(executor, other.address, other.nbytes)
+            raise InternalError(
+                f"{registration.plugin}: {kernel} returned an output of type code {out.dtype} "
+                f"and shape {out.shape}; the op says {dtype.name} and {shape}", call=op.name)
 
 
 def _serves_plain_calls(op: OpDef, target: PluggableDevice, tensors: List[Tensor],
@@ -813,24 +828,24 @@ def _intact_variable(op_name: str, handle: np.ndarray):
     return state
 
 
-def _run_on_device(op: OpDef, target: PluggableDevice, registration, tensors: List[Tensor],
-                   host: List[Optional[np.ndarray]], attrs: Dict[str, Any],
-                   shapes: List[Optional[Tuple[int, ...]]], out_dtypes: List[DType]):
-    """Runs the op's kernel on ``target`` and returns ``(outputs, plan)``: the run is a plan's
-    (`pluggable._compiled.Plan`), the same C code that runs every repeated call, which stamps,
-    checks and wraps the outputs. Inputs the kernel reads in host memory (and variables'
-    handles) are the plan's constants; the others are moved to ``target`` first."""
-    from ..kernels import registry as kernels
+def _kernel_inputs(op: OpDef, target: PluggableDevice, registration, tensors: List[Tensor],
+                   host: List[Optional[np.ndarray]], attrs: Dict[str, Any]):
+    """What a run of ``registration`` on ``target`` reads: ``(args, constants, by_index,
+    device_inputs, variables)``. Inputs the kernel reads in host memory (and variables'
+    handles) are host arrays (``constants``); the others are moved to ``target`` first
+    (``device_inputs``). ``by_index`` holds, per input, its host array or its device tensor;
+    ``variables`` the states of the variables of resource inputs."""
     from ..kernels.registry import KernelInput
 
-    args, constants, device_inputs = [], [], []
-    variables = []  # the states of the variables of resource inputs
+    args, constants, by_index, device_inputs = [], [], [], []
+    variables = []
     for arg, t, values in zip(op.flat_inputs(attrs), tensors, host):
         if arg.name in registration.host_memory or t._dtype is resource:
             array = np.asarray(values if values is not None else t.numpy(), order="C")
             if t._dtype is resource:
                 variables.append(_intact_variable(op.name, array))
             constants.append(array)
+            by_index.append(array)
             args.append(KernelInput(array.__array_interface__["data"][0] if array.nbytes else 0,
                                     array.nbytes, int(t.dtype.tf_code), t._shape, True))
             continue
@@ -839,8 +854,37 @@ def _run_on_device(op: OpDef, target: PluggableDevice, registration, tensors: Li
         shape = t._shape
         if op.name == "Select" and arg.name == "condition":
             shape = select_condition_shape(shape, tensors[1]._shape)
-        args.append(KernelInput(0, t.nbytes, int(t.dtype.tf_code), shape, False))
+        args.append(KernelInput(t._buffer.address, t.nbytes, int(t.dtype.tf_code), shape,
+                                False))
+        by_index.append(t)
         device_inputs.append(t)
+    return args, constants, by_index, device_inputs, variables
+
+
+def _mark_written(op: OpDef, target: PluggableDevice, variables) -> None:
+    if op.name not in _READS_VARIABLES:
+        for state in variables:
+            if state is not None:
+                state.written(target.compute_stream)
+
+
+def _run_on_device(op: OpDef, target: PluggableDevice, registration, tensors: List[Tensor],
+                   host: List[Optional[np.ndarray]], attrs: Dict[str, Any],
+                   shapes: List[Optional[Tuple[int, ...]]], out_dtypes: List[DType]):
+    """Runs the op's kernel on ``target`` and returns ``(outputs, plan)``: the run is a plan's
+    (`pluggable._compiled.Plan`), the same C code that runs every repeated call, which stamps,
+    checks and wraps the outputs. Inputs the kernel reads in host memory (and variables'
+    handles) are the plan's constants; the others are moved to ``target`` first. A kernel
+    with outputs in host memory runs without a plan (`_run_with_host_outputs`; plan None)."""
+    from ..kernels import registry as kernels
+
+    host_outputs = registration.host_memory_outputs(
+        [arg.name for arg in op.flat_outputs(attrs)])
+    if host_outputs is not None:
+        return _run_with_host_outputs(op, target, registration, tensors, host, attrs, shapes,
+                                      out_dtypes, host_outputs), None
+    args, constants, _, device_inputs, variables = _kernel_inputs(op, target, registration,
+                                                                  tensors, host, attrs)
     kernel = _kernel_instance(registration, target, attrs)
     prepared = kernel.prepare(target.executor, target.compute_stream, args,
                               [int(d.tf_code) for d in out_dtypes], fixed_host_inputs=True)
@@ -856,8 +900,54 @@ def _run_on_device(op: OpDef, target: PluggableDevice, registration, tensors: Li
         raise InternalError(f"{registration.plugin}: kernel {registration.kernel_name} for "
                             f"{op.name} could not run on {target.name}: its plan was stale "
                             f"as soon as it was made", call=op.name)
-    if op.name not in _READS_VARIABLES:
-        for state in variables:
-            if state is not None:
-                state.written(target.compute_stream)
+    _mark_written(op, target, variables)
     return outputs, plan
+
+
+def _run_with_host_outputs(op: OpDef, target: PluggableDevice, registration,
+                           tensors: List[Tensor], host: List[Optional[np.ndarray]],
+                           attrs: Dict[str, Any], shapes: List[Optional[Tuple[int, ...]]],
+                           out_dtypes: List[DType], host_outputs: Tuple[bool, ...]
+                           ) -> List[Tensor]:
+    """Runs a kernel that keeps some outputs in host memory (TensorFlow's
+    ``HostMemory("output")``: Shape and the other ops whose int32 results are shapes). The
+    runtime allocates those outputs in host memory, which the kernel writes during its
+    compute call. Each becomes a tensor of ``target``, as TensorFlow names such a tensor by
+    the op's device: its values stay on the host (``numpy()`` and host-memory inputs of later
+    ops read them without waiting for the device) and a copy is uploaded for the device's
+    kernels. The other outputs are device memory, as in any run."""
+    from ..kernels.registry import host_output_array
+    from ..tensors.tensor import DeviceBuffer
+
+    args, constants, by_index, device_inputs, variables = _kernel_inputs(
+        op, target, registration, tensors, host, attrs)
+    stream = target.compute_stream
+    for t in device_inputs:
+        t._live_device()  # a closed device or lost data says so here
+        t._order_after_producer(target, stream)
+    kernel = _kernel_instance(registration, target, attrs)
+    executor = target.executor
+    outputs = kernel.run(executor, stream, args, [int(d.tf_code) for d in out_dtypes],
+                         output_host_memory=host_outputs)
+    _mark_written(op, target, variables)
+    _check_outputs(op, f"kernel {registration.kernel_name} for {op.name} on {target.name}",
+                   registration, outputs, shapes, out_dtypes, executor)
+    result = []
+    for out, dtype in zip(outputs, out_dtypes):
+        shape = tuple(out.shape)
+        if out.host_memory:
+            values = host_output_array(out, dtype.numpy_dtype, by_index)
+            values.flags.writeable = False
+            copy = make_tensor(values, dtype, target)
+            result.append(Tensor(shape, dtype, target, array=values, buffer=copy._buffer,
+                                 ready=copy._ready))
+            continue
+        if out.owned:
+            buffer = DeviceBuffer.adopt(executor, out.address, out.nbytes)
+            buffer.stamp(stream._ledger)
+        elif out.aliased_input >= 0:
+            buffer = by_index[out.aliased_input]._buffer
+        else:
+            buffer = DeviceBuffer(executor, 0)
+        result.append(Tensor(shape, dtype, target, buffer=buffer))
+    return result

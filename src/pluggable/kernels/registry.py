@@ -353,6 +353,16 @@ class KernelRegistration:
                 plugin=self.plugin, call="KernelRegistration.set_enabled")
         self._enabled = bool(enabled)
 
+    def host_memory_outputs(self, output_names: Sequence[str]) -> Optional[Tuple[bool, ...]]:
+        """Per output of a run (``output_names``: each output's argument name, a list
+        output's name repeated), whether this kernel keeps it in host memory
+        (``TF_KernelBuilder_HostMemory``): `Kernel.run`'s ``output_host_memory``. None when
+        it keeps none there."""
+        if not self.host_memory:
+            return None
+        flags = tuple(name in self.host_memory for name in output_names)
+        return flags if any(flags) else None
+
     def matches(self, attrs: Mapping[str, Any]) -> bool:
         """Whether a node with ``attrs`` may use this kernel, as TensorFlow decides: every
         type constraint holds (a type, or every type of a type list, is allowed; a
