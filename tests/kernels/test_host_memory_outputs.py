@@ -1,16 +1,76 @@
 """Kernels that keep an output in host memory (TensorFlow's ``HostMemory("output")``): the
 runtime gives the kernel host memory for it, the kernel writes it during compute, and the
-result is a tensor of the op's device whose values are also kept on the host.
-tests/plugins/kernel_c_plugin.c built with WITH_SHAPE has such a kernel (SHAPE_ON_DEVICE:
-the same kernel with its output in device memory)."""
+result is a tensor of the op's device whose values are also kept on the host, usable by the
+device's kernels, by host-memory inputs of later ops and by ``numpy()``. The XPU's Shape is
+one; tests/plugins/kernel_c_plugin.c built with WITH_SHAPE has another (SHAPE_ON_DEVICE: the
+same kernel with its output in device memory, as before)."""
 from __future__ import annotations
 
 import json
 import os
 
+import numpy as np
+import pytest
+
+import pluggable
+from pluggable import ops
+from pluggable.kernels.registry import registered_kernels
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 KERNEL_C_PLUGIN = os.path.join(os.path.dirname(HERE), "plugins", "kernel_c_plugin.c")
+
+
+def test_the_xpu_registers_shape_with_its_output_in_host_memory(xpu_platform):
+    shapes = [r for r in registered_kernels("Shape", "XPU") if r.plugin == xpu_platform.path]
+    assert {r.kernel_name for r in shapes} == {"XPU:Shape:int32", "XPU:Shape:int64"}
+    assert all(r.host_memory == frozenset({"output"}) for r in shapes)
+
+
+@pytest.mark.parametrize("out_type, np_type", [("int32", np.int32), ("int64", np.int64)])
+def test_shape_on_the_xpu_is_a_device_tensor_with_its_values_on_the_host(xpu_platform,
+                                                                         out_type, np_type):
+    x = np.zeros((4, 3, 2), np.float32)
+    with pluggable.device("/xpu:0"):
+        s = ops.shape(pluggable.tensor(x), out_type=out_type)
+        scalar = ops.shape(pluggable.tensor(np.float32(1.0)), out_type=out_type)
+    assert s.device == "/device:XPU:0" and s.dtype.name == out_type and s.shape == (3,)
+    assert s.numpy().dtype == np_type and s.numpy().tolist() == [4, 3, 2]
+    assert s._array is not None and s._buffer is not None  # host values + the device copy
+    assert not s.numpy().flags.writeable
+    assert scalar.shape == (0,) and scalar.numpy().tolist() == []
+    # A device kernel reads the device copy; a host-memory input the host values.
+    with pluggable.device("/xpu:0"):
+        doubled = s * 2
+        reshaped = ops.reshape(pluggable.tensor(np.arange(24, dtype=np.float32)), s)
+        flipped = ops.reshape(reshaped, s[::-1])
+    assert doubled.device == "/device:XPU:0" and doubled.numpy().tolist() == [8, 6, 4]
+    assert reshaped.device == "/device:XPU:0"
+    assert np.array_equal(reshaped.numpy(), np.arange(24, dtype=np.float32).reshape(4, 3, 2))
+    assert flipped.shape == (2, 3, 4)
+    # Moved like any device tensor.
+    assert s.to("/cpu:0").numpy().tolist() == [4, 3, 2]
+    other = s.to("/xpu:1")
+    assert other.device == "/device:XPU:1" and other.numpy().tolist() == [4, 3, 2]
+    with pluggable.device("/xpu:1"):
+        assert (other + 1).numpy().tolist() == [5, 4, 3]
+
+
+def test_shape_repeated_on_the_xpu_follows_the_input(xpu_platform):
+    """Each call runs the kernel (no remembered plan returns the first call's values)."""
+    with pluggable.device("/xpu:0"):
+        got = [ops.shape(ops.zeros((n, 2 * n))).numpy().tolist() for n in (1, 2, 3, 2)]
+    assert got == [[1, 2], [2, 4], [3, 6], [2, 4]]
+
+
+def test_a_shape_on_the_xpu_exports_through_dlpack_as_a_device_tensor(xpu_platform):
+    """The host values are not what DLPack hands out: the tensor is the XPU's."""
+    with pluggable.device("/xpu:0"):
+        s = ops.shape(ops.zeros((5, 7)))
+    plain = pluggable.zeros((2,), dtype="int32", device="/xpu:0")
+    assert s.__dlpack_device__() == plain.__dlpack_device__()
+    for t in (s, plain):  # NumPy takes host memory only: it refuses both alike
+        with pytest.raises(RuntimeError, match="Unsupported device"):
+            np.from_dlpack(t)
 
 
 def run_kc(run_python, path, body):
