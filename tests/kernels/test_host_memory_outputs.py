@@ -55,10 +55,21 @@ def test_shape_on_the_xpu_is_a_device_tensor_with_its_values_on_the_host(xpu_pla
         assert (other + 1).numpy().tolist() == [5, 4, 3]
 
 
-def test_shape_repeated_on_the_xpu_follows_the_input(xpu_platform):
-    """Each call runs the kernel (no remembered plan returns the first call's values)."""
+def test_shape_repeated_on_the_xpu_is_a_remembered_plan(xpu_platform):
+    """A repeated call runs the plan the first one left (the kernel runs each time, from C)
+    and follows its input's shape."""
+    from pluggable.eager import dispatch
+
     with pluggable.device("/xpu:0"):
+        x = ops.zeros((3, 5))
+        first = ops.shape(x)
+        plans = [p for p in dispatch._plans.values() if p.kernel_name == "XPU:Shape:int32"]
+        again = [ops.shape(x) for _ in range(3)]
         got = [ops.shape(ops.zeros((n, 2 * n))).numpy().tolist() for n in (1, 2, 3, 2)]
+    assert plans, "no plan kept for Shape"
+    assert [t.numpy().tolist() for t in (first, *again)] == [[3, 5]] * 4
+    assert all(t._array is not None and t.device == "/device:XPU:0" for t in again)
+    assert len({id(t._array) for t in (first, *again)}) == 4  # each run its own memory
     assert got == [[1, 2], [2, 4], [3, 6], [2, 4]]
 
 
@@ -116,8 +127,8 @@ def test_the_same_kernel_with_its_output_in_device_memory(run_python, build_test
 
 
 def test_a_host_memory_output_of_the_wrong_shape_is_refused(run_python, build_test_plugin):
-    """The host checks the output against the op's definition, frees what the kernel
-    allocated, and goes on working."""
+    """The plan checks the output against the op's definition, frees the host memory the
+    kernel was given, and the host goes on working."""
     path = build_test_plugin(KERNEL_C_PLUGIN, WITH_SHAPE=True, BUG_SHAPE_LENGTH=True,
                              PLATFORM_NAME="KCB_DEV", DEVICE_TYPE="KC")
     out = run_kc(run_python, path, """
@@ -132,6 +143,6 @@ with pluggable.device("/device:KC:0"):
     after = (pluggable.tensor(x) + 1.0).numpy().sum()
 print(json.dumps({"error": error, "after": float(after)}))
 """)
-    assert "kernel ShapeKernel32 for Shape on /device:KC:0 returned an output of type code 3 " \
-           "and shape (3,); the op says int32 and (2,)" in out["error"]
+    assert "<Kernel 'ShapeKernel32' for Shape node='Shape'> produced output 0 of shape (3,) " \
+           "and type code 3; the op's definition says shape (2,) and int32" in out["error"]
     assert out["after"] == 30.0

@@ -477,7 +477,7 @@ class _Plan(_compiled.Plan):
     ``constants`` are the host-memory inputs the plan's request points to (a reshape's
     shape, a variable's handle), kept alive with it."""
 
-    __slots__ = ("key", "kernel_name", "inputs", "constants")
+    __slots__ = ("key", "kernel_name", "inputs", "constants", "host_inputs")
 
 
 _plan_key = _compiled.plan_key  # (op, scope, each input's dtype code, shape and device)
@@ -597,9 +597,7 @@ def _execute(op_name: str, inputs: Sequence[Any], attrs: Optional[Mapping[str, A
                 record.append(_choice(target, registration.kernel_name, False, tensors))
             outputs, plan = _run_on_device(op, target, registration, tensors, host, attrs,
                                            shapes, out_dtypes)
-            if plan is None:  # host-memory outputs: every call takes this path
-                pass
-            elif key is not None and _serves_plain_calls(op, target, tensors, shapes):
+            if key is not None and _serves_plain_calls(op, target, tensors, shapes):
                 _keep_plan(key, plan, tensors)
             elif constant_key is not None and _serves_constant_calls(op, target, registration,
                                                                      tensors, shapes):
@@ -713,41 +711,28 @@ def _run_on_cpu(op: OpDef, registration, tensors: List[Tensor], attrs: Dict[str,
     """Runs a plugin's CPU kernel on the calling thread, as TensorFlow runs a DEVICE_CPU
     kernel: inputs and outputs are host memory (the outputs' arrays are the memory the
     kernel allocated, not copies)."""
-    from ..kernels.registry import KernelInput, host_output_array
+    from ..kernels.registry import KernelInput, free_host_output, host_output_array
 
     arrays = [np.ascontiguousarray(t.numpy()) for t in tensors]
     inputs = [KernelInput(a.__array_interface__["data"][0] if a.nbytes else 0, a.nbytes,
                           int(t.dtype.tf_code), t.shape, True) for a, t in zip(arrays, tensors)]
     kernel = _kernel_instance(registration, None, attrs)
     outputs = kernel.run(None, None, inputs, [int(d.tf_code) for d in out_dtypes])
-    _check_outputs(op, f"CPU kernel {registration.kernel_name} for {op.name}", registration,
-                   outputs, shapes, out_dtypes, None)
+    for out, shape, dtype in zip(outputs, shapes, out_dtypes):
+        if out.dtype != dtype.tf_code or (shape is not None and tuple(out.shape) != shape):
+            for other in outputs:  # what the caller would have owned
+                if other.owned:
+                    free_host_output(other.address)
+            raise InternalError(
+                f"{registration.plugin}: CPU kernel {registration.kernel_name} for {op.name} "
+                f"returned an output of type code {out.dtype} and shape {out.shape}; the op "
+                f"says {dtype.name} and {shape}", call=op.name)
     result = []
     for out, dtype in zip(outputs, out_dtypes):
         array = host_output_array(out, dtype.numpy_dtype, arrays)
         array.flags.writeable = False
         result.append(Tensor(tuple(out.shape), dtype, CPU_DEVICE, array=array))
     return result
-
-
-def _check_outputs(op: OpDef, kernel: str, registration, outputs, shapes, out_dtypes,
-                   executor) -> None:
-    """Raises InternalError when an output of a plugin kernel's run (`Kernel.run`) has
-    another type or shape than the op's definition, after giving back every output the
-    caller would have owned: host memory, or device memory of ``executor``."""
-    from ..kernels.registry import free_host_output
-    from ..tensors.tensor import DeviceBuffer
-
-    for out, shape, dtype in zip(outputs, shapes, out_dtypes):
-        if out.dtype != dtype.tf_code or (shape is not None and tuple(out.shape) != shape):
-            for other in outputs:
-                if other.owned and (other.host_memory or executor is None):
-                    free_host_output(other.address)
-                elif other.owned:  # adopted and dropped: freed
-                    DeviceBuffer.adopt(executor, other.address, other.nbytes)
-            raise InternalError(
-                f"{registration.plugin}: {kernel} returned an output of type code {out.dtype} "
-                f"and shape {out.shape}; the op says {dtype.name} and {shape}", call=op.name)
 
 
 def _serves_plain_calls(op: OpDef, target: PluggableDevice, tensors: List[Tensor],
@@ -874,26 +859,27 @@ def _run_on_device(op: OpDef, target: PluggableDevice, registration, tensors: Li
     """Runs the op's kernel on ``target`` and returns ``(outputs, plan)``: the run is a plan's
     (`pluggable._compiled.Plan`), the same C code that runs every repeated call, which stamps,
     checks and wraps the outputs. Inputs the kernel reads in host memory (and variables'
-    handles) are the plan's constants; the others are moved to ``target`` first. A kernel
-    with outputs in host memory runs without a plan (`_run_with_host_outputs`; plan None)."""
+    handles) are the plan's constants; the others are moved to ``target`` first. Outputs the
+    kernel keeps in host memory are allocated there (`_host_output` makes their tensors)."""
     from ..kernels import registry as kernels
 
+    args, constants, by_index, device_inputs, variables = _kernel_inputs(
+        op, target, registration, tensors, host, attrs)
     host_outputs = registration.host_memory_outputs(
         [arg.name for arg in op.flat_outputs(attrs)])
-    if host_outputs is not None:
-        return _run_with_host_outputs(op, target, registration, tensors, host, attrs, shapes,
-                                      out_dtypes, host_outputs), None
-    args, constants, _, device_inputs, variables = _kernel_inputs(op, target, registration,
-                                                                  tensors, host, attrs)
     kernel = _kernel_instance(registration, target, attrs)
     prepared = kernel.prepare(target.executor, target.compute_stream, args,
-                              [int(d.tf_code) for d in out_dtypes], fixed_host_inputs=True)
+                              [int(d.tf_code) for d in out_dtypes], fixed_host_inputs=True,
+                              output_host_memory=host_outputs)
     plan = _Plan(target, prepared,
                  [(tuple(shape), dtype, _count(shape) * dtype.itemsize) if shape is not None
                   else (None, dtype, -1) for shape, dtype in zip(shapes, out_dtypes)],
                  kernels.generation)
     plan.key, plan.inputs = None, None
     plan.kernel_name, plan.constants = registration.kernel_name, constants
+    # What a host-memory output aliasing a host-memory input is a view of.
+    plan.host_inputs = tuple(a if type(a) is np.ndarray else None for a in by_index) \
+        if host_outputs is not None else ()
     outputs = plan.run(device_inputs)
     if outputs is None:  # made a moment ago: only a closed device or kernel makes it stale
         target.executor._check_open()
@@ -904,50 +890,24 @@ def _run_on_device(op: OpDef, target: PluggableDevice, registration, tensors: Li
     return outputs, plan
 
 
-def _run_with_host_outputs(op: OpDef, target: PluggableDevice, registration,
-                           tensors: List[Tensor], host: List[Optional[np.ndarray]],
-                           attrs: Dict[str, Any], shapes: List[Optional[Tuple[int, ...]]],
-                           out_dtypes: List[DType], host_outputs: Tuple[bool, ...]
-                           ) -> List[Tensor]:
-    """Runs a kernel that keeps some outputs in host memory (TensorFlow's
-    ``HostMemory("output")``: Shape and the other ops whose int32 results are shapes). The
-    runtime allocates those outputs in host memory, which the kernel writes during its
-    compute call. Each becomes a tensor of ``target``, as TensorFlow names such a tensor by
-    the op's device: its values stay on the host (``numpy()`` and host-memory inputs of later
-    ops read them without waiting for the device) and a copy is uploaded for the device's
-    kernels. The other outputs are device memory, as in any run."""
-    from ..kernels.registry import host_output_array
-    from ..tensors.tensor import DeviceBuffer
+def _host_output(plan: "_Plan", address: int, nbytes: int, dtype: DType,
+                 shape: Tuple[int, ...], owned: bool, aliased_input: int) -> Tensor:
+    """The tensor of an output a plan's kernel kept in host memory (TensorFlow's
+    ``HostMemory("output")``: Shape's and the other shape ops'), which the kernel wrote
+    during its compute call; `pluggable._compiled` calls it for each such output. It is a
+    tensor of the plan's device, as TensorFlow names such a tensor by the op's device: its
+    values stay on the host, in the kernel's memory (``numpy()`` and host-memory inputs of
+    later ops read them without waiting for the device), and a copy is uploaded for the
+    device's kernels. An owned output's memory is freed with the last array over it."""
+    output = _KernelOutput(address, nbytes, int(dtype.tf_code), shape, owned, aliased_input,
+                           True)
+    values = _host_output_array(output, dtype.numpy_dtype, plan.host_inputs)
+    values.flags.writeable = False
+    copy = make_tensor(values, dtype, plan.device)
+    return Tensor(shape, dtype, plan.device, array=values, buffer=copy._buffer,
+                  ready=copy._ready)
 
-    args, constants, by_index, device_inputs, variables = _kernel_inputs(
-        op, target, registration, tensors, host, attrs)
-    stream = target.compute_stream
-    for t in device_inputs:
-        t._live_device()  # a closed device or lost data says so here
-        t._order_after_producer(target, stream)
-    kernel = _kernel_instance(registration, target, attrs)
-    executor = target.executor
-    outputs = kernel.run(executor, stream, args, [int(d.tf_code) for d in out_dtypes],
-                         output_host_memory=host_outputs)
-    _mark_written(op, target, variables)
-    _check_outputs(op, f"kernel {registration.kernel_name} for {op.name} on {target.name}",
-                   registration, outputs, shapes, out_dtypes, executor)
-    result = []
-    for out, dtype in zip(outputs, out_dtypes):
-        shape = tuple(out.shape)
-        if out.host_memory:
-            values = host_output_array(out, dtype.numpy_dtype, by_index)
-            values.flags.writeable = False
-            copy = make_tensor(values, dtype, target)
-            result.append(Tensor(shape, dtype, target, array=values, buffer=copy._buffer,
-                                 ready=copy._ready))
-            continue
-        if out.owned:
-            buffer = DeviceBuffer.adopt(executor, out.address, out.nbytes)
-            buffer.stamp(stream._ledger)
-        elif out.aliased_input >= 0:
-            buffer = by_index[out.aliased_input]._buffer
-        else:
-            buffer = DeviceBuffer(executor, 0)
-        result.append(Tensor(shape, dtype, target, buffer=buffer))
-    return result
+
+_KernelOutput = _registry.KernelOutput
+_host_output_array = _registry.host_output_array
+_compiled.bind_host_outputs(_host_output, _registry.free_host_output)
