@@ -1085,27 +1085,15 @@ static void gather_compute(void* kernel, TF_OpKernelContext* ctx) {
 
 /* ---- Shape, Range ----------------------------------------------------------------------- */
 
-/* The stream work that writes a small vector of integers known at enqueue time. */
-typedef struct ValuesWork {
-  void* dst;
-  size_t bytes;
-  unsigned char data[];
-} ValuesWork;
-
-static TF_Code values_work(void* arg, char* message, size_t size) {
-  (void)message;
-  (void)size;
-  ValuesWork* w = arg;
-  memcpy(w->dst, w->data, w->bytes);
-  return TF_OK;
-}
-
 static void* create_Shape(TF_OpKernelConstruction* k) {
   return xpu_kernel_new(k, sizeof(XpuKernelBase), "Shape", 0, "out_type");
 }
 
-/* compute() of Shape: the input's dims as an int32 or int64 vector on the device (the input's
- * data is not read). */
+/* compute() of Shape: the input's dims as an int32 or int64 vector. The output is registered
+ * in host memory (HostMemory("output"), as TensorFlow's own Shape kernels are): the runtime
+ * hands over host memory, written here during compute() with no stream work, and the input's
+ * data is not read. TensorFlow keeps int32 shape tensors on the host and refuses a Shape whose
+ * int32 output a device kernel puts in device memory. */
 static void shape_compute(void* kernel, TF_OpKernelContext* ctx) {
   XpuKernelBase* k = kernel;
   XpuCompute c;
@@ -1121,24 +1109,11 @@ static void shape_compute(void* kernel, TF_OpKernelContext* ctx) {
         return;
       }
     }
-    size_t bytes = (size_t)in->rank * (wide ? 8u : 4u);
-    if (xpu_alloc_output(&c, 0, k->dtype, &out)) {
-      ValuesWork* w = malloc(sizeof *w + bytes);
-      if (w == NULL) {
-        xpu_fail(&c, TF_RESOURCE_EXHAUSTED, "out of host memory");
-      } else {
-        w->dst = xpu_data(c.out[0]);
-        w->bytes = bytes;
-        for (int d = 0; d < in->rank; d++) {
-          if (wide) memcpy(w->data + 8 * d, &in->dims[d], 8);
-          else { int32_t v = (int32_t)in->dims[d]; memcpy(w->data + 4 * d, &v, 4); }
-        }
-        if (bytes == 0) {
-          free(w);
-          xpu_compute_enqueue(&c, NULL, NULL, NULL);
-        } else {
-          xpu_compute_enqueue(&c, values_work, w, NULL);
-        }
+    if (xpu_alloc_output(&c, 0, k->dtype, &out) && in->rank > 0) {
+      unsigned char* dst = xpu_data(c.out[0]);
+      for (int d = 0; d < in->rank; d++) {
+        if (wide) memcpy(dst + 8 * d, &in->dims[d], 8);
+        else { int32_t v = (int32_t)in->dims[d]; memcpy(dst + 4 * d, &v, 4); }
       }
     }
   }
@@ -1270,7 +1245,8 @@ static const XpuKernelDef kDefs[] = {
     DEF(Squeeze, squeeze_compute, xpu_types_FIXED, NULL, NULL),
     {"GatherV2", create_GatherV2, gather_compute, "Tparams", xpu_types_FIXED, "Tindices",
      kIndexTypes, {"axis", NULL}},
-    {"Shape", create_Shape, shape_compute, "out_type", kIndexTypes, NULL, NULL, {NULL, NULL}},
+    {"Shape", create_Shape, shape_compute, "out_type", kIndexTypes, NULL, NULL,
+     {"output", NULL}},
     {"Range", create_Range, range_compute, "Tidx", xpu_types_N, NULL, NULL,
      {"start", "limit", "delta"}},
 };

@@ -245,3 +245,57 @@ def test_mirrored_strategy_on_two_xpus_trains_like_the_cpu():
     assert out["cpu"][4] < out["cpu"][0]  # it learns: the second epoch's first batch is lower
     for cpu_w, xpu_w in zip(out["cpu_w"], out["xpu_w"]):
         np.testing.assert_allclose(np.array(xpu_w), np.array(cpu_w), rtol=1e-5, atol=1e-6)
+
+
+SHAPES_AND_GRADIENTS = """
+def shapes_and_gradients():
+    x = tf.constant(np.arange(24, dtype=np.float32).reshape(4, 6))
+    s = tf.shape(x)
+    out = {"shape": s.numpy().tolist(), "size": int(tf.size(x)), "rank": int(tf.rank(x)),
+           "size64": int(tf.size(x, out_type=tf.int64)),
+           "shape64": tf.shape(x, out_type=tf.int64).numpy().tolist(),
+           # reshapes whose shape is computed from other shapes
+           "swapped": tf.reshape(x, tf.stack([s[1], s[0]])).numpy().tolist(),
+           "flat": tf.reshape(x, [tf.size(x)]).numpy().tolist(),
+           "halved": tf.reshape(x, tf.concat([s[:1] * 2, s[1:] // 2], 0)).numpy().tolist()}
+    rng = np.random.default_rng(0)
+    w = tf.Variable(rng.standard_normal((6, 3)).astype(np.float32))
+    b = tf.Variable(np.zeros(3, np.float32))
+    with tf.GradientTape() as tape:
+        y = tf.matmul(x, w) + b  # broadcast over the rows
+        centred = y - tf.reduce_mean(y, axis=0)
+        loss = tf.reduce_mean(tf.square(centred)) + tf.reduce_mean(b * tf.ones((5, 1, 3)))
+    gw, gb = tape.gradient(loss, [w, b])
+    out.update(loss=float(loss), gw=gw.numpy().tolist(), gb=gb.numpy().tolist(),
+               devices=[s.device, y.device, loss.device, gw.device])
+    return out
+
+
+placed = shapes_and_gradients()  # default placement: the XPU
+with tf.device("/CPU:0"):
+    cpu = shapes_and_gradients()
+print(json.dumps({"placed": placed, "cpu": cpu}))
+"""
+
+
+def test_shapes_and_gradients_with_default_placement_on_the_xpu():
+    """Ordinary eager code, no tf.device: TensorFlow places it on the XPU. Shape (the XPU's
+    kernel, its output in host memory), Size and Rank (TensorFlow's default kernels), reshapes
+    to computed shapes and a gradient through broadcasting and reduce_mean (which read
+    shapes) give the CPU's values; before the XPU kept Shape's output in host memory,
+    TensorFlow refused every tf.shape there."""
+    out = last_json(run_tf(SHAPES_AND_GRADIENTS, xpu_library()))
+    placed, cpu = out["placed"], out["cpu"]
+    assert all(d.endswith("/device:XPU:0") for d in placed["devices"]), placed["devices"]
+    assert all(d.endswith("/device:CPU:0") for d in cpu["devices"]), cpu["devices"]
+    x = np.arange(24, dtype=np.float32).reshape(4, 6)
+    for run in (placed, cpu):
+        assert run["shape"] == run["shape64"] == [4, 6]
+        assert run["size"] == run["size64"] == 24 and run["rank"] == 2
+        assert np.array_equal(run["swapped"], x.reshape(6, 4))
+        assert np.array_equal(run["flat"], x.reshape(-1))
+        assert np.array_equal(run["halved"], x.reshape(8, 3))
+    assert placed["loss"] == pytest.approx(cpu["loss"], rel=1e-5)
+    assert np.allclose(placed["gw"], cpu["gw"], rtol=1e-5, atol=1e-5)
+    assert np.allclose(placed["gb"], cpu["gb"], rtol=1e-5, atol=1e-6)
+    assert np.allclose(cpu["gb"], [1 / 3] * 3, atol=1e-6)  # the centred term gives b none

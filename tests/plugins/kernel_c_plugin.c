@@ -34,6 +34,13 @@
  *   Neg              with WITH_NEG only: TensorFlow's Neg for T = float (y = -x), a kernel of
  *                    an op that pluggable's library defines, for the conformance suite;
  *                    BUG_NEG makes it forget the sign.
+ *   Shape            with WITH_SHAPE only: TensorFlow's Shape for out_type int32 and int64,
+ *                    the output registered in host memory (HostMemory("output"), as
+ *                    TensorFlow's own) and written during compute(); SHAPE_ON_DEVICE
+ *                    registers it without, as a kernel TensorFlow refuses.
+ *                    KC_ShapeOutputOnHost() says whether the last run's output was in host
+ *                    memory (TF_IsHostMemoryOutput; -1 before a run).
+ *                    BUG_SHAPE_LENGTH makes its output one element too long (a zero).
  *   Relu, ReluGrad   with WITH_RELU only: TensorFlow's Relu and its gradient kernel for
  *                    T = float, for the conformance suite's gradient tier; BUG_RELU_GRAD
  *                    makes ReluGrad pass half the gradient where the features are negative
@@ -732,6 +739,45 @@ static void compute_introspect(void* instance, TF_OpKernelContext* ctx) {
   TF_DeleteStatus(s);
 }
 
+#ifdef WITH_SHAPE
+static int shape_output_on_host = -1;
+
+/* Shape: the input's dims (int32 or int64, the instance's out_type), written with the CPU
+ * into the output the runtime gives. */
+static void compute_shape(void* instance, TF_OpKernelContext* ctx) {
+  (void)instance;
+  TF_Status* s = TF_NewStatus();
+  TF_Tensor* x = NULL;
+  TF_GetInput(ctx, 0, &x, s);
+  FAIL_IF(ctx, s);
+  int64_t rank = TF_NumDims(x);
+#ifdef BUG_SHAPE_LENGTH
+  int64_t length = rank + 1;
+#else
+  int64_t length = rank;
+#endif
+  TF_DataType dt = TF_ExpectedOutputDataType(ctx, 0);
+  size_t width = dt == TF_INT64 ? 8 : 4;
+  TF_Tensor* y = TF_AllocateOutput(ctx, 0, dt, &length, 1, (size_t)length * width, s);
+  if (TF_GetCode(s) == TF_OK) {
+    shape_output_on_host = TF_IsHostMemoryOutput(ctx, 0, s);
+    char* out = TF_TensorData(y);
+    for (int64_t i = 0; i < length; i++) {
+      int64_t d = i < rank ? TF_Dim(x, (int)i) : 0;
+      int32_t narrow = (int32_t)d;
+      memcpy(out + i * (int64_t)width, width == 8 ? (const void*)&d : (const void*)&narrow,
+             width);
+    }
+  }
+  TF_DeleteTensor(x);
+  TF_DeleteTensor(y);
+  FAIL_IF(ctx, s);
+  TF_DeleteStatus(s);
+}
+
+int KC_ShapeOutputOnHost(void) { return shape_output_on_host; }
+#endif
+
 /* ---- registration ----------------------------------------------------------------------------- */
 static void record(TF_Status* s) {
   if (num_registration_codes < 8) registration_codes[num_registration_codes++] = TF_GetCode(s);
@@ -810,6 +856,18 @@ void TF_InitKernel(void) {
   TF_KernelBuilder_HostMemory(stateless, "shape");
   TF_KernelBuilder_HostMemory(stateless, "seed");
   TF_RegisterKernelBuilder("StatelessRandomUniformKernel", stateless, s);
+#endif
+
+#ifdef WITH_SHAPE
+  const TF_DataType shape_types[2] = {TF_INT32, TF_INT64};
+  for (int i = 0; i < 2; i++) {
+    TF_KernelBuilder* shape = TF_NewKernelBuilder("Shape", d, NULL, compute_shape, NULL);
+    TF_KernelBuilder_TypeConstraint(shape, "out_type", shape_types[i], s);
+#ifndef SHAPE_ON_DEVICE
+    TF_KernelBuilder_HostMemory(shape, "output");
+#endif
+    TF_RegisterKernelBuilder(i == 0 ? "ShapeKernel32" : "ShapeKernel64", shape, s);
+  }
 #endif
 
 #ifdef WITH_RELU

@@ -134,6 +134,34 @@ def test_a_wrong_kernel_fails_its_kernel_check_only(build_test_plugin, tmp_path)
     assert "Neg (float32)" in report["results"][failed(report)[0]]["message"]
 
 
+SHAPE_CHECK = "TestRegistrations::test_shape_ops_keep_their_int32_outputs_in_host_memory"
+
+
+def test_a_shape_kernel_with_its_output_in_device_memory_fails_its_check(build_test_plugin,
+                                                                        tmp_path):
+    """TensorFlow refuses a device Shape kernel whose int32 output is not in host memory: the
+    registration check says so and how to fix it; the same kernel with HostMemory("output")
+    passes it and its kernel checks."""
+    flags = dict(CONFORMANT=True, WITH_SHAPE=True, PLATFORM_NAME="KC_DEV", DEVICE_TYPE="KC")
+    result, report = conformance(build_test_plugin(KERNEL_C_PLUGIN, **flags), "-k",
+                                 "TestRegistrations or Shape", tmp_path=tmp_path)
+    assert result.returncode == 0, result.stdout[-3000:]
+    assert report["results"][SHAPE_CHECK]["outcome"] == "passed"
+    shape_runs = [n for n in report["results"] if n.startswith(
+        "TestKernels::test_kernel_matches_reference[Shape-")]
+    assert shape_runs and all(report["results"][n]["outcome"] == "passed" for n in shape_runs)
+
+    result, report = conformance(build_test_plugin(KERNEL_C_PLUGIN, SHAPE_ON_DEVICE=True,
+                                                   **flags), "-k",
+                                 "TestRegistrations or Shape", tmp_path=tmp_path)
+    assert result.returncode == 1
+    assert failed(report) == [SHAPE_CHECK]
+    message = report["results"][SHAPE_CHECK]["message"]
+    assert "'ShapeKernel32' (Shape on KC)" in message and "ShapeKernel64" not in message
+    assert "has an int32 output with unexpected full type information" in message
+    assert 'TF_KernelBuilder_HostMemory(builder, "output")' in message
+
+
 RANDOM_CHECKS = ("TestKernels::test_kernel_matches_reference[RandomUniform-float32]",
                  "TestKernels::test_kernel_matches_reference[StatelessRandomUniform-float32]")
 

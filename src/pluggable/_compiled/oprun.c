@@ -33,7 +33,9 @@
  *
  * Tensors are tensors.Tensor objects (a Python class with __slots__): made here with the
  * type's own allocator and their slots written at the offsets of the class's member
- * descriptors, which is what Tensor.__init__ would store.
+ * descriptors, which is what Tensor.__init__ would store. An output a kernel keeps in host
+ * memory (its registration's HostMemory) is the exception: the function bound with
+ * `bind_host_outputs` (dispatch's) makes its tensor.
  *
  * While a profiling session runs (`set_tracer`), every op run here and every buffer freed
  * here is recorded in C; `take_records` hands them over as the same tuples as
@@ -67,6 +69,9 @@ static PyObject* pending_deletes;       /* the kernel registry's instances await
 static PyObject* flush_releases;        /* what deletes them */
 static PyObject* kernels_module;        /* pluggable.kernels.registry (its `generation`) */
 static PyObject* slow_execute;          /* dispatch._missed, for calls without a plan */
+static PyObject* host_output_function;  /* dispatch._host_output(plan, address, nbytes, dtype,
+                                          shape, owned, aliased_input) -> Tensor */
+static PyObject* free_host_function;    /* kernels.registry.free_host_output(address) */
 
 /* Slot offsets of Tensor and DType (from their member descriptors). */
 static Py_ssize_t off_shape, off_dtype, off_device, off_array, off_buffer, off_ready, off_code;
@@ -770,10 +775,20 @@ static void raise_run_error(PlanObject* p, int code, TF_Status* status) {
 }
 
 /* Gives back the owned memory of the output records from record `i` (at word `at`) on, when
- * the outputs cannot be handed over: each is wrapped in a buffer and dropped. */
+ * the outputs cannot be handed over: each device one is wrapped in a buffer and dropped, each
+ * host one freed (the exception being raised, if any, is kept). */
 static void drop_owned(PlanObject* p, const int64_t* out, Py_ssize_t i, Py_ssize_t at) {
   for (; i < p->n_out; i++) {
-    if (out[at + PG_OUT_FLAGS] & PG_OUT_OWNED) {
+    if ((out[at + PG_OUT_FLAGS] & PG_OUT_OWNED) && (out[at + PG_OUT_FLAGS] & PG_OUT_HOST_MEMORY)) {
+      if (free_host_function != NULL) {
+        PyObject *type, *value, *traceback;
+        PyErr_Fetch(&type, &value, &traceback);
+        PyObject* r = PyObject_CallFunction(free_host_function, "K", (unsigned long long)out[at]);
+        Py_XDECREF(r);
+        PyErr_Clear();
+        PyErr_Restore(type, value, traceback);
+      }
+    } else if (out[at + PG_OUT_FLAGS] & PG_OUT_OWNED) {
       PyObject* orphan = make_buffer(p->executor, out[at + PG_OUT_NBYTES], (uint64_t)out[at], plan_bfc(p));
       Py_XDECREF(orphan);
     }
@@ -858,6 +873,26 @@ static PyObject* plan_outputs(PlanObject* p, PyObject* const* tensors, const int
       }
     } else {
       Py_INCREF(shape);
+    }
+    if (out[at + PG_OUT_FLAGS] & PG_OUT_HOST_MEMORY) {
+      /* A kernel's host-memory output: dispatch makes the tensor (values kept on the host, a
+       * copy on the device), which takes over the memory at once. */
+      PyObject* t = host_output_function == NULL ? NULL
+          : PyObject_CallFunction(host_output_function, "OKLOOiL", (PyObject*)p,
+                                  (unsigned long long)address, (long long)out[at + PG_OUT_NBYTES],
+                                  spec->dtype, shape, owned, (long long)alias);
+      Py_DECREF(shape);
+      if (t == NULL) {
+        if (!PyErr_Occurred()) {
+          PyErr_SetString(PyExc_RuntimeError, "Plan: host-memory outputs are not bound");
+        }
+        drop_owned(p, out, i + 1, next);
+        Py_DECREF(result);
+        return NULL;
+      }
+      PyList_SET_ITEM(result, i, t);
+      at = next;
+      continue;
     }
     PyObject* buffer;
     if (owned || nbytes == 0) {
@@ -1670,6 +1705,22 @@ static PyObject* fast_bind_dispatch(PyObject* self, PyObject* args) {
   Py_RETURN_NONE;
 }
 
+/* bind_host_outputs(make, free): what makes the tensor of a kernel's host-memory output,
+ * make(plan, address, nbytes, dtype, shape, owned, aliased_input), and what frees such an
+ * output that cannot be handed over, free(address). */
+static PyObject* fast_bind_host_outputs(PyObject* self, PyObject* args) {
+  (void)self;
+  PyObject *make, *free_fn;
+  if (!PyArg_ParseTuple(args, "OO:bind_host_outputs", &make, &free_fn)) return NULL;
+  if (!PyCallable_Check(make) || !PyCallable_Check(free_fn)) {
+    PyErr_SetString(PyExc_TypeError, "bind_host_outputs: make and free must be callable");
+    return NULL;
+  }
+  set_ref(&host_output_function, make);
+  set_ref(&free_host_function, free_fn);
+  Py_RETURN_NONE;
+}
+
 /* bind_kernels(registry, pending_deletes, flush_releases): the kernel registry (its public
  * `generation` counts changes of the enabled kernels), the list of kernel instances whose
  * delete_func waits for a safe point, and what runs them. The registry binds itself at import. */
@@ -1957,6 +2008,8 @@ PyMethodDef pg_oprun_methods[] = {
      "bind_tensors(Tensor, DeviceBuffer, release, DType, device_scope, lost)."},
     {"bind_dispatch", (PyCFunction)fast_bind_dispatch, METH_VARARGS,
      "bind_dispatch(plans, settings, missed)."},
+    {"bind_host_outputs", (PyCFunction)fast_bind_host_outputs, METH_VARARGS,
+     "bind_host_outputs(make, free): the tensors of kernels' host-memory outputs."},
     {"bind_kernels", (PyCFunction)fast_bind_kernels, METH_VARARGS,
      "bind_kernels(registry, pending_deletes, flush_releases)."},
     {"set_tracer", (PyCFunction)fast_set_tracer, METH_O,

@@ -479,7 +479,7 @@ class _Plan(_compiled.Plan):
     ``constants`` are the host-memory inputs the plan's request points to (a reshape's
     shape, a variable's handle), kept alive with it."""
 
-    __slots__ = ("key", "kernel_name", "inputs", "constants")
+    __slots__ = ("key", "kernel_name", "inputs", "constants", "host_inputs")
 
 
 _plan_key = _compiled.plan_key  # (op, scope, each input's dtype code, shape and device)
@@ -821,24 +821,24 @@ def _intact_variable(op_name: str, handle: np.ndarray):
     return state
 
 
-def _run_on_device(op: OpDef, target: PluggableDevice, registration, tensors: List[Tensor],
-                   host: List[Optional[np.ndarray]], attrs: Dict[str, Any],
-                   shapes: List[Optional[Tuple[int, ...]]], out_dtypes: List[DType]):
-    """Runs the op's kernel on ``target`` and returns ``(outputs, plan)``: the run is a plan's
-    (`pluggable._compiled.Plan`), the same C code that runs every repeated call, which stamps,
-    checks and wraps the outputs. Inputs the kernel reads in host memory (and variables'
-    handles) are the plan's constants; the others are moved to ``target`` first."""
-    from ..kernels import registry as kernels
+def _kernel_inputs(op: OpDef, target: PluggableDevice, registration, tensors: List[Tensor],
+                   host: List[Optional[np.ndarray]], attrs: Dict[str, Any]):
+    """What a run of ``registration`` on ``target`` reads: ``(args, constants, by_index,
+    device_inputs, variables)``. Inputs the kernel reads in host memory (and variables'
+    handles) are host arrays (``constants``); the others are moved to ``target`` first
+    (``device_inputs``). ``by_index`` holds, per input, its host array or its device tensor;
+    ``variables`` the states of the variables of resource inputs."""
     from ..kernels.registry import KernelInput
 
-    args, constants, device_inputs = [], [], []
-    variables = []  # the states of the variables of resource inputs
+    args, constants, by_index, device_inputs = [], [], [], []
+    variables = []
     for arg, t, values in zip(op.flat_inputs(attrs), tensors, host):
         if arg.name in registration.host_memory or t._dtype is resource:
             array = np.asarray(values if values is not None else t.numpy(), order="C")
             if t._dtype is resource:
                 variables.append(_intact_variable(op.name, array))
             constants.append(array)
+            by_index.append(array)
             args.append(KernelInput(array.__array_interface__["data"][0] if array.nbytes else 0,
                                     array.nbytes, int(t.dtype.tf_code), t._shape, True))
             continue
@@ -847,25 +847,75 @@ def _run_on_device(op: OpDef, target: PluggableDevice, registration, tensors: Li
         shape = t._shape
         if op.name == "Select" and arg.name == "condition":
             shape = select_condition_shape(shape, tensors[1]._shape)
-        args.append(KernelInput(0, t.nbytes, int(t.dtype.tf_code), shape, False))
+        args.append(KernelInput(t._buffer.address, t.nbytes, int(t.dtype.tf_code), shape,
+                                False))
+        by_index.append(t)
         device_inputs.append(t)
+    return args, constants, by_index, device_inputs, variables
+
+
+def _mark_written(op: OpDef, target: PluggableDevice, variables) -> None:
+    if op.name not in _READS_VARIABLES:
+        for state in variables:
+            if state is not None:
+                state.written(target.compute_stream)
+
+
+def _run_on_device(op: OpDef, target: PluggableDevice, registration, tensors: List[Tensor],
+                   host: List[Optional[np.ndarray]], attrs: Dict[str, Any],
+                   shapes: List[Optional[Tuple[int, ...]]], out_dtypes: List[DType]):
+    """Runs the op's kernel on ``target`` and returns ``(outputs, plan)``: the run is a plan's
+    (`pluggable._compiled.Plan`), the same C code that runs every repeated call, which stamps,
+    checks and wraps the outputs. Inputs the kernel reads in host memory (and variables'
+    handles) are the plan's constants; the others are moved to ``target`` first. Outputs the
+    kernel keeps in host memory are allocated there (`_host_output` makes their tensors)."""
+    from ..kernels import registry as kernels
+
+    args, constants, by_index, device_inputs, variables = _kernel_inputs(
+        op, target, registration, tensors, host, attrs)
+    host_outputs = registration.host_memory_outputs(
+        [arg.name for arg in op.flat_outputs(attrs)])
     kernel = _kernel_instance(registration, target, attrs)
     prepared = kernel.prepare(target.executor, target.compute_stream, args,
-                              [int(d.tf_code) for d in out_dtypes], fixed_host_inputs=True)
+                              [int(d.tf_code) for d in out_dtypes], fixed_host_inputs=True,
+                              output_host_memory=host_outputs)
     plan = _Plan(target, prepared,
                  [(tuple(shape), dtype, _count(shape) * dtype.itemsize) if shape is not None
                   else (None, dtype, -1) for shape, dtype in zip(shapes, out_dtypes)],
                  kernels.generation)
     plan.key, plan.inputs = None, None
     plan.kernel_name, plan.constants = registration.kernel_name, constants
+    # What a host-memory output aliasing a host-memory input is a view of.
+    plan.host_inputs = tuple(a if type(a) is np.ndarray else None for a in by_index) \
+        if host_outputs is not None else ()
     outputs = plan.run(device_inputs)
     if outputs is None:  # made a moment ago: only a closed device or kernel makes it stale
         target.executor._check_open()
         raise InternalError(f"{registration.plugin}: kernel {registration.kernel_name} for "
                             f"{op.name} could not run on {target.name}: its plan was stale "
                             f"as soon as it was made", call=op.name)
-    if op.name not in _READS_VARIABLES:
-        for state in variables:
-            if state is not None:
-                state.written(target.compute_stream)
+    _mark_written(op, target, variables)
     return outputs, plan
+
+
+def _host_output(plan: "_Plan", address: int, nbytes: int, dtype: DType,
+                 shape: Tuple[int, ...], owned: bool, aliased_input: int) -> Tensor:
+    """The tensor of an output a plan's kernel kept in host memory (TensorFlow's
+    ``HostMemory("output")``: Shape's and the other shape ops'), which the kernel wrote
+    during its compute call; `pluggable._compiled` calls it for each such output. It is a
+    tensor of the plan's device, as TensorFlow names such a tensor by the op's device: its
+    values stay on the host, in the kernel's memory (``numpy()`` and host-memory inputs of
+    later ops read them without waiting for the device), and a copy is uploaded for the
+    device's kernels. An owned output's memory is freed with the last array over it."""
+    output = _KernelOutput(address, nbytes, int(dtype.tf_code), shape, owned, aliased_input,
+                           True)
+    values = _host_output_array(output, dtype.numpy_dtype, plan.host_inputs)
+    values.flags.writeable = False
+    copy = make_tensor(values, dtype, plan.device)
+    return Tensor(shape, dtype, plan.device, array=values, buffer=copy._buffer,
+                  ready=copy._ready)
+
+
+_KernelOutput = _registry.KernelOutput
+_host_output_array = _registry.host_output_array
+_compiled.bind_host_outputs(_host_output, _registry.free_host_output)

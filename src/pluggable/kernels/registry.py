@@ -380,6 +380,16 @@ class KernelRegistration:
                 plugin=self.plugin, call="KernelRegistration.set_enabled")
         self._enabled = bool(enabled)
 
+    def host_memory_outputs(self, output_names: Sequence[str]) -> Optional[Tuple[bool, ...]]:
+        """Per output of a run (``output_names``: each output's argument name, a list
+        output's name repeated), whether this kernel keeps it in host memory
+        (``TF_KernelBuilder_HostMemory``): `Kernel.run`'s ``output_host_memory``. None when
+        it keeps none there."""
+        if not self.host_memory:
+            return None
+        flags = tuple(name in self.host_memory for name in output_names)
+        return flags if any(flags) else None
+
     def matches(self, attrs: Mapping[str, Any]) -> bool:
         """Whether a node with ``attrs`` may use this kernel, as TensorFlow decides: every
         type constraint holds (a type, or every type of a type list, is allowed; a
@@ -871,12 +881,7 @@ class Kernel:
             words = _request_header(handle, executor, stream, allocator, step_id & _MASK64,
                                     len(inputs), n_out, out_address, out_words, status,
                                     _compiled.launch())
-        if output_host_memory:
-            words += [int(d) | (_RUN_OUTPUT_HOST_MEMORY if h else 0)
-                      for d, h in zip(output_dtypes, output_host_memory)]
-            words += output_dtypes[len(output_host_memory):]
-        else:
-            words += output_dtypes
+        words += _output_words(output_dtypes, output_host_memory)
         for address, nbytes, dtype, shape, host in inputs:
             words += (address, nbytes, dtype, 1 if host else 0, len(shape))
             words += shape
@@ -913,10 +918,12 @@ class Kernel:
 
     def prepare(self, executor: "StreamExecutor", stream: "Stream",
                 inputs: Sequence[KernelInput], output_dtypes: Sequence[int],
-                fixed_host_inputs: bool = False) -> "PreparedRun":
+                fixed_host_inputs: bool = False,
+                output_host_memory: Optional[Sequence[bool]] = None) -> "PreparedRun":
         """A run of this kernel with everything but the input addresses fixed: the op
         library's fast path for an op it has run before with the same shapes and types.
-        Inputs and outputs are device memory; ``inputs`` give the shapes (their addresses
+        Inputs and outputs are device memory, except outputs flagged in
+        ``output_host_memory`` (as in `run`); ``inputs`` give the shapes (their addresses
         are ignored). With ``fixed_host_inputs``, host-memory inputs are constants: their
         addresses are part of the run (the caller keeps that memory unchanged and alive as
         long as the run), and only device inputs take addresses at each run."""
@@ -929,7 +936,7 @@ class Kernel:
         # The output records and the status are the runner's own (pluggable._compiled.Plan's).
         words = _request_header(self._handle, executor, stream, executor.allocator, 0,
                                 len(inputs), len(output_dtypes), 0, 0, 0)
-        words += output_dtypes
+        words += _output_words(output_dtypes, output_host_memory)
         slots = []
         for address, nbytes, dtype, shape, host in inputs:
             if host and fixed_host_inputs:
@@ -980,6 +987,17 @@ class Kernel:
             f"{label}, device {executor.ordinal}: kernel {r.kernel_name} for {r.op} failed: "
             f"{message or '(the kernel gave no message)'}",
             plugin=label, call=f"kernel {r.kernel_name}", plugin_message=message)
+
+
+def _output_words(output_dtypes: Sequence[int],
+                  output_host_memory: Optional[Sequence[bool]]) -> list:
+    """The output words of a kernel request: each output's TF_DataType, flagged
+    PG_RUN_OUTPUT_HOST_MEMORY when the output is to be in host memory."""
+    if not output_host_memory:
+        return list(output_dtypes)
+    return [int(d) | (_RUN_OUTPUT_HOST_MEMORY if h else 0)
+            for d, h in zip(output_dtypes, output_host_memory)] + \
+        list(output_dtypes[len(output_host_memory):])
 
 
 def _request_header(handle: int, executor: "StreamExecutor", stream: "Stream", allocator,

@@ -170,7 +170,7 @@ def _run_once(executor, stream, registration, step: Callable[[str], None]) -> st
     """Runs ``registration``'s kernel once on inputs from `samples.generate`; returns why it
     was not run ("" when it was). A failing kernel raises (the step names it)."""
     from ..base import dtypes as dt
-    from ..kernels.registry import KernelInput
+    from ..kernels.registry import KernelInput, free_host_output
     from ..oplib import OPS, REQUIRED, samples
 
     op = OPS.get(registration.op)
@@ -215,16 +215,19 @@ def _run_once(executor, stream, registration, step: Callable[[str], None]) -> st
                 executor.sync_memcpy_htod(memory, array)
             keep.append(memory)
             inputs.append(KernelInput(memory.address, array.nbytes, code, array.shape))
-    out_dtypes = [int((arg.dtype or attrs[arg.type_attr]).tf_code)
-                  for arg in op.flat_outputs(attrs)]
+    out_args = op.flat_outputs(attrs)
+    out_dtypes = [int((arg.dtype or attrs[arg.type_attr]).tf_code) for arg in out_args]
     kernel = registration.instantiate(op.name, attrs)
     try:
-        outputs = kernel.run(executor, stream, inputs, out_dtypes)
+        outputs = kernel.run(executor, stream, inputs, out_dtypes, output_host_memory=(
+            registration.host_memory_outputs([arg.name for arg in out_args])))
         stream.synchronize()
     finally:
         kernel.close()
     for output in outputs:
-        if output.owned and not output.host_memory:
+        if output.owned and output.host_memory:
+            free_host_output(output.address)
+        elif output.owned:
             executor.allocator.deallocate(output.address)
     for held in keep:
         if not isinstance(held, np.ndarray):

@@ -269,8 +269,9 @@ def _consumer_stream(device: "PluggableDevice", stream: Any) -> "Stream":
 def export(tensor: Tensor, *, stream: Any = None, max_version: Any = None,
            dl_device: Any = None, copy: Optional[bool] = None):
     """``Tensor.__dlpack__``: a DLPack capsule of ``tensor`` (see the module docstring)."""
-    array = tensor._array
-    if (array is not None and stream is None and dl_device is None and copy is None
+    array = tensor._array  # a device tensor may keep its values on the host too
+    if (array is not None and tensor._device is CPU_DEVICE and stream is None
+            and dl_device is None and copy is None
             and type(max_version) is tuple and len(max_version) == 2 and max_version[0] >= 1
             and _NUMPY_EXPORTS_VERSIONED and tensor._dtype is not _BFLOAT16):
         return array.__dlpack__(max_version=_VERSION)  # what the checks below come to
@@ -593,7 +594,7 @@ def _from_host_producer(x: Any) -> Optional[Tensor]:
     CPU tensor) whose array NumPy's own consumer makes. None when that does not apply or
     NumPy refuses: the checking path then does the work, or says what is wrong."""
     if type(x) is Tensor:
-        if x._array is None:
+        if x._array is None or x._device is not CPU_DEVICE:
             return None
         x = x._array  # what Tensor.__dlpack__ would hand NumPy's exporter anyway
     elif type(x) is not np.ndarray:  # a NumPy array is on the CPU: no need to ask

@@ -120,7 +120,12 @@ def _release_buffer(executor: "StreamExecutor", address: int,
 
 
 class Tensor:
-    """A tensor on a device. Made by `pluggable.tensor`, `zeros`, `empty` and `to`."""
+    """A tensor on a device. Made by `pluggable.tensor`, `zeros`, `empty` and `to`.
+
+    ``_array`` holds the values of a CPU tensor; ``_buffer`` the device memory of a device
+    tensor. A device tensor has both when a kernel wrote its values in host memory (an output
+    registered with ``HostMemory``, such as Shape's): the host keeps them and the buffer is a
+    copy for the device's kernels; both never change."""
 
     __slots__ = ("_shape", "_dtype", "_device", "_array", "_buffer", "_ready", "__weakref__")
 
@@ -177,8 +182,10 @@ class Tensor:
 
     # -- data ------------------------------------------------------------------------------
     def numpy(self) -> np.ndarray:
-        """The values as a NumPy array: a read-only view for a CPU tensor, a new array copied
-        from the device otherwise. Waits only for the work that produced this tensor."""
+        """The values as a NumPy array: a read-only view for a CPU tensor, and for a device
+        tensor whose values a kernel wrote in host memory (a shape, see `_array` below); a
+        new array copied from the device otherwise. Waits only for the work that produced
+        this tensor."""
         if self._array is not None:
             return self._array
         device = self._live_device()

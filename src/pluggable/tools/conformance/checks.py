@@ -612,6 +612,38 @@ class TestRegistrations:
             f"TensorFlow refuses for every such call: {'; '.join(clashes)}. Give them "
             f"different priorities, type constraints or labels, or register one")
 
+    def test_shape_ops_keep_their_int32_outputs_in_host_memory(self, platform):
+        """TensorFlow keeps the int32 results of the shape ops on the host: its own kernels
+        for them, on every device, declare HostMemory("output") (for every T and out_type),
+        and its eager runtime refuses a Shape whose int32 output a device kernel puts in
+        device memory ("has an int32 output with unexpected full type information")."""
+        from pluggable.kernels.registry import registered_kernels
+
+        wrong = []
+        for r in registered_kernels(plugin=platform.path):
+            if r.op not in SHAPE_OUTPUT_OPS or r.device_type == "CPU" \
+                    or "output" in r.host_memory:
+                continue
+            allowed = r.constraints.get(SHAPE_OUTPUT_OPS[r.op])
+            if SHAPE_OUTPUT_OPS[r.op] is None or allowed is None or _INT32 in allowed:
+                wrong.append(f"{r.kernel_name!r} ({r.op} on {r.device_type})")
+        assert not wrong, (
+            f"kernels of shape ops with an int32 output in device memory: {', '.join(wrong)}. "
+            f"TensorFlow keeps int32 shape tensors in host memory: every call of such a Shape "
+            f"kernel fails there with InternalError 'node=Shape (op=Shape) has an int32 output "
+            f"with unexpected full type information', and TensorFlow's own Shape, ShapeN, Size "
+            f"and Rank kernels all keep the output on the host. Register each with "
+            f"TF_KernelBuilder_HostMemory(builder, \"output\") and write the output with the "
+            f"CPU during compute (TF_AllocateOutput then gives host memory), without stream "
+            f"work")
+
+
+# The shape ops: TensorFlow's kernels for them keep "output" in host memory on every device;
+# the type attribute of the output (None: always int32).
+SHAPE_OUTPUT_OPS = {"Shape": "out_type", "ShapeN": "out_type", "Size": "out_type",
+                    "Rank": None}
+_INT32 = int(dt.int32.tf_code)
+
 
 # Ops that destroy their variable inputs: what is compared after them is that the variable
 # is gone (False), not its value.
