@@ -246,6 +246,8 @@ def _cast_array(x: np.ndarray, to: DType) -> np.ndarray:
     target = to.numpy_dtype
     if to.is_bool:
         return x != 0
+    if np.iscomplexobj(x) and not to.is_complex:
+        x = x.real  # TensorFlow's Cast keeps the real part (NumPy would warn about it)
     if to.is_integer and (np.issubdtype(x.dtype, np.floating) or x.dtype == dt.bfloat16.numpy_dtype):
         info = np.iinfo(target)
         wide = np.nan_to_num(x.astype(np.float64), nan=0.0, posinf=info.max, neginf=info.min)
