@@ -78,6 +78,9 @@ typedef struct XpuBroadcast {
   int64_t count; /* output elements */
 } XpuBroadcast;
 
+/* True when two shapes have the same rank and dims. */
+bool xpu_same_shape(const XpuShape* a, const XpuShape* b);
+
 /* NumPy broadcasting of `n` (1..3) shapes into *out_shape and *bc; false when some dim
  * neither matches nor is 1. */
 bool xpu_broadcast(int n, const XpuShape* const* shapes, XpuShape* out_shape, XpuBroadcast* bc);

@@ -2,6 +2,8 @@
  *
  * Holds:
  *   xpu_shape_str       formats a shape as "[2,3]" for messages
+ *   xpu_same_shape      whether two shapes are equal (a binary op's inputs then need no
+ *                       broadcast walk)
  *   xpu_broadcast       NumPy broadcasting of up to three shapes, collapsed into runs
  *                       (XpuBroadcast: dims and per-operand strides)
  *   xpu_broadcast_walk  walks a range of output elements in contiguous runs
@@ -25,6 +27,14 @@ const char* xpu_shape_str(const XpuShape* s, char* buf, size_t size) {
   if (used < size) snprintf(buf + used, size - used, "]");
   if (used >= size && size > 4) memcpy(buf + size - 4, "...", 4);
   return buf;
+}
+
+bool xpu_same_shape(const XpuShape* a, const XpuShape* b) {
+  if (a->rank != b->rank) return false;
+  for (int d = 0; d < a->rank; d++) {
+    if (a->dims[d] != b->dims[d]) return false;
+  }
+  return true;
 }
 
 bool xpu_broadcast(int n, const XpuShape* const* shapes, XpuShape* out_shape, XpuBroadcast* bc) {

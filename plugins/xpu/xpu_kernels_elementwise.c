@@ -291,14 +291,6 @@ static TF_Code flat_binary_work(void* arg, char* message, size_t size) {
   return TF_OK;
 }
 
-static bool same_shape(const XpuShape* a, const XpuShape* b) {
-  if (a->rank != b->rank) return false;
-  for (int d = 0; d < a->rank; d++) {
-    if (a->dims[d] != b->dims[d]) return false;
-  }
-  return true;
-}
-
 /* Stream work that writes a single bool (Equal / NotEqual of shapes that do not broadcast,
  * with incompatible_shape_error = false). */
 static TF_Code scalar_bool_work(void* arg, char* message, size_t size) {
@@ -347,7 +339,7 @@ static void binary_compute(void* kernel, TF_OpKernelContext* ctx) {
     w->z = NULL;
     if (loop == NULL) {
       xpu_fail(&c, TF_INVALID_ARGUMENT, "type %s is not supported", xpu_dtype_name(k->base.dtype));
-    } else if (same_shape(shapes[0], shapes[1])) {
+    } else if (xpu_same_shape(shapes[0], shapes[1])) {
       if (binary_alloc_output(&c, compare ? TF_BOOL : k->base.dtype, shapes[0])) {
         if (shapes[0]->count == 0) {
           xpu_compute_enqueue(&c, NULL, NULL, NULL);

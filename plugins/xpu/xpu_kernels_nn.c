@@ -21,15 +21,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* True when two shapes are equal. */
-static bool same_shape(const XpuShape* a, const XpuShape* b) {
-  if (a->rank != b->rank) return false;
-  for (int d = 0; d < a->rank; d++) {
-    if (a->dims[d] != b->dims[d]) return false;
-  }
-  return true;
-}
-
 /* Fails compute() with "<what_a> <shape> and <what_b> <shape> must have the same shape". */
 static bool fail_shapes(XpuCompute* c, const char* what_a, const XpuShape* a, const char* what_b,
                         const XpuShape* b) {
@@ -112,7 +103,7 @@ static void addn_compute(void* kernel, TF_OpKernelContext* ctx) {
     bool ok = true;
     for (int i = 0; i < n && ok; i++) ok = xpu_check_dtype(&c, i, k->dtype);
     for (int i = 1; i < n && ok; i++) {
-      if (!same_shape(&c.in_shape[i], &c.in_shape[0])) {
+      if (!xpu_same_shape(&c.in_shape[i], &c.in_shape[0])) {
         char name[32];
         snprintf(name, sizeof name, "inputs[%d]", i);
         ok = fail_shapes(&c, "inputs[0]", &c.in_shape[0], name, &c.in_shape[i]);
@@ -195,7 +186,7 @@ static void relu_grad_compute(void* kernel, TF_OpKernelContext* ctx) {
   XpuCompute c;
   if (xpu_compute_begin(&c, ctx, "ReluGrad", kReluGradNames, 0) &&
       xpu_check_dtype(&c, 0, k->dtype) && xpu_check_dtype(&c, 1, k->dtype)) {
-    if (!same_shape(&c.in_shape[0], &c.in_shape[1])) {
+    if (!xpu_same_shape(&c.in_shape[0], &c.in_shape[1])) {
       fail_shapes(&c, "gradients", &c.in_shape[0], "features", &c.in_shape[1]);
     } else if (xpu_alloc_output(&c, 0, k->dtype, &c.in_shape[0])) {
       ReluGradWork w = {.dtype = k->dtype, .grad = xpu_data(c.in[0]),
@@ -428,7 +419,7 @@ static void xent_compute(void* kernel, TF_OpKernelContext* ctx) {
       ok = xpu_fail(&c, TF_INVALID_ARGUMENT,
                     "labels must be 1-D with the batch size of features: logits %s, labels %s",
                     xpu_shape_str(f, sf, sizeof sf), xpu_shape_str(l, sl, sizeof sl));
-    } else if (!sparse && !same_shape(f, l)) {
+    } else if (!sparse && !xpu_same_shape(f, l)) {
       ok = fail_shapes(&c, "logits", f, "labels", l);
     }
     XpuShape loss = {.rank = 1, .dims = {ok ? f->dims[0] : 0}, .count = ok ? f->dims[0] : 0};
@@ -845,7 +836,7 @@ static void pool_compute(void* kernel, TF_OpKernelContext* ctx) {
                      .count = g.batch * g.out_h * g.out_w * g.in_c};
   if (ok && grad) {
     for (int i = 1; i < 3 && ok; i++) {
-      if (!same_shape(&c.in_shape[i], &pooled)) {
+      if (!xpu_same_shape(&c.in_shape[i], &pooled)) {
         ok = xpu_fail(&c, TF_INVALID_ARGUMENT, "%s has shape %s; the pooled shape is %s",
                       kPoolGradNames[i], xpu_shape_str(&c.in_shape[i], si, sizeof si),
                       xpu_shape_str(&pooled, so, sizeof so));

@@ -188,6 +188,20 @@ class Tensor:
         this tensor."""
         if self._array is not None:
             return self._array
+        device = self._device
+        copier = device._copier
+        if copier and self._ready is None and not copier.stale and not device._closed \
+                and self._buffer.lost is None:
+            # The common case, as below without the calls: the copier exists only on a
+            # platform that copies pageable memory asynchronously.
+            nbytes = _element_count(self._shape) * self._dtype.itemsize
+            out = _HOST_ARRAYS.empty(self._shape, self._dtype, nbytes)
+            if not nbytes or copier.download(self._buffer.address, nbytes, out):
+                return out
+        return self._copied_to_host()
+
+    def _copied_to_host(self) -> np.ndarray:
+        """`numpy` of a device tensor, every case."""
         device = self._live_device()
         executor = device.executor
         nbytes = self.nbytes
@@ -675,6 +689,18 @@ def tensor(data: Any, dtype: Any = None, device: Any = None) -> Tensor:
     ``device`` (default: the device of the ``pluggable.device`` scope, else the CPU).
     ``dtype`` converts the data first; without it Python numbers get TensorFlow's types
     (float -> float32, int -> int32, bool -> bool) and NumPy data keeps its own."""
+    if device is None and dtype is None and type(data) is np.ndarray:
+        # The common case, an array uploaded to the scope's device at once (as `_upload`
+        # would upload it) when the device's compute stream is idle.
+        scoped = device_scope.get()
+        if type(scoped) is PluggableDevice and not scoped._closed:
+            copier = scoped._copier
+            found = _BY_NUMPY.get(data.dtype)
+            if copier and found is not None and not copier.stale and data.nbytes \
+                    and data.flags.c_contiguous:
+                uploaded = copier.upload(data, found)
+                if uploaded is not None:
+                    return uploaded
     target = _placement(device)
     array, dtype_, shared = _host_array(data, dtype)
     if target is CPU_DEVICE:
