@@ -18,6 +18,13 @@ from pluggable.base.limits import host_memory_left
 from pluggable.eager.dispatch import execute
 from pluggable.errors import ResourceExhaustedError
 
+# AddressSanitizer reserves terabytes of address space for its shadow memory, so a child
+# under an address-space limit cannot even start under it (.ci/sanitize preloads it).
+address_space_limit = pytest.mark.skipif(
+    "libasan" in os.environ.get("LD_PRELOAD", ""),
+    reason="runs a child under RLIMIT_AS, which AddressSanitizer's shadow memory exceeds")
+
+
 def run_limited(code: str, limit: int = 3 << 30) -> subprocess.CompletedProcess:
     """Runs ``code`` in a child whose address space is limited to ``limit`` bytes."""
     prelude = (f"import resource\nresource.setrlimit(resource.RLIMIT_AS, ({limit}, {limit}))\n")
@@ -26,6 +33,7 @@ def run_limited(code: str, limit: int = 3 << 30) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=120, env=env)
 
 
+@address_space_limit
 def test_one_hot_too_large_for_the_host_is_refused_before_allocating():
     result = run_limited("""
         import warnings
@@ -52,6 +60,7 @@ def test_one_hot_too_large_for_the_host_is_refused_before_allocating():
     assert lines[-1] == "[[1.0, 0.0, 0.0], [0.0, 0.0, 1.0]]"
 
 
+@address_space_limit
 def test_memory_error_inside_a_cpu_kernel_becomes_resource_exhausted():
     # Where's output shape is known only from the values (one row per true element), so no
     # check can come first: 40 MiB of indices under a limit with 8 MiB of room make NumPy
@@ -93,6 +102,7 @@ def test_fill_larger_than_the_device_limit_is_refused_before_the_kernel_runs(xpu
     np.testing.assert_array_equal(out.numpy(), np.full((2, 3), 4, np.float32))
 
 
+@address_space_limit
 def test_host_memory_left_reads_the_address_space_limit():
     result = run_limited("""
         from pluggable.base.limits import host_memory_left
@@ -111,6 +121,7 @@ def test_sizes_below_the_check_run_normally():
     np.testing.assert_array_equal(out, want)
 
 
+@address_space_limit
 def test_small_cpu_output_larger_than_the_memory_left_is_refused():
     # 16 MiB, far below the size of a fresh reading, under a limit with 4 MiB of room: once
     # the last reading is a second old, the check refuses it before NumPy allocates, with
