@@ -233,10 +233,11 @@ class Report:
         """A goal line under the last table: met or not met."""
         verdict = "met" if met else "not met"
         print(f"  goal: {text}: {verdict}" + (f" ({detail})" if detail else ""))
-        # The verdict stays on one line: a no-break placeholder while wrapping.
-        line = paragraph(f"Goal: {text}: **{verdict.replace(' ', '_')}**"
-                         + (f" ({detail})." if detail else "."))
-        self.blocks.append(line.replace(f"**{verdict.replace(' ', '_')}**", f"**{verdict}**"))
+        # The verdict stays on one line with the colon before it: a no-break placeholder
+        # while wrapping.
+        joined = f":_**{verdict.replace(' ', '_')}**"
+        line = paragraph(f"Goal: {text}{joined}" + (f" ({detail})." if detail else "."))
+        self.blocks.append(line.replace(joined, f": **{verdict}**"))
 
     def text(self, text: str) -> None:
         """A paragraph of the section after the last table (a finding of this run)."""
