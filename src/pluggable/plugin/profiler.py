@@ -135,17 +135,18 @@ class PluginProfiler:
                 limits.unusable_message(self.label, f"TP_ProfilerFns.{call}", reason),
                 plugin=self.path, call=f"TP_ProfilerFns.{call}")
 
-    def _give_up(self, call: str, limit: float = 0.0) -> None:
-        """Marks the profiler and its plugin stuck after ``call`` was abandoned: interrupted
-        (Ctrl-C; ``limit`` 0, the caller raises again) or past the deadline ``limit`` (raises
-        DeadlineExceededError)."""
-        if not limit:
-            self.stuck = (f"{self.label}: TP_ProfilerFns.{call} was interrupted before it "
-                          f"returned; the profiler and its plugin are no longer used in this "
-                          f"process")
-            limits.mark_plugin_stuck(self.path, f"TP_ProfilerFns.{call} was interrupted "
-                                                f"(Ctrl-C) before it returned")
-            return
+    def _interrupted(self, call: str) -> None:
+        """Marks the profiler and its plugin stuck after Ctrl-C abandoned ``call`` (the
+        caller raises the interruption again)."""
+        self.stuck = (f"{self.label}: TP_ProfilerFns.{call} was interrupted before it "
+                      f"returned; the profiler and its plugin are no longer used in this "
+                      f"process")
+        limits.mark_plugin_stuck(self.path, f"TP_ProfilerFns.{call} was interrupted "
+                                            f"(Ctrl-C) before it returned")
+
+    def _overdue(self, call: str, limit: float) -> None:
+        """Marks the profiler and its plugin stuck after ``call`` did not return within the
+        deadline ``limit``, and raises DeadlineExceededError."""
         self.stuck = (f"{self.label}: TP_ProfilerFns.{call} did not return within the "
                       f"deadline of {limit:g} s; the profiler is marked stuck and, with "
                       f"its plugin's devices and kernels, no longer used in this process "
@@ -175,10 +176,10 @@ class PluginProfiler:
         try:
             returned = done.wait(limit)
         except BaseException:  # Ctrl-C while waiting
-            self._give_up(call)
+            self._interrupted(call)
             raise
         if not returned:
-            self._give_up(call, limit)
+            self._overdue(call, limit)
 
     def _status_call(self, call: str, fn) -> None:
         """``fn(profiler, status)`` (TP_ProfilerFns.start or stop), bounded by the deadline as
@@ -197,11 +198,11 @@ class PluginProfiler:
                                                          status.address, limit)
             except BaseException:  # Ctrl-C while waiting: the call goes on with its status
                 _native.abandon_status(status)
-                self._give_up(call)
+                self._interrupted(call)
                 raise
             if not returned:
                 _native.abandon_status(status)
-                self._give_up(call, limit)
+                self._overdue(call, limit)
         try:
             self._check(status, call)
         finally:

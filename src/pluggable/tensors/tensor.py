@@ -198,18 +198,22 @@ class Tensor:
             out = _HOST_ARRAYS.empty(self._shape, self._dtype, nbytes)
             if not nbytes or copier.download(self._buffer.address, nbytes, out):
                 return out
+            return self._copied_to_host(out)  # the stream is busy: copied behind its work
         return self._copied_to_host()
 
-    def _copied_to_host(self) -> np.ndarray:
-        """`numpy` of a device tensor, every case."""
+    def _copied_to_host(self, out: Optional[np.ndarray] = None) -> np.ndarray:
+        """`numpy` of a device tensor, every case; ``out``: the new array the copier could not
+        fill at once (it is not asked again)."""
         device = self._live_device()
         executor = device.executor
         nbytes = self.nbytes
-        out = _HOST_ARRAYS.empty(self._shape, self._dtype, nbytes)
+        tried = out is not None
+        if out is None:
+            out = _HOST_ARRAYS.empty(self._shape, self._dtype, nbytes)
         if not nbytes:
             return out
         if device.platform.has_capability(PLUGGABLE_PLATFORM_PAGEABLE_ASYNC_COPY):
-            if self._ready is None:
+            if self._ready is None and not tried:
                 copier = device._copier
                 if copier is None or (copier is not False and copier.stale):
                     copier = _copier(device)
