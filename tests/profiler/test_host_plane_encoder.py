@@ -265,7 +265,7 @@ def test_a_malformed_size_is_a_clear_internal_error():
 
 
 def test_callbacks_must_keep_their_contract():
-    builder = PlaneBuilder(1, "/host:CPU")
+    builder = PlaneBuilder("/host:CPU")
     records = [(OP, 7, T0, T0 + 5, "Relu", None, (), 0)]
     prefixes = (b"", b"", b"")
     callbacks = [lambda info: "not bytes", lambda bfc, chunk: b"", lambda bfc: 0,

@@ -94,3 +94,59 @@ def test_unknown_fields_and_groups_pass_as_for_the_parser():
     space.planes.add(id=7, name="/device:GPU:7")
     data = space.SerializeToString() + b"\x2b\x08\x01\x2c" + b"\x30\x05"  # a group, a varint
     assert _parses(data) and _compiled.check_xspace(data) == [7]
+
+
+# -- the collect job: both calls and the check, on a helper thread -----------------------
+
+def _collect_with(profile_bytes: bytes, extra: int = 0, fail_query: bool = False):
+    """`begin_collect` on a collect_data_xspace written here: it announces the bytes of
+    ``profile_bytes`` and writes ``extra`` bytes more."""
+    import ctypes
+
+    from pluggable.base import native
+
+    @ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
+    def collect(profiler_, buffer, size, status):
+        size_p = ctypes.cast(size, ctypes.POINTER(ctypes.c_size_t))
+        if fail_query:
+            native.TF_SetStatus(status, 9, b"nothing to give")
+            return
+        if not buffer:
+            size_p[0] = len(profile_bytes)
+            return
+        data = profile_bytes + b"\x00" * extra
+        ctypes.memmove(buffer, data, len(data))
+
+    query, status = native.Status(), native.Status()
+    job = _compiled.begin_collect(ctypes.cast(collect, ctypes.c_void_p).value, 1,
+                                  query.address, status.address, 64, 0xA5)
+    assert job.wait(30.0) is True
+    return job.result(), query
+
+
+def test_the_collect_job_gives_the_bytes_and_their_plane_ids(profile):
+    (announced, data_called, size_after, written, data, ids, problem), _ = _collect_with(profile)
+    assert (announced, data_called, size_after, written) == (len(profile), True, len(profile), 0)
+    assert data == profile and problem is None
+    assert ids == [p.id for p in parse_xspace(profile, "the profile").planes]
+
+
+def test_the_collect_job_reports_writes_past_the_size_and_malformed_bytes(profile):
+    result, _ = _collect_with(profile, extra=10)
+    assert result[3] == len(profile) + 10 and result[4] is None
+    result, _ = _collect_with(b"\x0a\x05\x08")  # a plane field whose length runs past the end
+    assert result[4] is None and result[6] == "a length past the end at byte 0, in XSpace"
+
+
+def test_the_collect_job_stops_at_a_failed_size_query():
+    (announced, data_called, *_), query = _collect_with(b"", fail_query=True)
+    assert (announced, data_called) == (0, False) and query.code == 9
+
+
+def test_begin_collect_refuses_bad_arguments():
+    with pytest.raises(ValueError, match="fn must be a nonzero address"):
+        _compiled.begin_collect(0, 1, 1, 1, 64, 0xA5)
+    with pytest.raises(ValueError, match="guard_bytes must be 0 to 2\\*\\*20 and pattern a byte"):
+        _compiled.begin_collect(1, 1, 1, 1, 64, 256)
+    with pytest.raises(TypeError, match="takes 6 arguments"):
+        _compiled.begin_collect(1, 1)

@@ -65,15 +65,19 @@
 
 typedef void (*BlockingFn)(const SP_Device*, TF_Status*);
 
-typedef struct {
-  BlockingFn fn;
+struct PgJob {
+  BlockingFn fn; /* a bounded call's: fn(device, status) */
   const SP_Device* device;
   TF_Status* status;
+  void (*run)(void*); /* else a job of pg_job_new: run(work), work_free(work) with the job */
+  void* work;
+  void (*work_free)(void*);
   atomic_int done;    /* set, under mu, once fn returned */
   atomic_int holders; /* the caller and the helper; the last to let go frees the job */
   pthread_mutex_t mu;
   pthread_cond_t cv; /* CLOCK_MONOTONIC: signalled when done is set */
-} Job;
+};
+typedef struct PgJob Job;
 
 typedef struct Helper {
   pthread_mutex_t mu;
@@ -110,6 +114,7 @@ static inline void cpu_relax(void) {
 }
 
 static void job_free(Job* job) {
+  if (job->work_free != NULL) job->work_free(job->work);
   pthread_cond_destroy(&job->cv);
   pthread_mutex_destroy(&job->mu);
   free(job);
@@ -162,7 +167,8 @@ static void* helper_main(void* arg) {
     Job* job = self->job;
     self->job = NULL;
     pthread_mutex_unlock(&self->mu);
-    job->fn(job->device, job->status);
+    if (job->run != NULL) job->run(job->work);
+    else job->fn(job->device, job->status);
     int kept = become_idle(self);
     finish(job);
     if (!kept) {
@@ -228,6 +234,30 @@ static struct timespec to_timespec(uint64_t ns) {
   ts.tv_sec = (time_t)(ns / UINT64_C(1000000000));
   ts.tv_nsec = (long)(ns % UINT64_C(1000000000));
   return ts;
+}
+
+/* A job for one call, held by its caller and the helper that will run it; NULL when out of
+ * memory. */
+static Job* job_new(void) {
+  Job* job = calloc(1, sizeof *job);
+  if (job == NULL) return NULL;
+  if (pthread_mutex_init(&job->mu, NULL) != 0) {
+    free(job);
+    return NULL;
+  }
+  if (pthread_cond_init(&job->cv, &monotonic_clock) != 0) {
+    pthread_mutex_destroy(&job->mu);
+    free(job);
+    return NULL;
+  }
+  atomic_init(&job->done, 0);
+  atomic_init(&job->holders, 2);
+  return job;
+}
+
+/* The deadline `timeout` seconds after `started` (UINT64_MAX: none). */
+static uint64_t deadline_after(uint64_t started, double timeout) {
+  return timeout >= FOREVER_SECONDS ? UINT64_MAX : started + (uint64_t)(timeout * 1e9);
 }
 
 /* Waits for the job, without the GIL (*thread is the caller's saved thread state): 1 once it
@@ -312,29 +342,16 @@ static PyObject* fast_bounded_call(PyObject* self, PyObject* const* args, Py_ssi
                  args[3]);
     return NULL;
   }
-  Job* job = calloc(1, sizeof *job);
+  Job* job = job_new();
   if (job == NULL) return PyErr_NoMemory();
-  if (pthread_mutex_init(&job->mu, NULL) != 0) {
-    free(job);
-    return PyErr_NoMemory();
-  }
-  if (pthread_cond_init(&job->cv, &monotonic_clock) != 0) {
-    pthread_mutex_destroy(&job->mu);
-    free(job);
-    return PyErr_NoMemory();
-  }
   *(void**)&job->fn = fn;
   job->device = device;
   job->status = status;
-  atomic_init(&job->done, 0);
-  atomic_init(&job->holders, 2);
 
   PyThreadState* thread = PyEval_SaveThread();
   uint64_t started = now_ns();
-  uint64_t deadline = timeout >= FOREVER_SECONDS ? UINT64_MAX
-                                                  : started + (uint64_t)(timeout * 1e9);
   int err = hand_over(job);
-  int outcome = err != 0 ? 0 : wait_for(job, started, deadline, &thread);
+  int outcome = err != 0 ? 0 : wait_for(job, started, deadline_after(started, timeout), &thread);
   if (outcome >= 0) PyEval_RestoreThread(thread);
   if (err != 0) {
     job_free(job); /* never handed over */
@@ -346,6 +363,35 @@ static PyObject* fast_bounded_call(PyObject* self, PyObject* const* args, Py_ssi
   if (outcome < 0) return NULL;
   return PyBool_FromLong(outcome);
 }
+
+/* ---- jobs of the other parts (compiled_internal.h) ------------------------------------ */
+
+PgJob* pg_job_new(void (*run)(void*), void* work, void (*work_free)(void*)) {
+  Job* job = job_new();
+  if (job == NULL) return NULL;
+  job->run = run;
+  job->work = work;
+  job->work_free = work_free;
+  return job;
+}
+
+int pg_job_start(PgJob* job, uint64_t* started) {
+  *started = now_ns();
+  return hand_over(job);
+}
+
+int pg_job_wait(PgJob* job, uint64_t started, double timeout) {
+  PyThreadState* thread = PyEval_SaveThread();
+  int outcome = wait_for(job, started, deadline_after(started, timeout), &thread);
+  if (outcome >= 0) PyEval_RestoreThread(thread);
+  return outcome;
+}
+
+int pg_job_done(PgJob* job) { return atomic_load_explicit(&job->done, memory_order_acquire); }
+
+void pg_job_release(PgJob* job) { job_release(job); }
+
+void pg_job_discard(PgJob* job) { job_free(job); }
 
 /* bounded_call_spin([seconds]) -> the budget before the call */
 static PyObject* fast_bounded_call_spin(PyObject* self, PyObject* const* args,

@@ -134,9 +134,23 @@ extern PyObject* pg_internal_error;
 
 /* A serialized XSpace's wire format, checked (xspacecheck.c). */
 extern PyMethodDef pg_xspacecheck_methods[];
+int pg_xspacecheck_init(PyObject* module);
 
 /* Blocking plugin calls given up on at a deadline, on a pool of helper threads (blocking.c). */
 extern PyMethodDef pg_blocking_methods[];
 int pg_blocking_init(PyObject* module);
+/* Other work on those helpers: `run(work)` on a helper thread, `work_free(work)` (may be NULL)
+ * once the job's last holder lets go. A job is held by its caller and by the helper that runs
+ * it: the caller starts it (0, or pthread_create's error: then pg_job_discard it), waits
+ * (pg_job_wait releases the GIL: 1 done, 0 at `timeout` seconds after `started`, -1 when a
+ * signal handler raised, with the exception set) and lets go with pg_job_release, whether it
+ * finished or not. */
+typedef struct PgJob PgJob;
+PgJob* pg_job_new(void (*run)(void*), void* work, void (*work_free)(void*));
+int pg_job_start(PgJob* job, uint64_t* started);
+int pg_job_wait(PgJob* job, uint64_t started, double timeout);
+int pg_job_done(PgJob* job);
+void pg_job_release(PgJob* job);
+void pg_job_discard(PgJob* job);
 
 #endif /* PLUGGABLE_FAST_INTERNAL_H_ */

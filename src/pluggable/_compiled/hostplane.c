@@ -79,6 +79,11 @@ typedef struct {
   PyObject* last_op_stats; /* borrowed from op_cache */
   PyObject* last_executor; /* borrowed from the snapshot */
   PyObject* last_executor_allocator;
+  /* The last fresh outputs of one output read (most ops of a session share the plan's
+   * tuple): borrowed, as its allocator and size (bfc NULL: nothing allocated). */
+  PyObject* last_fresh;
+  PyObject* last_fresh_bfc;
+  int64_t last_fresh_nbytes;
   PyObject* ids; /* dict: event name -> metadata id */
   struct {       /* in front of `ids`: by the name object's address */
     PyObject* name;
@@ -374,6 +379,12 @@ static int op_event(State* s, Line* line, int64_t start, int64_t end, PyObject* 
     return -1;
   }
   Py_ssize_t outputs = fresh != NULL ? PyTuple_GET_SIZE(fresh) : 0;
+  if (outputs == 1 && fresh == s->last_fresh) {
+    return s->last_fresh_bfc == NULL
+               ? 0
+               : allocation(s, line, REC_ALLOC, end, s->last_fresh_bfc, s->last_fresh_nbytes);
+  }
+  if (outputs == 1) s->last_fresh = NULL; /* until it is read */
   for (Py_ssize_t i = 0; i < outputs; i++) {
     PyObject* output = PyTuple_GET_ITEM(fresh, i);
     if (!PyTuple_Check(output) || PyTuple_GET_SIZE(output) != 2) {
@@ -383,13 +394,21 @@ static int op_event(State* s, Line* line, int64_t start, int64_t end, PyObject* 
     PyObject* nbytes_object = PyTuple_GET_ITEM(output, 1);
     int empty = PyObject_Not(nbytes_object);
     if (empty < 0) return -1;
-    if (empty) continue;
+    if (empty) {
+      if (outputs == 1) s->last_fresh_bfc = NULL, s->last_fresh = fresh;
+      continue;
+    }
     int64_t nbytes = 0;
     if (get_int64(s, nbytes_object, "byte count", &nbytes) < 0) return -1;
     PyObject* executor = PyTuple_GET_ITEM(output, 0);
     PyObject* bfc = executor_allocator(s, executor);
     if (bfc == NULL) return -1;
     if (bfc != Py_None && allocation(s, line, REC_ALLOC, end, bfc, nbytes) < 0) return -1;
+    if (outputs == 1) {
+      s->last_fresh = fresh;
+      s->last_fresh_bfc = bfc != Py_None ? bfc : NULL;
+      s->last_fresh_nbytes = nbytes;
+    }
   }
   return 0;
 }
@@ -531,12 +550,8 @@ static void sort_events(Event* events, Event* scratch, Py_ssize_t n) {
 }
 
 static inline int varint_size(uint64_t v) {
-  int n = 1;
-  while (v >= 0x80) {
-    v >>= 7;
-    n++;
-  }
-  return n;
+  int bits = 64 - __builtin_clzll(v | 1); /* 7 bits a byte: (bits + 6) / 7, as 9 / 64 */
+  return (bits * 9 + 64) / 64;
 }
 
 static inline char* put_varint(char* p, uint64_t v) {
@@ -581,10 +596,16 @@ static int event_id(State* s, PyObject* name, uint64_t* out) {
 
 /* The line's events, sorted, as XLine.events fields. */
 static PyObject* encode_line(State* s, Line* line) {
-  Event* scratch = PyMem_Malloc((size_t)(line->count / 2 + 1) * sizeof(Event));
-  if (scratch == NULL) return PyErr_NoMemory();
-  sort_events(line->events, scratch, line->count);
-  PyMem_Free(scratch);
+  Py_ssize_t sorted = 1; /* the common case: recorded in order, nothing to move */
+  while (sorted < line->count && line->events[sorted - 1].start <= line->events[sorted].start) {
+    sorted++;
+  }
+  if (sorted < line->count) {
+    Event* scratch = PyMem_Malloc((size_t)(line->count / 2 + 1) * sizeof(Event));
+    if (scratch == NULL) return PyErr_NoMemory();
+    sort_events(line->events, scratch, line->count);
+    PyMem_Free(scratch);
+  }
   int64_t first = line->events[0].start, last = INT64_MIN;
   for (Py_ssize_t i = 0; i < line->count; i++) {
     int64_t end = line->events[i].end;

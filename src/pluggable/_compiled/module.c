@@ -20,7 +20,7 @@ PyMODINIT_FUNC PyInit__compiled(void) {
   }
   if (pg_oprun_init(module) < 0 || pg_copies_init(module) < 0 || pg_memory_init(module) < 0 ||
       pg_hostplane_init(module) < 0 || pg_blocking_init(module) < 0 ||
-      pg_ledger_init(module) < 0) {
+      pg_xspacecheck_init(module) < 0 || pg_ledger_init(module) < 0) {
     goto fail;
   }
   return module;

@@ -11,7 +11,6 @@ once, at `destroy`.
 from __future__ import annotations
 
 import ctypes
-import threading
 
 from ..base import native as _native
 from ..abi.pluggable_profiler import (
@@ -22,8 +21,8 @@ from ..abi.plugin_ext import (
     PLUGGABLE_ProfilerContextExt)
 from ..abi.tf_status import TF_Code
 from ..base import limits
-from ..base.errors import (DeadlineExceededError, InternalError, UnavailableError,
-                           error_for_code)
+from ..base.errors import (DataLossError, DeadlineExceededError, InternalError,
+                           UnavailableError, error_for_code)
 from .validation import ValidationError, alloc_struct, negotiate, read_c_string, require_callbacks
 
 TYPE_CHECKING = False  # typing's constant, without importing typing at start-up
@@ -34,6 +33,8 @@ if TYPE_CHECKING:
 # announced lands here, where the host sees it, instead of in memory it does not own.
 COLLECT_GUARD_BYTES = 4096
 _GUARD_PATTERN = 0xA5
+# A wait without a deadline (pluggable.config.set_deadline(0)).
+_FOREVER = 1e9
 
 
 class ProfilerLoadError(Exception):
@@ -158,29 +159,6 @@ class PluginProfiler:
         raise DeadlineExceededError(self.stuck, plugin=self.path,
                                     call=f"TP_ProfilerFns.{call}")
 
-    def _bounded(self, call: str, fn, *args) -> None:
-        """``fn(*args)`` on a helper thread, waited for at most the deadline; a call that does
-        not return in time, or whose wait Ctrl-C interrupts, is abandoned (it goes on on its
-        thread, with its arguments kept alive there) and the profiler is never called again.
-        For collect_data_xspace, whose two calls and Python code run together there;
-        start and stop go through `_status_call`."""
-        self._refuse_if_stuck(call)
-        limit = limits.deadline()
-        if not limit:
-            fn(*args)
-            return
-        done = threading.Event()
-        thread = threading.Thread(target=lambda: (fn(*args), done.set()), daemon=True,
-                                  name=f"pluggable-profiler-{call}")
-        thread.start()
-        try:
-            returned = done.wait(limit)
-        except BaseException:  # Ctrl-C while waiting
-            self._interrupted(call)
-            raise
-        if not returned:
-            self._overdue(call, limit)
-
     def _status_call(self, call: str, fn) -> None:
         """``fn(profiler, status)`` (TP_ProfilerFns.start or stop), bounded by the deadline as
         `_bounded` bounds a call but on the helper threads of pluggable._compiled
@@ -215,49 +193,73 @@ class PluginProfiler:
         self._status_call("stop", self._stop)
 
     def collect(self) -> bytes:
-        """The serialized XSpace of the session (b"" when the device did nothing).
+        """The serialized XSpace of the session (b"" when the device did nothing)."""
+        return self.begin_collect()()[0]
 
-        The two-call protocol: the size first, then a buffer of exactly that size followed by
-        a guard region the host checks afterwards; a plugin that writes past the size it
-        announced is an error (the bytes are dropped)."""
-        query, status = _native.Status(), _native.Status()
-        size = ctypes.c_size_t(0)
-        made: dict = {}
+    def begin_collect(self):
+        """Starts collecting the session's serialized XSpace and returns the function that
+        waits for it and gives ``(data, plane_ids)`` (b"" and [] when the device did nothing);
+        it raises what went wrong.
 
-        def both_calls() -> None:
-            """The size query and, when it succeeded with a size, the data call: one wait on
-            one helper thread for both (a failure of Python code here is raised by the
-            caller, not lost on the thread)."""
+        Both calls of the two-call protocol (the size first, then a buffer of exactly that
+        size followed by a guard region), the guard's check and the check of the bytes'
+        wire format against xplane.proto run on a helper thread of pluggable._compiled,
+        without the GIL, while the caller goes on: the session encodes the host plane
+        meanwhile. A plugin that writes past the size it announced is an error (the bytes
+        are dropped), and so are bytes that are not a serialized XSpace (a malformed one
+        would make the whole file unreadable). The wait is bounded by the deadline, counted
+        from the start: a collect that does not return in time, or whose wait Ctrl-C
+        interrupts, is abandoned (it goes on on its thread, with its statuses) and the
+        profiler is never called again."""
+        call = "collect_data_xspace"
+        self._refuse_if_stuck(call)
+        query, status = _native.acquire_status(), _native.acquire_status()
+        try:
+            job = _native.compiled.begin_collect(
+                ctypes.cast(self._collect, ctypes.c_void_p).value, self._profiler_address,
+                query.address, status.address, COLLECT_GUARD_BYTES, _GUARD_PATTERN)
+        except BaseException:
+            _native.release_status(query)
+            _native.release_status(status)
+            raise
+
+        def finish():
+            limit = limits.deadline()
             try:
-                self._collect(self._profiler_ref, None, ctypes.byref(size), query.address)
-                if not query.ok or size.value == 0:
-                    return
-                announced = made["announced"] = size.value
-                buffer = made["buffer"] = (ctypes.c_uint8 * (announced + COLLECT_GUARD_BYTES))()
-                ctypes.memset(ctypes.addressof(buffer) + announced, _GUARD_PATTERN,
-                              COLLECT_GUARD_BYTES)
-                self._collect(self._profiler_ref, buffer, ctypes.byref(size), status.address)
-            except BaseException as exc:  # noqa: BLE001 (raised again below)
-                made["error"] = exc
+                returned = job.wait(limit if limit else _FOREVER)
+            except BaseException:  # Ctrl-C while waiting: the calls go on with their statuses
+                _native.abandon_status(query)
+                _native.abandon_status(status)
+                self._interrupted(call)
+                raise
+            if not returned:
+                _native.abandon_status(query)
+                _native.abandon_status(status)
+                self._overdue(call, limit)
+            try:
+                return self._collected(job.result(), query, status)
+            finally:
+                _native.release_status(query)
+                _native.release_status(status)
+        return finish
 
-        self._bounded("collect_data_xspace", both_calls)
-        if "error" in made:
-            raise made["error"]
+    def _collected(self, result, query, status):
+        """What `begin_collect`'s job found, or the error it makes."""
+        announced, data_called, size_after, written, data, plane_ids, problem = result
         self._check(query, "collect_data_xspace (size query)")
-        if "buffer" not in made:
-            return b""
-        announced, buffer = made["announced"], made["buffer"]
+        if not announced:
+            return b"", []
         self._check(status, "collect_data_xspace")
-        guard = ctypes.string_at(ctypes.addressof(buffer) + announced, COLLECT_GUARD_BYTES)
-        if guard != bytes([_GUARD_PATTERN]) * COLLECT_GUARD_BYTES or size.value > announced:
-            written = announced + next((i + 1 for i in range(COLLECT_GUARD_BYTES - 1, -1, -1)
-                                        if guard[i] != _GUARD_PATTERN), 0)
+        if written or size_after > announced:
             raise InternalError(
                 f"{self.label}: TP_ProfilerFns.collect_data_xspace announced {announced} bytes "
-                f"but wrote {max(written, size.value)}; a plugin must write exactly the size "
+                f"but wrote {max(written, size_after)}; a plugin must write exactly the size "
                 f"its size query (buffer NULL) gave",
                 plugin=self.path, call="TP_ProfilerFns.collect_data_xspace")
-        return ctypes.string_at(buffer, announced)
+        if problem is not None:
+            raise DataLossError(f"{self.label} is not a serialized XSpace ({announced} bytes): "
+                                f"{problem}", plugin=self.path, call="check_xspace")
+        return data, plane_ids
 
     def destroy(self) -> None:
         """Gives the plugin back its profiler structs (once); not to a profiler found stuck,

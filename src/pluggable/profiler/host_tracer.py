@@ -195,7 +195,15 @@ class HostTracer:
     def build_plane(self, plane_id: int) -> Optional[List[bytes]]:
         """The ``/host:CPU`` XPlane of everything recorded, serialized as an
         ``XSpace.planes`` field in pieces to be joined in order (`PlaneBuilder.space_field`);
-        None when nothing was recorded.
+        None when nothing was recorded."""
+        builder = self.encode_plane()
+        return None if builder is None else builder.space_field(plane_id)
+
+    def encode_plane(self) -> Optional[PlaneBuilder]:
+        """The ``/host:CPU`` XPlane of everything recorded, encoded but for its id, which
+        ``space_field(plane_id)`` gives it (the session encodes the host plane while the
+        plugins' profilers collect, and numbers it after their planes); None when nothing
+        was recorded.
 
         The records are walked in C (`pluggable._compiled.encode_host_events`: lines per thread,
         events, allocators' running bytes in use); it calls back here for what is encoded
@@ -204,7 +212,7 @@ class HostTracer:
         store = _store_owner is self and _compiled.get_tracer() is None
         if not self._records and not (store and _compiled.records_kept()):
             return None
-        builder = PlaneBuilder(plane_id, HOST_PLANE_NAME)
+        builder = PlaneBuilder(HOST_PLANE_NAME)
         # TensorFlow's stat names, which xprof's memory profile and flows read.
         prefixes = (builder.int_stat_prefix("bytes_allocated"),
                     builder.int_stat_prefix("peak_bytes_in_use"),
@@ -245,7 +253,7 @@ class HostTracer:
         names.update(self.thread_names)
         for ident, first, last, events in lines:
             builder.add_line(ident, names.get(ident, f"thread {ident}"), first, last, events)
-        return builder.space_field()
+        return builder
 
 
 def _fresh_outputs(outputs, inputs) -> tuple:

@@ -5,7 +5,8 @@ One session runs at a time per process. `start` starts the plugin profilers the 
 select (TensorFlow's rule: only when ``device_tracer_level > 0`` and ``device_type`` is
 "UNSPECIFIED" or "PLUGGABLE_DEVICE") and installs the host tracer; `stop` waits for the
 work enqueued on every device, stops them, collects each plugin's XSpace (two calls: size,
-then data), merges them with the host plane and saves
+then data, on a helper thread while the host plane is encoded), merges them with the host
+plane and saves
 ``logdir/plugins/profile/<YYYY_MM_DD_HH_MM_SS>/<hostname>.xplane.pb``, where
 TensorBoard's profile plugin and xprof look. A plugin that fails is reported in a
 `ProfilerWarning` and left out; the other planes are kept.
@@ -191,29 +192,40 @@ def _finish_device_work(session: _Session) -> None:
 
 
 def _finish(session: _Session, save: bool) -> ProfileResult:
-    from .xspace import check_xspace, pb2
+    from .xspace import pb2
 
     pb = pb2()
-    chunks: List[bytes] = []
-    plane_ids = []
+    # The plugins' profilers collect on helper threads (a plugin serialises its session
+    # there, and the bytes are checked there: their wire format, not parsed, since a
+    # malformed XSpace would make the whole file unreadable) while this thread encodes the
+    # host plane.
+    pending = []
     for profiler in session.profilers:
         try:
-            data = profiler.collect()
-            if data:
-                # Checked here (its wire format, not parsed): a malformed XSpace would make
-                # the whole file unreadable.
-                plane_ids.extend(check_xspace(data, profiler.label))
-                chunks.append(data)
+            pending.append(profiler.begin_collect())
         except PluggableError as exc:
             _warn(session, f"pluggable.profiler: {exc}; its planes are left out")
+    host_plane = host_failure = None
     if session.tracer is not None:
         try:
-            host_plane = session.tracer.build_plane(max(plane_ids, default=-1) + 1)
+            host_plane = session.tracer.encode_plane()
         except PluggableError as exc:  # a malformed record: the plugins' planes are kept
-            _warn(session, f"pluggable.profiler: the host plane is left out: {exc}")
-            host_plane = None
-        if host_plane is not None:
-            chunks.extend(host_plane)
+            host_failure = exc
+    chunks: List[bytes] = []
+    plane_ids = []
+    for finish in pending:
+        try:
+            data, ids = finish()
+        except PluggableError as exc:
+            _warn(session, f"pluggable.profiler: {exc}; its planes are left out")
+            continue
+        if data:
+            plane_ids.extend(ids)
+            chunks.append(data)
+    if host_failure is not None:
+        _warn(session, f"pluggable.profiler: the host plane is left out: {host_failure}")
+    if host_plane is not None:
+        chunks.extend(host_plane.space_field(max(plane_ids, default=-1) + 1))
     chunks.append(pb.XSpace(hostnames=[socket.gethostname()],
                             warnings=session.warnings).SerializeToString())
     # The pieces go to the file as they are; joined only if the result's views ask for them.

@@ -72,8 +72,7 @@ class PlaneBuilder:
     same device, kernel, shapes and dtypes). The result parses with the generated xplane_pb2
     and with TensorFlow's own."""
 
-    def __init__(self, plane_id: int, name: str):
-        self.id = plane_id
+    def __init__(self, name: str):
         self.name = name
         self._event_ids: Dict[str, int] = {}
         self._stat_ids: Dict[str, int] = {}
@@ -132,11 +131,11 @@ class PlaneBuilder:
                          b"\x48", _varint((last_ns - first_ns) * 1000)))
         self._lines.append((head, events))
 
-    def space_field(self) -> List[bytes]:
-        """The plane as an ``XSpace.planes`` field (to append to a serialized XSpace), in
-        pieces whose concatenation is the field: the lines' events, most of a host plane's
-        bytes, are not copied until the profile is put together."""
-        parts = [b"\x08" + _varint(self.id), _field_bytes(0x12, self.name.encode("utf-8"))]
+    def space_field(self, plane_id: int) -> List[bytes]:
+        """The plane, numbered ``plane_id``, as an ``XSpace.planes`` field (to append to a
+        serialized XSpace), in pieces whose concatenation is the field: the lines' events,
+        most of a host plane's bytes, are not copied until the profile is put together."""
+        parts = [b"\x08" + _varint(plane_id), _field_bytes(0x12, self.name.encode("utf-8"))]
         for head, events in self._lines:  # XPlane.lines = 3
             parts += (_varint(0x1A) + _varint(len(head) + len(events)), head, events)
         for name, metadata_id in self._event_ids.items():  # map<int64, XEventMetadata> = 4
