@@ -200,3 +200,23 @@ def test_profile_without_a_logdir_saves_under_the_current_folder(tmp_path, monke
             pass
     assert session.logdir == str(tmp_path / "logs")
     assert session.result.path.startswith(str(tmp_path / "logs" / "plugins" / "profile"))
+
+
+@pytest.mark.parametrize("step", [1, 7, 4096])
+def test_the_saved_file_holds_every_piece_however_the_writes_are_cut(tmp_path, monkeypatch,
+                                                                      step):
+    from pluggable.profiler import session as session_module
+
+    pieces = [b"", bytes(range(256)) * 40, b"x", b"", b"\x00\x01" * 3000]
+    real_writev, calls = os.writev, []
+
+    def short_writev(fd, buffers):  # a file system that takes at most `step` bytes a call
+        calls.append(len(buffers))
+        joined = b"".join(bytes(b) for b in buffers)
+        return real_writev(fd, [joined[:step]])
+
+    monkeypatch.setattr(os, "writev", short_writev)
+    path = session_module._save(str(tmp_path), pieces)
+    assert open(path, "rb").read() == b"".join(pieces)
+    assert len(calls) == -(-sum(map(len, pieces)) // step)
+    assert not os.path.exists(path + ".tmp")
