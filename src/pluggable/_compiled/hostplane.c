@@ -627,8 +627,10 @@ static PyObject* encode_line(State* s, Line* line) {
      * as Python's encoder masks them. */
     uint64_t offset = ((uint64_t)e->start - (uint64_t)first) * 1000u;
     uint64_t duration = ((uint64_t)e->end - (uint64_t)e->start) * 1000u;
-    Py_ssize_t body = 1 + varint_size(id) + 1 + varint_size(offset) + 1 +
-                      varint_size(duration) + e->stats_len;
+    /* An instant event (an allocation) has no duration field: proto3 leaves out a 0, as
+     * TensorFlow's encoder does. */
+    Py_ssize_t body = 1 + varint_size(id) + 1 + varint_size(offset) +
+                      (duration != 0 ? 1 + varint_size(duration) : 0) + e->stats_len;
     Py_ssize_t stat = 0, peak_stat = 0, correlation_stat = 0;
     if (e->in_use >= 0) {
       stat = s->prefix_len + varint_size((uint64_t)e->in_use);
@@ -646,8 +648,10 @@ static PyObject* encode_line(State* s, Line* line) {
     p = put_varint(p, id);
     *p++ = 0x10; /* offset_ps = 2 */
     p = put_varint(p, offset);
-    *p++ = 0x18; /* duration_ps = 3 */
-    p = put_varint(p, duration);
+    if (duration != 0) {
+      *p++ = 0x18; /* duration_ps = 3 */
+      p = put_varint(p, duration);
+    }
     memcpy(p, e->stats, (size_t)e->stats_len);
     p += e->stats_len;
     if (e->in_use >= 0) {
