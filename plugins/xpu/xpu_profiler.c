@@ -56,9 +56,14 @@
 #include "pluggable/profiler_clock.h"
 #include "tensorflow/c/experimental/pluggable_profiler/pluggable_profiler.h"
 
-/* Events per chunk (one chunk is about 48 KiB). */
+/* The bytes a line's encoded events start with, per event: about a kernel event's size (its
+ * buffer doubles when they take more). A build may set it, e.g. to 1 to exercise the growth. */
+#ifndef XPU_PROF_EVENT_BYTES
+#define XPU_PROF_EVENT_BYTES 48
+#endif
+/* Events per chunk (one chunk is about 56 KiB). */
 #define XPU_PROF_CHUNK_EVENTS 1024
-/* Events one stream keeps per session by default (about 12 MiB); later ones are dropped and
+/* Events one stream keeps per session by default (about 14 MiB); later ones are dropped and
  * counted. XPU_SetProfilerMaxEvents changes it for sessions started afterwards. */
 #define XPU_PROF_MAX_EVENTS (256 * XPU_PROF_CHUNK_EVENTS)
 
@@ -73,7 +78,6 @@ typedef struct XpuProfEvent {
   char* name;          /* kernels: the node name (owned), or NULL */
   uint64_t correlation_id; /* kernels: the host's launch id, 0 when none */
   XpuProfKind kind;
-  uint32_t meta_id;    /* assigned while serialising */
 } XpuProfEvent;
 
 typedef struct XpuProfChunk {
@@ -183,6 +187,13 @@ static void* prof_alloc(size_t size) {
   void* p = malloc(size);
   if (p != NULL) atomic_fetch_add_explicit(&g_heap_blocks, 1, memory_order_relaxed);
   return p;
+}
+
+/* realloc of a prof_alloc block (NULL: a new one); on failure the block is kept, unchanged. */
+static void* prof_realloc(void* p, size_t size) {
+  void* q = realloc(p, size);
+  if (q != NULL && p == NULL) atomic_fetch_add_explicit(&g_heap_blocks, 1, memory_order_relaxed);
+  return q;
 }
 
 /* free of a prof_alloc block (NULL is ignored). */
@@ -319,7 +330,6 @@ void xpu_prof_record(XpuProfStream* b, XpuProfKind kind, uint64_t start_ns, uint
   e->name = name;
   e->correlation_id = correlation_id;
   e->kind = kind;
-  e->meta_id = 0;
   b->count++;
   atomic_store_explicit(&b->writing, 0, memory_order_release);
 }
@@ -410,7 +420,9 @@ static bool end_session(void) {
 
 /* ---- a minimal protobuf writer ---------------------------------------------------------- */
 
-/* With p == NULL it only counts: every message is measured with the same code that writes it. */
+/* With p == NULL it only counts: every message is measured with the same code that writes it.
+ * Events, the bulk of the bytes, are not written through it: each line's are encoded once,
+ * directly, into a buffer of their own (encode_line), which the line's message then copies. */
 typedef struct PbOut {
   uint8_t* p;
   size_t n;
@@ -418,22 +430,22 @@ typedef struct PbOut {
 
 enum { PB_VARINT = 0, PB_LEN = 2 };
 
-/* Bytes of `v` as a base-128 varint. */
-static size_t varint_size(uint64_t v) {
-  size_t n = 1;
-  for (; v >= 0x80; v >>= 7) n++;
-  return n;
+/* Bytes of `v` as a base-128 varint: one per started group of 7 significant bits. */
+static inline size_t varint_size(uint64_t v) {
+  return (size_t)(64 - __builtin_clzll(v | 1) + 6) / 7;
+}
+
+/* Writes `v` as a varint at `q`; returns the end. */
+static inline uint8_t* put_varint(uint8_t* q, uint64_t v) {
+  for (; v >= 0x80; v >>= 7) *q++ = (uint8_t)(v | 0x80);
+  *q++ = (uint8_t)v;
+  return q;
 }
 
 /* Appends `v` as a varint. */
 static void pb_varint(PbOut* o, uint64_t v) {
-  size_t n = varint_size(v);
-  if (o->p != NULL) {
-    uint8_t* q = o->p + o->n;
-    for (; v >= 0x80; v >>= 7) *q++ = (uint8_t)(v | 0x80);
-    *q = (uint8_t)v;
-  }
-  o->n += n;
+  if (o->p != NULL) put_varint(o->p + o->n, v);
+  o->n += varint_size(v);
 }
 
 /* Appends a field key. */
@@ -453,12 +465,17 @@ static void pb_len(PbOut* o, unsigned field, size_t len) {
   pb_varint(o, len);
 }
 
+/* Appends `len` bytes already encoded. */
+static void pb_raw(PbOut* o, const void* bytes, size_t len) {
+  if (o->p != NULL && len > 0) memcpy(o->p + o->n, bytes, len);
+  o->n += len;
+}
+
 /* A string field. */
 static void pb_str(PbOut* o, unsigned field, const char* s) {
   size_t len = strlen(s);
   pb_len(o, field, len);
-  if (o->p != NULL) memcpy(o->p + o->n, s, len);
-  o->n += len;
+  pb_raw(o, s, len);
 }
 
 /* A submessage whose body `body(o, arg)` writes: measured first, then written. */
@@ -541,6 +558,14 @@ static uint32_t meta_id(MetaTable* t, const char* name, const char* display) {
   return t->slots[j];
 }
 
+/* A line's events, encoded once as its XLine.events fields (key, length, XEvent each). */
+typedef struct LineEvents {
+  uint8_t* bytes; /* a prof_alloc block, or NULL */
+  size_t len;
+  uint64_t first; /* the line's timestamp: its first event's start */
+  uint64_t last;  /* its last event's end */
+} LineEvents;
+
 /* One plane being written: lines g_lines[first, first + count) of one device. */
 typedef struct PlaneCtx {
   int ordinal;
@@ -548,8 +573,8 @@ typedef struct PlaneCtx {
   size_t count;
   uint64_t dropped;
   MetaTable meta;
-  size_t* line_sizes; /* measured once, reused when writing */
-  size_t size;
+  LineEvents* lines; /* lines[i]: the events of g_lines[first + i] */
+  size_t size;       /* measured once, reused when writing */
 } PlaneCtx;
 
 typedef struct StatArg {
@@ -611,34 +636,6 @@ static bool meta_kernel_stats(MetaTable* t, uint32_t id) {
   return true;
 }
 
-typedef struct EventArg {
-  const XpuProfEvent* e;
-  uint64_t line_start_ns;
-  const MetaTable* meta; /* the plane's */
-} EventArg;
-
-/* An XEvent, its offset relative to its line's timestamp. */
-static void event_body(PbOut* o, const void* arg) {
-  const EventArg* a = arg;
-  const XpuProfEvent* e = a->e;
-  pb_int(o, 1, e->meta_id);
-  pb_int(o, 2, (e->start_ns - a->line_start_ns) * 1000); /* offset_ps, a oneof: always set */
-  uint64_t duration_ps = (e->end_ns - e->start_ns) * 1000;
-  if (duration_ps != 0) pb_int(o, 3, duration_ps);
-  if (e->kind == XPU_PROF_KERNEL && e->op_type != NULL) {
-    const MetaEntry* m = &a->meta->entries[e->meta_id - 1];
-    if (o->p != NULL) memcpy(o->p + o->n, m->kernel_stats, m->kernel_stats_len);
-    o->n += m->kernel_stats_len;
-    if (e->correlation_id != 0) {
-      StatArg c = {STAT_CORRELATION_ID, 3, e->correlation_id, NULL};
-      pb_message(o, 4, stat_body, &c);
-    }
-  } else if (e->kind >= XPU_PROF_MEMCPY_H2D && e->kind <= XPU_PROF_MEMSET) {
-    StatArg s = {STAT_BYTES, 3, e->bytes, NULL};
-    pb_message(o, 4, stat_body, &s);
-  }
-}
-
 /* The first start and the last end of a line's events. */
 static void line_span(const XpuProfLine* line, uint64_t* first, uint64_t* last) {
   *first = UINT64_MAX;
@@ -651,28 +648,137 @@ static void line_span(const XpuProfLine* line, uint64_t* first, uint64_t* last) 
   }
 }
 
-typedef struct LineArg {
-  const XpuProfLine* line;
-  const MetaTable* meta; /* its plane's */
-} LineArg;
+/* Keys (field number << 3 | wire type) of the fields an event is made of; each is one byte. */
+enum {
+  KEY_LINE_EVENTS = 4 << 3 | PB_LEN,          /* XLine.events */
+  KEY_EVENT_METADATA_ID = 1 << 3 | PB_VARINT, /* XEvent.metadata_id */
+  KEY_EVENT_OFFSET_PS = 2 << 3 | PB_VARINT,   /* XEvent.offset_ps */
+  KEY_EVENT_DURATION_PS = 3 << 3 | PB_VARINT, /* XEvent.duration_ps */
+  KEY_EVENT_STATS = 4 << 3 | PB_LEN,          /* XEvent.stats */
+  KEY_STAT_METADATA_ID = 1 << 3 | PB_VARINT,  /* XStat.metadata_id */
+  KEY_STAT_UINT64 = 3 << 3 | PB_VARINT,       /* XStat.uint64_value */
+};
+/* put_u64_stat writes a stat's metadata id as one byte. */
+_Static_assert(STAT_COUNT <= 0x80, "stat metadata ids must be one-byte varints");
 
-/* An XLine with its events. */
-static void line_body(PbOut* o, const void* arg) {
-  const XpuProfLine* line = ((const LineArg*)arg)->line;
-  char fallback[48];
-  snprintf(fallback, sizeof fallback, "stream %" PRIu64, line->stream_id);
-  uint64_t first, last;
-  line_span(line, &first, &last);
-  pb_int(o, 1, line->stream_id);
-  pb_str(o, 2, line->name != NULL ? line->name : fallback);
-  pb_int(o, 3, first);
+/* The most an event's fields take, beside a kernel's pre-encoded stats: metadata id (key and
+ * a uint32 varint, 6), offset and duration (key and a uint64 varint, 11 each), one uint64 stat
+ * (key, length, metadata id field, value field: 15). */
+enum { EVENT_FIELDS_MAX = 6 + 11 + 11 + 15 };
+
+/* Writes an XEvent.stats field holding a uint64 XStat of stat metadata `id` at `q`: key,
+ * length, then metadata id and value fields; returns the end. */
+static inline uint8_t* put_u64_stat(uint8_t* q, unsigned id, uint64_t v) {
+  q[0] = KEY_EVENT_STATS;
+  q[2] = KEY_STAT_METADATA_ID;
+  q[3] = (uint8_t)id;
+  q[4] = KEY_STAT_UINT64;
+  uint8_t* end = put_varint(q + 5, v);
+  q[1] = (uint8_t)(end - (q + 2)); /* at most 13 */
+  return end;
+}
+
+static const char kOutOfMemory[] = "out of host memory while serialising the XSpace";
+static const char kSizesDisagree[] =
+    "the XSpace encoder's size pass and write pass disagree (a plugin bug)";
+static const char kEventTooLong[] =
+    "the XSpace encoder wrote an event of 128 bytes or more, past the one-byte length it "
+    "reserves (a plugin bug)";
+
+/* Gives every event of `line` its metadata id in `meta` (adding entries, with their kernel
+ * stats, as they first appear) and encodes the events into out->bytes, once: an XEvent is its
+ * metadata id, its offset from the line's timestamp, its duration when not 0, and its stats:
+ * a kernel's pre-encoded ones (MetaEntry.kernel_stats) and its correlation id when it has one,
+ * a copy's or fill's "bytes". An event's body is below 128 bytes (EVENT_FIELDS_MAX and three
+ * kernel stats of at most 10 bytes), so its length is one byte, filled in once the body is
+ * written; a body that would not fit fails the encoding. out->bytes is set as soon as it is
+ * allocated, so the caller frees it on every path. Returns NULL, or why it failed. */
+static const char* encode_line(const XpuProfLine* line, MetaTable* meta, LineEvents* out) {
+  line_span(line, &out->first, &out->last);
+  const uint64_t first = out->first;
+  size_t cap = XPU_PROF_EVENT_BYTES * line->count + 64;
+  out->bytes = prof_alloc(cap);
+  if (out->bytes == NULL) return kOutOfMemory;
+  size_t len = 0;
+  /* The last (name, display) looked up, by address: kernels of one op type share its static
+   * name, and eager ones have no node name of their own, so runs of them skip the table. */
+  const char* last_name = NULL;
+  const char* last_display = NULL;
+  uint32_t id = 0;
+  const MetaEntry* m = NULL; /* entry `id`'s, when it is a kernel's */
   for (const XpuProfChunk* c = line->first; c != NULL; c = c->next) {
-    for (size_t i = 0; i < c->count; i++) {
-      EventArg a = {&c->events[i], first, ((const LineArg*)arg)->meta};
-      pb_message(o, 4, event_body, &a);
+    for (size_t k = 0; k < c->count; k++) {
+      const XpuProfEvent* e = &c->events[k];
+      bool kernel = e->kind == XPU_PROF_KERNEL && e->op_type != NULL;
+      const char* name = kKindNames[e->kind];
+      const char* display = NULL;
+      if (kernel) {
+        name = e->op_type;
+        if (e->name != NULL && e->name[0] != '\0' && strcmp(e->name, name) != 0) {
+          display = e->name;
+        }
+      }
+      if (id == 0 || name != last_name || display != last_display) {
+        id = meta_id(meta, name, display);
+        if (id == 0 || (kernel && !meta_kernel_stats(meta, id))) return kOutOfMemory;
+        m = kernel ? &meta->entries[id - 1] : NULL;
+        last_name = name;
+        last_display = display;
+      }
+      /* Room for the most the event can take: key, length, its fields and kernel stats. */
+      size_t most = len + 2 + EVENT_FIELDS_MAX + (m != NULL ? m->kernel_stats_len : 0);
+      if (most > cap) {
+        size_t grown_cap = 2 * cap > most ? 2 * cap : most;
+        uint8_t* grown = prof_realloc(out->bytes, grown_cap);
+        if (grown == NULL) return kOutOfMemory;
+        out->bytes = grown;
+        cap = grown_cap;
+      }
+      uint8_t* q = out->bytes + len;
+      *q++ = KEY_LINE_EVENTS;
+      uint8_t* body_len = q++;
+      const uint8_t* body = q;
+      *q++ = KEY_EVENT_METADATA_ID;
+      q = put_varint(q, id);
+      *q++ = KEY_EVENT_OFFSET_PS; /* a oneof: written even when 0 */
+      q = put_varint(q, (e->start_ns - first) * 1000);
+      uint64_t duration_ps = (e->end_ns - e->start_ns) * 1000;
+      if (duration_ps != 0) {
+        *q++ = KEY_EVENT_DURATION_PS;
+        q = put_varint(q, duration_ps);
+      }
+      if (m != NULL) {
+        memcpy(q, m->kernel_stats, m->kernel_stats_len);
+        q += m->kernel_stats_len;
+        if (e->correlation_id != 0) q = put_u64_stat(q, STAT_CORRELATION_ID, e->correlation_id);
+      } else if (e->kind >= XPU_PROF_MEMCPY_H2D && e->kind <= XPU_PROF_MEMSET) {
+        q = put_u64_stat(q, STAT_BYTES, e->bytes);
+      }
+      if (q - body >= 0x80) return kEventTooLong;
+      *body_len = (uint8_t)(q - body);
+      len = (size_t)(q - out->bytes);
     }
   }
-  if (last > first) pb_int(o, 9, (last - first) * 1000);
+  out->len = len;
+  return NULL;
+}
+
+typedef struct LineArg {
+  const XpuProfLine* line;
+  const LineEvents* events;
+} LineArg;
+
+/* An XLine: its header, its events as encoded by encode_line, its duration and display id. */
+static void line_body(PbOut* o, const void* arg) {
+  const LineArg* a = arg;
+  const XpuProfLine* line = a->line;
+  char fallback[48];
+  if (line->name == NULL) snprintf(fallback, sizeof fallback, "stream %" PRIu64, line->stream_id);
+  pb_int(o, 1, line->stream_id);
+  pb_str(o, 2, line->name != NULL ? line->name : fallback);
+  pb_int(o, 3, a->events->first);
+  pb_raw(o, a->events->bytes, a->events->len);
+  if (a->events->last > a->events->first) pb_int(o, 9, (a->events->last - a->events->first) * 1000);
   pb_int(o, 10, line->stream_id);
 }
 
@@ -710,8 +816,7 @@ static void map_entry_body(PbOut* o, const void* arg) {
   pb_message(o, 2, m->value, m->meta);
 }
 
-/* An XPlane: lines, metadata maps, stats. Measuring records each line's size in the
- * PlaneCtx, which writing reuses. */
+/* An XPlane: lines (their events already encoded), metadata maps, stats. */
 static void plane_body(PbOut* o, const void* arg) {
   PlaneCtx* p = (PlaneCtx*)arg;
   char name[32];
@@ -719,15 +824,8 @@ static void plane_body(PbOut* o, const void* arg) {
   if (p->ordinal != 0) pb_int(o, 1, (uint64_t)(int64_t)p->ordinal); /* proto3: 0 is omitted */
   pb_str(o, 2, name);
   for (size_t i = 0; i < p->count; i++) {
-    const LineArg line = {&g_lines[p->first + i], &p->meta};
-    if (o->p == NULL) {
-      PbOut m = {NULL, 0};
-      line_body(&m, &line);
-      p->line_sizes[i] = m.n;
-    }
-    pb_len(o, 3, p->line_sizes[i]);
-    if (o->p != NULL) line_body(o, &line);
-    else o->n += p->line_sizes[i];
+    const LineArg line = {&g_lines[p->first + i], &p->lines[i]};
+    pb_message(o, 3, line_body, &line);
   }
   for (size_t i = 0; i < p->meta.count; i++) {
     MetaArg m = {i + 1, p->meta.entries[i].name, p->meta.entries[i].display};
@@ -790,85 +888,53 @@ static void space_body(PbOut* o, PlaneCtx* planes, size_t plane_count) {
   }
 }
 
-/* Gives every event of the plane its metadata id; false when out of memory. */
-static bool plane_assign_metadata(PlaneCtx* p) {
-  /* The last (name, display) looked up, by address: kernels of one op type share its static
-   * name, and eager ones have no node name of their own, so runs of them skip the table. */
-  const char* last_name = NULL;
-  const char* last_display = NULL;
-  uint32_t last_id = 0;
+/* Encodes the events of every line of the plane (encode_line); NULL, or why it failed. */
+static const char* plane_encode_lines(PlaneCtx* p) {
   for (size_t i = 0; i < p->count; i++) {
     const XpuProfLine* line = &g_lines[p->first + i];
     p->dropped += line->dropped;
-    for (XpuProfChunk* c = line->first; c != NULL; c = c->next) {
-      for (size_t k = 0; k < c->count; k++) {
-        XpuProfEvent* e = &c->events[k];
-        const char* name = kKindNames[e->kind];
-        const char* display = NULL;
-        if (e->kind == XPU_PROF_KERNEL && e->op_type != NULL) {
-          name = e->op_type;
-          if (e->name != NULL && e->name[0] != '\0' && strcmp(e->name, name) != 0) {
-            display = e->name;
-          }
-        }
-        if (last_id != 0 && name == last_name && display == last_display) {
-          e->meta_id = last_id;
-          continue; /* its kernel stats, if any, were made with the entry */
-        }
-        e->meta_id = meta_id(&p->meta, name, display);
-        if (e->meta_id == 0) return false;
-        if (e->kind == XPU_PROF_KERNEL && e->op_type != NULL &&
-            !meta_kernel_stats(&p->meta, e->meta_id)) {
-          return false;
-        }
-        last_name = name;
-        last_display = display;
-        last_id = e->meta_id;
-      }
-    }
+    const char* why = encode_line(line, &p->meta, &p->lines[i]);
+    if (why != NULL) return why;
   }
-  return true;
+  return NULL;
 }
 
 /* Serialises the stopped session into g_encoded (NULL and 0 bytes when no device did work)
- * and frees its events. False when out of memory, with `why` set. */
+ * and frees its events. False when it failed (out of memory, or a plugin bug), with `why`
+ * set. Events are encoded once per line (plane_encode_lines); the few messages around them
+ * are measured, then written, and both passes must agree. */
 static bool encode_stopped_session(const char** why) {
   size_t plane_count = 0;
   for (size_t i = 0; i < g_line_count; i++) {
     if (i == 0 || g_lines[i].ordinal != g_lines[i - 1].ordinal) plane_count++;
   }
-  bool ok = true;
+  const char* failure = NULL;
   PlaneCtx* planes = plane_count > 0 ? calloc(plane_count, sizeof *planes) : NULL;
-  size_t* line_sizes = g_line_count > 0 ? calloc(g_line_count, sizeof *line_sizes) : NULL;
-  if (plane_count > 0 && (planes == NULL || line_sizes == NULL)) ok = false;
-  for (size_t i = 0, k = 0; ok && i < g_line_count; i++) {
+  LineEvents* lines = g_line_count > 0 ? calloc(g_line_count, sizeof *lines) : NULL;
+  if (plane_count > 0 && (planes == NULL || lines == NULL)) failure = kOutOfMemory;
+  for (size_t i = 0, k = 0; failure == NULL && i < g_line_count; i++) {
     if (i > 0 && g_lines[i].ordinal == g_lines[i - 1].ordinal) {
       planes[k - 1].count++;
       continue;
     }
     planes[k] = (PlaneCtx){.ordinal = g_lines[i].ordinal, .first = i, .count = 1,
-                           .line_sizes = line_sizes + i};
+                           .lines = lines + i};
     k++;
   }
-  for (size_t i = 0; ok && i < plane_count; i++) ok = plane_assign_metadata(&planes[i]);
+  for (size_t i = 0; failure == NULL && i < plane_count; i++) {
+    failure = plane_encode_lines(&planes[i]);
+  }
   uint8_t* bytes = NULL;
   PbOut out = {NULL, 0};
-  if (ok && plane_count > 0) {
+  if (failure == NULL && plane_count > 0) {
     space_body(&out, planes, plane_count);
     bytes = prof_alloc(out.n);
-    ok = bytes != NULL;
+    if (bytes == NULL) failure = kOutOfMemory;
   }
-  if (ok && bytes != NULL) {
+  if (failure == NULL && bytes != NULL) {
     PbOut w = {bytes, 0};
     space_body(&w, planes, plane_count);
-    if (w.n != out.n) { /* the measuring and the writing pass disagree: a plugin bug */
-      *why = "the XSpace encoder's size pass and write pass disagree";
-      prof_free(bytes);
-      bytes = NULL;
-      ok = false;
-    }
-  } else if (!ok) {
-    *why = "out of host memory while serialising the XSpace";
+    if (w.n != out.n) failure = kSizesDisagree;
   }
   for (size_t i = 0; i < plane_count && planes != NULL; i++) {
     for (size_t k = 0; k < planes[i].meta.count; k++) {
@@ -878,10 +944,15 @@ static bool encode_stopped_session(const char** why) {
     free(planes[i].meta.entries);
     free(planes[i].meta.slots);
   }
+  for (size_t i = 0; i < g_line_count && lines != NULL; i++) prof_free(lines[i].bytes);
   free(planes);
-  free(line_sizes);
+  free(lines);
   discard_stopped_session();
-  if (!ok) return false;
+  if (failure != NULL) {
+    prof_free(bytes);
+    *why = failure;
+    return false;
+  }
   g_encoded = bytes;
   g_encoded_size = bytes != NULL ? out.n : 0;
   g_encoded_ready = true;
