@@ -220,3 +220,35 @@ def test_the_saved_file_holds_every_piece_however_the_writes_are_cut(tmp_path, m
     assert open(path, "rb").read() == b"".join(pieces)
     assert len(calls) == -(-sum(map(len, pieces)) // step)
     assert not os.path.exists(path + ".tmp")
+
+
+def test_an_interrupted_stop_gives_up_the_collects_and_the_next_session_works(
+        profiler_plugin, own_manager, counts, tmp_path, monkeypatch):
+    from pluggable.plugin import profiler as plugin_profiler
+    from pluggable.profiler.host_tracer import HostTracer
+
+    path = profiler_plugin()
+    _load(own_manager, path)
+    given_up = []
+    real_abandon = plugin_profiler.PendingCollect.abandon
+    monkeypatch.setattr(plugin_profiler.PendingCollect, "abandon",
+                        lambda self: (given_up.append(self), real_abandon(self)))
+
+    def interrupted(self):  # Ctrl-C while the host plane is encoded
+        raise KeyboardInterrupt
+
+    profiler.start(tmp_path)
+    with profiler.Trace("step", step_num=1):
+        pass
+    with monkeypatch.context() as patch:
+        patch.setattr(HostTracer, "encode_plane", interrupted)
+        with pytest.raises(KeyboardInterrupt):
+            profiler.stop()
+    assert len(given_up) == 1 and not profiler.is_running()
+    profiler.start(tmp_path)
+    with profiler.Trace("step", step_num=2):
+        pass
+    result = profiler.stop()
+    assert result.planes == ["/device:TEST:0", "/host:CPU"]
+    assert [e.stats["step_num"] for e in result.events("/host:CPU")] == [2]
+    assert not result.warnings

@@ -194,12 +194,11 @@ class PluginProfiler:
 
     def collect(self) -> bytes:
         """The serialized XSpace of the session (b"" when the device did nothing)."""
-        return self.begin_collect()()[0]
+        return self.begin_collect().result()[0]
 
-    def begin_collect(self):
-        """Starts collecting the session's serialized XSpace and returns the function that
-        waits for it and gives ``(data, plane_ids)`` (b"" and [] when the device did nothing);
-        it raises what went wrong.
+    def begin_collect(self) -> "PendingCollect":
+        """Starts collecting the session's serialized XSpace; the `PendingCollect` returned
+        waits for it (`result`) or gives it up (`abandon`).
 
         Both calls of the two-call protocol (the size first, then a buffer of exactly that
         size followed by a guard region), the guard's check and the check of the bytes'
@@ -207,12 +206,8 @@ class PluginProfiler:
         without the GIL, while the caller goes on: the session encodes the host plane
         meanwhile. A plugin that writes past the size it announced is an error (the bytes
         are dropped), and so are bytes that are not a serialized XSpace (a malformed one
-        would make the whole file unreadable). The wait is bounded by the deadline, counted
-        from the start: a collect that does not return in time, or whose wait Ctrl-C
-        interrupts, is abandoned (it goes on on its thread, with its statuses) and the
-        profiler is never called again."""
-        call = "collect_data_xspace"
-        self._refuse_if_stuck(call)
+        would make the whole file unreadable)."""
+        self._refuse_if_stuck("collect_data_xspace")
         query, status = _native.acquire_status(), _native.acquire_status()
         try:
             job = _native.compiled.begin_collect(
@@ -222,26 +217,7 @@ class PluginProfiler:
             _native.release_status(query)
             _native.release_status(status)
             raise
-
-        def finish():
-            limit = limits.deadline()
-            try:
-                returned = job.wait(limit if limit else _FOREVER)
-            except BaseException:  # Ctrl-C while waiting: the calls go on with their statuses
-                _native.abandon_status(query)
-                _native.abandon_status(status)
-                self._interrupted(call)
-                raise
-            if not returned:
-                _native.abandon_status(query)
-                _native.abandon_status(status)
-                self._overdue(call, limit)
-            try:
-                return self._collected(job.result(), query, status)
-            finally:
-                _native.release_status(query)
-                _native.release_status(status)
-        return finish
+        return PendingCollect(self, job, query, status)
 
     def _collected(self, result, query, status):
         """What `begin_collect`'s job found, or the error it makes."""
@@ -276,6 +252,49 @@ class PluginProfiler:
 
     def __repr__(self) -> str:
         return f"<PluginProfiler {self.device_type} {self.path!r}>"
+
+
+class PendingCollect:
+    """A profiler's collect_data_xspace running on its helper thread (`begin_collect`)."""
+
+    _CALL = "collect_data_xspace"
+
+    def __init__(self, profiler: PluginProfiler, job, query, status):
+        self._profiler, self._job = profiler, job
+        self._statuses = (query, status)  # lent until the calls returned, or given up
+
+    def result(self):
+        """Waits for the calls, at most until the deadline counted from their start, and
+        gives ``(data, plane_ids)`` (b"" and [] when the device did nothing), or raises what
+        went wrong. A collect that does not return in time, or whose wait Ctrl-C interrupts,
+        is abandoned (it goes on on its thread, with its statuses) and the profiler is never
+        called again."""
+        profiler, call = self._profiler, self._CALL
+        limit = limits.deadline()
+        try:
+            returned = self._job.wait(limit if limit else _FOREVER)
+        except BaseException:  # Ctrl-C while waiting
+            self.abandon()
+            profiler._interrupted(call)
+            raise
+        if not returned:
+            self.abandon()
+            profiler._overdue(call, limit)
+        query, status = self._statuses
+        try:
+            return profiler._collected(self._job.result(), query, status)
+        finally:
+            self._statuses = ()
+            _native.release_status(query)
+            _native.release_status(status)
+
+    def abandon(self) -> None:
+        """Gives the collect up without waiting (the session that started it is ending
+        another way): its statuses stay the calls' (never freed or reused), and what it
+        collects is dropped."""
+        for lent in self._statuses:
+            _native.abandon_status(lent)
+        self._statuses = ()
 
 
 def load_profiler(path: str, init_address: Optional[int]) -> Optional[PluginProfiler]:

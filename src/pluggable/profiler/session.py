@@ -206,22 +206,28 @@ def _finish(session: _Session, save: bool) -> ProfileResult:
         except PluggableError as exc:
             _warn(session, f"pluggable.profiler: {exc}; its planes are left out")
     host_plane = host_failure = None
-    if session.tracer is not None:
-        try:
-            host_plane = session.tracer.encode_plane()
-        except PluggableError as exc:  # a malformed record: the plugins' planes are kept
-            host_failure = exc
     chunks: List[bytes] = []
     plane_ids = []
-    for finish in pending:
-        try:
-            data, ids = finish()
-        except PluggableError as exc:
-            _warn(session, f"pluggable.profiler: {exc}; its planes are left out")
-            continue
-        if data:
-            plane_ids.extend(ids)
-            chunks.append(data)
+    try:
+        if session.tracer is not None:
+            try:
+                host_plane = session.tracer.encode_plane()
+            except PluggableError as exc:  # a malformed record: the plugins' planes are kept
+                host_failure = exc
+        while pending:
+            try:
+                data, ids = pending[0].result()
+            except PluggableError as exc:
+                _warn(session, f"pluggable.profiler: {exc}; its planes are left out")
+                continue
+            finally:
+                pending.pop(0)
+            if data:
+                plane_ids.extend(ids)
+                chunks.append(data)
+    finally:  # interrupted (Ctrl-C): the collects still running are given up
+        for collect in pending:
+            collect.abandon()
     if host_failure is not None:
         _warn(session, f"pluggable.profiler: the host plane is left out: {host_failure}")
     if host_plane is not None:
