@@ -144,7 +144,7 @@ def test_the_collect_job_stops_at_a_failed_size_query():
 
 
 def test_begin_collect_refuses_bad_arguments():
-    with pytest.raises(ValueError, match="fn must be a nonzero address"):
+    with pytest.raises(ValueError, match="begin_collect: fn is 0 \\(a NULL pointer\\)"):
         _compiled.begin_collect(0, 1, 1, 1, 64, 0xA5)
     with pytest.raises(ValueError, match="guard_bytes must be 0 to 2\\*\\*20 and pattern a byte"):
         _compiled.begin_collect(1, 1, 1, 1, 64, 256)

@@ -187,7 +187,10 @@ def test_a_bounded_stream_wait_polls_a_pooled_event(xpu, streams, stream_delay, 
     """With a deadline (the default) `Stream.synchronize` records and polls an event of the
     event manager's pool: none is created or destroyed per wait."""
     a, _ = streams
-    a.synchronize()  # the pool has an event now
+    stream_delay(2_000)
+    with xpu.allocate(16) as memory:  # a wait for real work: the pool has an event now
+        slow_writes(xpu, a, memory, 0, count=1)
+        a.synchronize()
     created = []
     create = type(xpu).create_event
     monkeypatch.setattr(type(xpu), "create_event",

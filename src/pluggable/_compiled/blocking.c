@@ -294,25 +294,26 @@ static int wait_for(Job* job, uint64_t started, uint64_t deadline, PyThreadState
   return done;
 }
 
-/* An address argument: an int that fits a pointer, nonzero unless `may_be_null`. */
-static int address_argument(PyObject* value, const char* name, void** out, int may_be_null) {
+/* An address argument of `who`: an int that fits a pointer, nonzero unless `may_be_null`. */
+int pg_address_argument(PyObject* value, const char* who, const char* name, void** out,
+                        int may_be_null) {
   if (!PyLong_Check(value)) {
-    PyErr_Format(PyExc_TypeError, "bounded_call: %s must be an int (an address), not %.100s",
-                 name, Py_TYPE(value)->tp_name);
+    PyErr_Format(PyExc_TypeError, "%s: %s must be an int (an address), not %.100s", who, name,
+                 Py_TYPE(value)->tp_name);
     return -1;
   }
   unsigned long long address = PyLong_AsUnsignedLongLong(value);
   if (address == (unsigned long long)-1 && PyErr_Occurred()) {
-    PyErr_Format(PyExc_ValueError, "bounded_call: %s must be an address from 1 to 2**64-1, "
-                 "not %R", name, value);
+    PyErr_Format(PyExc_ValueError, "%s: %s must be an address from 1 to 2**64-1, not %R", who,
+                 name, value);
     return -1;
   }
   if (address == 0 && !may_be_null) {
-    PyErr_Format(PyExc_ValueError, "bounded_call: %s is 0 (a NULL pointer)", name);
+    PyErr_Format(PyExc_ValueError, "%s: %s is 0 (a NULL pointer)", who, name);
     return -1;
   }
   if ((unsigned long long)(uintptr_t)address != address) {
-    PyErr_Format(PyExc_ValueError, "bounded_call: %s %R does not fit a pointer", name, value);
+    PyErr_Format(PyExc_ValueError, "%s: %s %R does not fit a pointer", who, name, value);
     return -1;
   }
   *out = (void*)(uintptr_t)address;
@@ -330,9 +331,9 @@ static PyObject* fast_bounded_call(PyObject* self, PyObject* const* args, Py_ssi
   void *fn, *device, *status;
   /* The second argument may be NULL: destroy_stream(device, stream) is called this way too,
    * and a plugin may use NULL as a stream handle. */
-  if (address_argument(args[0], "fn_address", &fn, 0) < 0 ||
-      address_argument(args[1], "device_address", &device, 0) < 0 ||
-      address_argument(args[2], "status_address", &status, 1) < 0) {
+  if (pg_address_argument(args[0], "bounded_call", "fn_address", &fn, 0) < 0 ||
+      pg_address_argument(args[1], "bounded_call", "device_address", &device, 0) < 0 ||
+      pg_address_argument(args[2], "bounded_call", "status_address", &status, 1) < 0) {
     return NULL;
   }
   double timeout = PyFloat_AsDouble(args[3]);

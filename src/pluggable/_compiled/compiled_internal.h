@@ -146,6 +146,10 @@ int pg_blocking_init(PyObject* module);
  * signal handler raised, with the exception set) and lets go with pg_job_release, whether it
  * finished or not. */
 typedef struct PgJob PgJob;
+/* An address argument of the function `who`: an int that fits a pointer, nonzero unless
+ * `may_be_null`; -1 with a TypeError or ValueError naming `who` and `name` when not. */
+int pg_address_argument(PyObject* value, const char* who, const char* name, void** out,
+                        int may_be_null);
 PgJob* pg_job_new(void (*run)(void*), void* work, void (*work_free)(void*));
 int pg_job_start(PgJob* job, uint64_t* started);
 int pg_job_wait(PgJob* job, uint64_t started, double timeout);

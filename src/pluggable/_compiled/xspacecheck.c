@@ -434,19 +434,6 @@ static PyTypeObject CollectType = {
     .tp_methods = collect_methods,
 };
 
-static int address_of(PyObject* value, const char* name, void** out) {
-  unsigned long long address = PyLong_Check(value) ? PyLong_AsUnsignedLongLong(value) : 0;
-  if (address == (unsigned long long)-1 && PyErr_Occurred()) PyErr_Clear();
-  if (address == 0 || address == (unsigned long long)-1 ||
-      (unsigned long long)(uintptr_t)address != address) {
-    PyErr_Format(PyExc_ValueError, "begin_collect: %s must be a nonzero address, not %R", name,
-                 value);
-    return -1;
-  }
-  *out = (void*)(uintptr_t)address;
-  return 0;
-}
-
 /* begin_collect(fn, profiler, query_status, status, guard_bytes, pattern) -> XSpaceCollect */
 static PyObject* begin_collect(PyObject* module, PyObject* const* args, Py_ssize_t nargs) {
   (void)module;
@@ -460,9 +447,11 @@ static PyObject* begin_collect(PyObject* module, PyObject* const* args, Py_ssize
     return NULL;
   }
   void *fn, *profiler, *query, *status;
-  if (address_of(args[0], "fn", &fn) < 0 || address_of(args[1], "profiler", &profiler) < 0 ||
-      address_of(args[2], "query_status", &query) < 0 ||
-      address_of(args[3], "status", &status) < 0) {
+  const char* who = "begin_collect";
+  if (pg_address_argument(args[0], who, "fn", &fn, 0) < 0 ||
+      pg_address_argument(args[1], who, "profiler", &profiler, 0) < 0 ||
+      pg_address_argument(args[2], who, "query_status", &query, 0) < 0 ||
+      pg_address_argument(args[3], who, "status", &status, 0) < 0) {
     return NULL;
   }
   Py_ssize_t guard = PyLong_AsSsize_t(args[4]);
