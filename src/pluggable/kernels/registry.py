@@ -49,7 +49,8 @@ if TYPE_CHECKING:
     from ..plugin.library import PluginLibrary
 
 __all__ = ["KernelRegistration", "Kernel", "KernelInput", "KernelOutput", "AttrList",
-           "registered_kernels", "all_registrations", "load_kernels", "flush_releases", "close_all",
+           "registered_kernels", "all_registrations", "load_kernels", "register_kernels",
+           "flush_releases", "close_all",
            "free_host_output", "host_output_array", "Refusal", "refusals", "kernel_libraries"]
 
 
@@ -536,7 +537,7 @@ _registry_lock = threading.RLock()
 _registrations: List[KernelRegistration] = []
 _index: Dict[Tuple[str, str], List[KernelRegistration]] = {}
 _by_op: Dict[str, List[KernelRegistration]] = {}
-_loaded: Dict[int, List[KernelRegistration]] = {}  # TF_InitKernel address -> accepted
+_loaded: Dict[int, List[int]] = {}  # TF_InitKernel address -> the ids it had accepted
 
 
 # The fields `KernelRegistration` reads on first use rather than when mirrored.
@@ -544,13 +545,21 @@ _DETAILS = frozenset(("kernel_name", "label", "priority", "constraints", "host_m
                       "is_async", "error_message"))
 
 
-def _mirror(start: int, end: int) -> List[KernelRegistration]:
-    """Registrations ``start .. end - 1``, from their keys, read in one call."""
+def _keys(start: int, end: int) -> Optional[List[bytes]]:
+    """The keys of registrations ``start .. end - 1`` (op, device type, source, error code,
+    enabled: five per registration), read in one call; None when they cannot be."""
     size = _Keys(start, end, None, 0)
     buffer = ctypes.create_string_buffer(max(1, size))
     if size < 0 or _Keys(start, end, buffer, size) != size:
+        return None
+    return buffer.raw[:size].split(b"\0")
+
+
+def _mirror(start: int, end: int) -> List[KernelRegistration]:
+    """Registrations ``start .. end - 1``, from their keys."""
+    keys = _keys(start, end)
+    if keys is None:
         return [KernelRegistration(i) for i in range(start, end)]
-    keys = buffer.raw[:size].split(b"\0")
     return [KernelRegistration(i, keys[k:k + 5])
             for i, k in zip(range(start, end), range(0, 5 * (end - start), 5))]
 
@@ -569,6 +578,13 @@ def _refresh() -> None:
 generation = 0
 
 
+def _stale() -> None:
+    """The set of kernels changed: plans made from the older one are stale."""
+    global generation
+    generation += 1
+    _native.compiled.invalidate()
+
+
 def _rebuild_index() -> None:
     global generation
     generation += 1
@@ -578,7 +594,7 @@ def _rebuild_index() -> None:
         if r._enabled:
             _index.setdefault((r.op, r.device_type), []).append(r)
             _by_op.setdefault(r.op, []).append(r)
-    _native.compiled.invalidate()  # plans made from the older set are stale
+    _native.compiled.invalidate()  # told last: a plan made meanwhile sees the new state
 
 
 def registered_kernels(op: Optional[str] = None, device_type: Optional[str] = None,
@@ -618,8 +634,20 @@ kernel_libraries: FrozenSet[str] = frozenset()
 
 def load_kernels(source: "Platform | PluginLibrary",
                  device_types: Optional[Iterable[str]] = None) -> List[KernelRegistration]:
-    """Runs the ``TF_InitKernel`` of ``source`` (once per process) and returns the kernels it
-    registered that the host accepted.
+    """Runs the ``TF_InitKernel`` of ``source`` (once per process, `register_kernels`) and
+    returns the kernels it registered that the host accepted."""
+    accepted = register_kernels(source, device_types)
+    with _registry_lock:
+        _refresh()
+        return [_registrations[i] for i in accepted]
+
+
+def register_kernels(source: "Platform | PluginLibrary",
+                     device_types: Optional[Iterable[str]] = None) -> List[int]:
+    """Runs the ``TF_InitKernel`` of ``source`` (once per process) and returns the ids of the
+    kernels it registered that the host accepted. The registry's Python objects are made at
+    the first lookup, not here: loading a plugin of hundreds of kernels (at start-up) makes
+    none but those it refuses.
 
     ``source`` is a loaded `Platform`, or a `PluginLibrary` without a device (a kernel
     library). ``device_types`` are the device types of every loaded platform (the loader
@@ -657,13 +685,27 @@ def load_kernels(source: "Platform | PluginLibrary",
         refused += [Refusal(path, "op", safe_text(name), safe_text(name), "",
                             safe_text(reason))
                     for name, reason in plugin_ops.adopt(path, ops_start)]
-        _refresh()
-        mine = [r for r in _registrations[start:] if r.plugin == path]
-        accepted = []
-        for r in mine:
-            if r.error_code == TF_Code.TF_OK and (every_type or r.device_type in known):
-                accepted.append(r)
+        # Decided from the registrations' keys: the KernelRegistration objects of the whole
+        # registry are made when kernels are first looked up (`_refresh`), not at start-up;
+        # only a refused one is made here, for its reason.
+        end = _Count()
+        keys = _keys(start, end)
+        if keys is None:  # the keys cannot be read at once: one registration at a time
+            keys = [field for r in (KernelRegistration(i) for i in range(start, end))
+                    for field in (r.op.encode(), r.device_type.encode(),
+                                  r.plugin.encode("utf-8", "surrogateescape"),
+                                  str(r.error_code).encode(), b"1" if r._enabled else b"0")]
+        source = path.encode("utf-8", "surrogateescape")
+        accepted, mine = [], 0
+        for i, k in zip(range(start, end), range(0, 5 * (end - start), 5)):
+            device_type, plugin, code = keys[k + 1], keys[k + 2], int(keys[k + 3])
+            if plugin != source:
                 continue
+            mine += 1
+            if code == TF_Code.TF_OK and (every_type or _text(device_type) in known):
+                accepted.append(i)
+                continue
+            r = KernelRegistration(i, keys[k:k + 5])
             if r.error_code != TF_Code.TF_OK:
                 reason = (f"TF_RegisterKernelBuilder failed with {_code_name(r.error_code)}: "
                           f"{r.error_message}")
@@ -677,11 +719,11 @@ def load_kernels(source: "Platform | PluginLibrary",
                                    reason))
         if own is None:
             kernel_libraries = kernel_libraries | {path}
-        _rebuild_index()
+        _stale()  # the mirror and its index follow at the next lookup (`_refresh`)
         _loaded[init] = accepted
         _refused.extend(refused)
     if refused:  # after every decision: the warning may be raised as an error
-        warn(_summary(path, refused, len(mine), ops_made), PluginLoadWarning)
+        warn(_summary(path, refused, mine, ops_made), PluginLoadWarning)
     return list(accepted)
 
 

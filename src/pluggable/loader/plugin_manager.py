@@ -200,9 +200,9 @@ class PluginManager:
         for message in self.devices.add_platform(platform, record.priority, record):
             warn(message, PluginLoadWarning)
         if library.kernel_init is not None:  # its device type is registered: now its kernels
-            from ..kernels.registry import load_kernels
+            from ..kernels.registry import register_kernels
 
-            load_kernels(platform, {p.device_type for p in self.platforms.all()})
+            register_kernels(platform, {p.device_type for p in self.platforms.all()})
         self._load_profiler(library, record)
         if library.graph_init is not None:
             self._init_graph(library, record, platform.device_type)
@@ -214,9 +214,9 @@ class PluginManager:
         are registered. It is loaded when one of them is; a library with nothing but a
         profiler that fails is skipped with the profiler's reason."""
         if library.kernel_init is not None:
-            from ..kernels.registry import load_kernels
+            from ..kernels.registry import register_kernels
 
-            load_kernels(library, {p.device_type for p in self.platforms.all()})
+            register_kernels(library, {p.device_type for p in self.platforms.all()})
         if library.graph_init is not None:
             self._init_graph(library, record, None)
         if library.profiler_init is not None:
