@@ -97,3 +97,82 @@ def test_discovery_does_not_import_importlib_metadata(run_python, tmp_path):
     data = json.loads(run_python(code, env={"PYTHONPATH": str(site)}).stdout.splitlines()[-1])
     assert data["metadata"] is False
     assert any(s.startswith("entry point none (lazy_paths:P)") for s in data["sources"])
+
+
+# -- what the last scan read, remembered in the cache directory -----------------------------
+
+def _age(*paths, seconds=60):
+    """Sets the modification times back, as if the files were written a while ago (a scan
+    of something changed in the last two seconds is not remembered)."""
+    import os
+    import time
+
+    for path in paths:
+        then = time.time() - seconds
+        os.utime(path, (then, then))
+
+
+@pytest.fixture
+def site(tmp_path, monkeypatch):
+    monkeypatch.setenv("PLUGGABLE_CACHE_DIR", str(tmp_path / "cache"))
+    site = tmp_path / "site"
+    make_dist(site, "first-1.0.dist-info", "[grp]\na = m:A\n")
+    (site / "plain-1.0.dist-info").mkdir()
+    _age(site / "first-1.0.dist-info" / "entry_points.txt", site / "first-1.0.dist-info",
+         site / "plain-1.0.dist-info", site)
+    return site
+
+
+def _cached(monkeypatch, site):
+    """The answer, with the scan forbidden: it must come from the cache."""
+    with monkeypatch.context() as patch:
+        patch.setattr(_entry_points, "_scan", lambda *a: pytest.fail("scanned again"))
+        return pairs(_entry_points.entry_points("grp", [str(site)]))
+
+
+def test_an_unchanged_path_is_answered_from_the_cache(site, monkeypatch):
+    assert pairs(_entry_points.entry_points("grp", [str(site)])) == [("a", "m:A", "grp")]
+    assert _cached(monkeypatch, site) == [("a", "m:A", "grp")]
+
+
+@pytest.mark.parametrize("change", ["installed", "removed", "edited", "added to a distribution"])
+def test_a_change_of_the_metadata_is_seen(site, monkeypatch, change):
+    import os
+    import shutil
+
+    _entry_points.entry_points("grp", [str(site)])
+    expected = {"installed": [("a", "m:A", "grp"), ("b", "n:B", "grp")],
+                "removed": [],
+                "edited": [("a2", "m:A2", "grp")],
+                "added to a distribution": [("a", "m:A", "grp"), ("p", "p:P", "grp")]}[change]
+    if change == "installed":
+        make_dist(site, "second-1.0.dist-info", "[grp]\nb = n:B\n")
+    elif change == "removed":
+        shutil.rmtree(site / "first-1.0.dist-info")
+    elif change == "edited":  # in place: no directory changes
+        points = site / "first-1.0.dist-info" / "entry_points.txt"
+        points.write_text("[grp]\na2 = m:A2\n")
+        stat = os.stat(site)
+        os.utime(site / "first-1.0.dist-info", ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    else:
+        (site / "plain-1.0.dist-info" / "entry_points.txt").write_text("[grp]\np = p:P\n")
+    assert pairs(_entry_points.entry_points("grp", [str(site)])) == expected
+    assert pairs(_entry_points.entry_points("grp", [str(site)])) == expected
+
+
+def test_a_scan_of_what_just_changed_is_not_remembered(site, monkeypatch):
+    make_dist(site, "second-1.0.dist-info", "[grp]\nb = n:B\n")  # now: within 2 s
+    _entry_points.entry_points("grp", [str(site)])
+    scans = []
+    real_scan = _entry_points._scan
+    monkeypatch.setattr(_entry_points, "_scan", lambda *a: (scans.append(1), real_scan(*a))[1])
+    assert len(pairs(_entry_points.entry_points("grp", [str(site)]))) == 2
+    assert scans == [1]
+
+
+def test_an_unwritable_cache_directory_costs_a_scan_not_an_error(site, monkeypatch, tmp_path):
+    blocker = tmp_path / "not-a-directory"
+    blocker.write_text("")
+    monkeypatch.setenv("PLUGGABLE_CACHE_DIR", str(blocker))
+    assert pairs(_entry_points.entry_points("grp", [str(site)])) == [("a", "m:A", "grp")]
+    assert pairs(_entry_points.entry_points("grp", [str(site)])) == [("a", "m:A", "grp")]

@@ -10,7 +10,7 @@ import pytest
 
 from pluggable import config
 
-from pluggable.plugin import probe
+from pluggable.plugin import cache_files
 from pluggable.base.record import record
 
 # (importlib.metadata is left out: discovery uses it when sys.path holds an archive.)
@@ -86,7 +86,7 @@ def test_physical_devices_are_frozen_values():
 @pytest.mark.parametrize("text", ['{"a": [1, 2.5, null, true, "\\u00e9"], "b": {}}', "[]",
                                   '"s"', "-0.5e3", "NaN"])
 def test_the_cache_reader_parses_json_as_json_does(text):
-    assert repr(probe._json_loads(text)) == repr(json.loads(text))
+    assert repr(cache_files.json_loads(text)) == repr(json.loads(text))
 
 
 @pytest.mark.parametrize("text", ["{not json", '{"a": 1} 2', "", '{"a": 1'])
@@ -94,4 +94,4 @@ def test_the_cache_reader_refuses_what_json_refuses(text):
     with pytest.raises(ValueError):
         json.loads(text)
     with pytest.raises(ValueError):
-        probe._json_loads(text)
+        cache_files.json_loads(text)

@@ -85,11 +85,81 @@ def needs_importlib(paths: Optional[Iterable[str]] = None) -> bool:
 
 def entry_points(group: str, paths: Optional[Iterable[str]] = None) -> List[EntryPoint]:
     """Every entry point of ``group`` declared by a distribution installed on ``paths``
-    (``sys.path`` by default), in path order, one distribution per name."""
+    (``sys.path`` by default), in path order, one distribution per name.
+
+    What the last process read is remembered in the cache directory with what it read it
+    from: the modification time of each path directory (a distribution installed or removed
+    changes it), of each entry_points.txt (edited or removed) and of the metadata directory
+    of each distribution without one (an entry_points.txt added changes it). When none changed the scan is
+    skipped: a ``stat`` of each instead of reading a directory of hundreds of entries and
+    opening every distribution's metadata."""
+    paths = list(sys.path if paths is None else paths)
+    cache_file = _cache_file(group, paths)
+    try:
+        from . import cache_files
+
+        with open(cache_file, encoding="utf-8") as f:
+            stored = cache_files.json_loads(f.read())
+        if stored.get("version") == _CACHE_VERSION and _unchanged(stored["stamps"]):
+            return [EntryPoint(name, value, group) for name, value in stored["points"]]
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        pass  # absent, stale or unreadable: read the metadata
+    stamps: List[list] = []
+    points = _scan(group, paths, stamps)
+    if cache_file is not None and not _recent(stamps):
+        import json
+
+        from . import cache_files
+
+        cache_files.store(cache_file, json.dumps(
+            {"version": _CACHE_VERSION, "stamps": stamps,
+             "points": [[p.name, p.value] for p in points]}))
+    return points
+
+
+_CACHE_VERSION = 1
+
+
+def _cache_file(group: str, paths: List[str]) -> Optional[str]:
+    from ..base import limits
+    from . import cache_files
+
+    key = "\0".join([group, os.getcwd() if "" in paths else "", *paths])
+    return os.path.join(limits.cache_directory(), "entry_points",
+                        f"{cache_files.fnv_name(key)}.json")
+
+
+def _mtime(path: str) -> Optional[int]:
+    try:
+        return os.stat(path).st_mtime_ns
+    except OSError:
+        return None
+
+
+def _unchanged(stamps: List[list]) -> bool:
+    """Whether every file and directory the stored scan read has the modification time (or
+    absence) it had then."""
+    return all(_mtime(path) == mtime for path, mtime in stamps)
+
+
+def _recent(stamps: List[list]) -> bool:
+    """Whether something the scan read changed within the last two seconds: a file system
+    whose times are coarser could change it again without a new time, so the scan is not
+    remembered."""
+    import time
+
+    now = time.time_ns()
+    return any(mtime is not None and now - mtime < 2_000_000_000 for _, mtime in stamps)
+
+
+def _scan(group: str, paths: List[str], stamps: List[list]) -> List[EntryPoint]:
+    """The entry points, read from the metadata; ``stamps`` gets (path, modification time or
+    None) of every directory and file the result depends on."""
     seen = set()
     points: List[EntryPoint] = []
-    for entry in (sys.path if paths is None else paths):
+    for entry in paths:
         directory = entry or os.curdir
+        stamps.append([os.path.abspath(directory), _mtime(directory)])
         try:
             names = sorted(os.listdir(directory))
         except OSError:
@@ -100,14 +170,18 @@ def entry_points(group: str, paths: Optional[Iterable[str]] = None) -> List[Entr
             key = _normalised(name)
             if key in seen:
                 continue
-            path = os.path.join(directory, name, "entry_points.txt")
+            distribution = os.path.join(directory, name)
+            path = os.path.join(distribution, "entry_points.txt")
             try:
                 with open(path, "rb") as f:  # binary: no text layer to set up per file
                     text = f.read().decode("utf-8", "replace")
-            except OSError:
-                if os.path.isdir(os.path.join(directory, name)):
+                    mtime = os.fstat(f.fileno()).st_mtime_ns
+            except OSError:  # none: one made later changes the distribution's directory
+                stamps.append([os.path.abspath(distribution), _mtime(distribution)])
+                if os.path.isdir(distribution):
                     seen.add(key)
                 continue
+            stamps.append([os.path.abspath(path), mtime])  # edited or removed: it changes
             seen.add(key)
             points.extend(parse_group(text, group))
     return points

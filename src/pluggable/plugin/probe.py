@@ -28,6 +28,7 @@ import os
 import sys
 
 from ..base import limits
+from . import cache_files
 from ..base.record import record
 
 TYPE_CHECKING = False  # typing's constant, without importing typing at start-up
@@ -224,12 +225,8 @@ def _interpret(path: str, lines: List[bytes], returncode: int, timed_out: str,
 
 
 def _cache_file(real_path: str) -> str:
-    # The file's name only spreads entries; the identity stored inside decides. A 64-bit
-    # FNV-1a of the path: hashlib (OpenSSL) would cost more to import than the lookup saves.
-    digest = 0xCBF29CE484222325
-    for byte in real_path.encode("utf-8", "surrogateescape"):
-        digest = ((digest ^ byte) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
-    return os.path.join(limits.cache_directory(), "probe", f"{digest:016x}.json")
+    return os.path.join(limits.cache_directory(), "probe",
+                        f"{cache_files.fnv_name(real_path)}.json")
 
 
 def _file_identity(real_path: str) -> Dict[str, Any]:
@@ -281,58 +278,21 @@ def _load(cache_file: str, report: bool) -> Dict[str, Any]:
         if not report:
             head = f.readline()
             if head.endswith(",\n"):
-                return _json_loads(head[:-2] + "}")
+                return cache_files.json_loads(head[:-2] + "}")
             f.seek(0)
         text = f.read()
-    stored = _json_loads(text)
+    stored = cache_files.json_loads(text)
     stored["result"]["report"] = stored.pop("report")
     return stored
 
 
-class _PlainJSON:
-    """The settings json's C scanner reads from its decoder: plain JSON to Python's types."""
-
-    strict = True
-    object_hook = object_pairs_hook = None
-    parse_float = parse_constant = float
-    parse_int = int
-
-
-def _json_loads(text: str) -> Any:
-    """``json.loads(text)``; with CPython's C scanner (the one `json` itself uses) where
-    there is one: importing `json` pulls in `re` and costs a warm start more than the
-    rest of the cache lookup."""
-    try:
-        from _json import make_scanner
-        scan = make_scanner(_PlainJSON())
-    except (ImportError, AttributeError, TypeError):
-        import json
-
-        return json.loads(text)
-    try:
-        value, end = scan(text, 0)
-    except StopIteration:
-        raise ValueError("the text is not JSON") from None
-    if text[end:].strip():
-        raise ValueError("the text holds more than one JSON value")
-    return value
-
-
 def _store(cache_file: str, identity: Dict[str, Any], result: ProbeResult) -> None:
     import json
-    import tempfile
 
     fields = result.as_dict()
     report = fields.pop("report")
     head = json.dumps({"identity": identity, "result": fields})  # one line: no indent
-    try:
-        os.makedirs(os.path.dirname(cache_file), mode=0o700, exist_ok=True)
-        fd, temporary = tempfile.mkstemp(dir=os.path.dirname(cache_file), suffix=".tmp")
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(f"{head[:-1]},\n\"report\": {json.dumps(report)}}}\n")
-        os.replace(temporary, cache_file)
-    except OSError:
-        pass  # a read-only cache costs a probe per start, not a failure
+    cache_files.store(cache_file, f"{head[:-1]},\n\"report\": {json.dumps(report)}}}\n")
 
 
 def doctor(path: str, timeout: Optional[float] = None) -> ProbeResult:
