@@ -116,7 +116,8 @@ def test_no_events_means_no_plane(profiler_plugin, own_manager, tmp_path):
     ("COLLECT_ERROR", r"collect_data_xspace \(size query\) failed: the test profiler cannot "
                       r"collect; its planes are left out"),
     ("COLLECT_OVERFLOW", r"collect_data_xspace announced \d+ bytes but wrote \d+"),
-    ("COLLECT_MALFORMED", r"is not a serialized XSpace"),
+    ("COLLECT_MALFORMED", r"is not a serialized XSpace \(\d+ bytes\): .* at byte \d+, in "
+                          r"\w+.*; collect_data_xspace must write a tensorflow.profiler.XSpace"),
 ])
 def test_failing_plugin_is_left_out_and_others_are_saved(profiler_plugin, own_manager,
                                                          tmp_path, macro, match):

@@ -5,6 +5,7 @@ thousands of damaged copies of them, and gives the plane ids the parser gives.""
 from __future__ import annotations
 
 import random
+import re
 
 import numpy as np
 import pytest
@@ -14,7 +15,7 @@ pytest.importorskip("google.protobuf")
 import pluggable
 from pluggable import _compiled, ops, profiler
 from pluggable.errors import DataLossError
-from pluggable.profiler.xspace import check_xspace, parse_xspace, pb2
+from pluggable.profiler.xspace import parse_xspace, pb2
 
 
 def _parses(data: bytes) -> bool:
@@ -84,9 +85,8 @@ def test_what_is_wrong_is_said(data, problem):
     assert not _parses(data)
     with pytest.raises(ValueError, match=problem):
         _compiled.check_xspace(data)
-    with pytest.raises(DataLossError, match=rf"the plugin's data is not a serialized XSpace "
-                                            rf"\({len(data)} bytes\): .*{problem}"):
-        check_xspace(data, "the plugin's data")
+    (announced, _, _, _, collected, _, said), _ = _collect_with(data)  # the session's path
+    assert announced == len(data) and collected is None and re.search(problem, said)
 
 
 def test_unknown_fields_and_groups_pass_as_for_the_parser():
@@ -105,9 +105,12 @@ def _collect_with(profile_bytes: bytes, extra: int = 0, fail_query: bool = False
 
     from pluggable.base import native
 
+    data_calls = []
+
     @ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
     def collect(profiler_, buffer, size, status):
         size_p = ctypes.cast(size, ctypes.POINTER(ctypes.c_size_t))
+        data_calls.append(bool(buffer))
         if fail_query:
             native.TF_SetStatus(status, 9, b"nothing to give")
             return
@@ -121,7 +124,10 @@ def _collect_with(profile_bytes: bytes, extra: int = 0, fail_query: bool = False
     job = _compiled.begin_collect(ctypes.cast(collect, ctypes.c_void_p).value, 1,
                                   query.address, status.address, 64, 0xA5)
     assert job.wait(30.0) is True
-    return job.result(), query
+    announced, size_after, written, data, ids, problem = job.result()
+    data_called = data_calls == [False, True]  # the size query, then the data call
+    assert data_calls in ([False], [False, True])
+    return (announced, data_called, size_after, written, data, ids, problem), query
 
 
 def test_the_collect_job_gives_the_bytes_and_their_plane_ids(profile):

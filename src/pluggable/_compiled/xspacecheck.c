@@ -301,7 +301,6 @@ typedef struct {
   int pattern;               /* what the guard is filled with */
   /* what happened */
   size_t announced;  /* the size query's answer (0: it failed, or nothing to give) */
-  int data_called;   /* the data call was made */
   size_t size_after; /* what it set *size_in_bytes to */
   size_t written;    /* past the announced size: the end of the last guard byte changed, 0: none */
   int no_memory;     /* no buffer of the announced size */
@@ -331,7 +330,6 @@ static void collect_run(void* arg) {
   }
   memset(c->buffer + size, c->pattern, c->guard);
   c->fn(c->profiler, c->buffer, &size, c->status);
-  c->data_called = 1;
   c->size_after = size;
   if (pg_runtime.code(c->status) != 0) return;
   for (size_t i = c->guard; i > 0; i--) {
@@ -371,7 +369,7 @@ static PyObject* collect_wait(CollectObject* self, PyObject* arg) {
   return PyBool_FromLong(outcome);
 }
 
-/* result() -> (announced, data_called, size_after, written, data, plane_ids, problem) */
+/* result() -> (announced, size_after, written, data, plane_ids, problem) */
 static PyObject* collect_result(CollectObject* self, PyObject* unused) {
   (void)unused;
   if (!pg_job_done(self->job)) {
@@ -403,8 +401,8 @@ static PyObject* collect_result(CollectObject* self, PyObject* unused) {
   }
   PyObject* result = NULL;
   if (data != NULL && ids != NULL && problem != NULL) {
-    result = Py_BuildValue("(nOnnOOO)", (Py_ssize_t)c->announced, c->data_called ? Py_True : Py_False,
-                           (Py_ssize_t)c->size_after, (Py_ssize_t)c->written, data, ids, problem);
+    result = Py_BuildValue("(nnnOOO)", (Py_ssize_t)c->announced, (Py_ssize_t)c->size_after,
+                           (Py_ssize_t)c->written, data, ids, problem);
   }
   Py_XDECREF(data);
   Py_XDECREF(ids);
@@ -417,11 +415,11 @@ static PyMethodDef collect_methods[] = {
      "wait(timeout) -> bool: waits, without the GIL, until the collect calls returned or "
      "`timeout` seconds after they started; whether they returned."},
     {"result", (PyCFunction)collect_result, METH_NOARGS,
-     "result() -> (announced, data_called, size_after, written, data, plane_ids, problem): "
-     "the size query's answer (0 when it failed or had nothing), whether the data call was "
-     "made, the size it set, where the plugin's writing past the announced size ended (0: "
-     "it did not), and, when both calls succeeded and wrote within the size, the bytes "
-     "with their XPlane ids, or what is wrong with them (`problem`, and data None)."},
+     "result() -> (announced, size_after, written, data, plane_ids, problem): the size "
+     "query's answer (0 when it failed or had nothing: then no data call was made), the size "
+     "the data call set, where the plugin's writing past the announced size ended (0: it "
+     "did not), and, when both calls succeeded and wrote within the size, the bytes with "
+     "their XPlane ids, or what is wrong with them (`problem`, and data None)."},
     {NULL, NULL, 0, NULL}};
 
 static PyTypeObject CollectType = {

@@ -545,21 +545,23 @@ _DETAILS = frozenset(("kernel_name", "label", "priority", "constraints", "host_m
                       "is_async", "error_message"))
 
 
-def _keys(start: int, end: int) -> Optional[List[bytes]]:
+def _keys(start: int, end: int) -> List[bytes]:
     """The keys of registrations ``start .. end - 1`` (op, device type, source, error code,
-    enabled: five per registration), read in one call; None when they cannot be."""
+    enabled: five per registration), read in one call, or one registration at a time when
+    they cannot be read at once."""
     size = _Keys(start, end, None, 0)
     buffer = ctypes.create_string_buffer(max(1, size))
-    if size < 0 or _Keys(start, end, buffer, size) != size:
-        return None
-    return buffer.raw[:size].split(b"\0")
+    if size >= 0 and _Keys(start, end, buffer, size) == size:
+        return buffer.raw[:size].split(b"\0")
+    return [field for r in (KernelRegistration(i) for i in range(start, end))
+            for field in (r.op.encode(), r.device_type.encode(),
+                          r.plugin.encode("utf-8", "surrogateescape"),
+                          str(r.error_code).encode(), b"1" if r._enabled else b"0")]
 
 
 def _mirror(start: int, end: int) -> List[KernelRegistration]:
     """Registrations ``start .. end - 1``, from their keys."""
     keys = _keys(start, end)
-    if keys is None:
-        return [KernelRegistration(i) for i in range(start, end)]
     return [KernelRegistration(i, keys[k:k + 5])
             for i, k in zip(range(start, end), range(0, 5 * (end - start), 5))]
 
@@ -690,11 +692,6 @@ def register_kernels(source: "Platform | PluginLibrary",
         # only a refused one is made here, for its reason.
         end = _Count()
         keys = _keys(start, end)
-        if keys is None:  # the keys cannot be read at once: one registration at a time
-            keys = [field for r in (KernelRegistration(i) for i in range(start, end))
-                    for field in (r.op.encode(), r.device_type.encode(),
-                                  r.plugin.encode("utf-8", "surrogateescape"),
-                                  str(r.error_code).encode(), b"1" if r._enabled else b"0")]
         source = path.encode("utf-8", "surrogateescape")
         accepted, mine = [], 0
         for i, k in zip(range(start, end), range(0, 5 * (end - start), 5)):

@@ -93,11 +93,11 @@ def entry_points(group: str, paths: Optional[Iterable[str]] = None) -> List[Entr
     of each distribution without one (an entry_points.txt added changes it). When none changed the scan is
     skipped: a ``stat`` of each instead of reading a directory of hundreds of entries and
     opening every distribution's metadata."""
+    from . import cache_files
+
     paths = list(sys.path if paths is None else paths)
     cache_file = _cache_file(group, paths)
     try:
-        from . import cache_files
-
         with open(cache_file, encoding="utf-8") as f:
             stored = cache_files.json_loads(f.read())
         if stored.get("version") == _CACHE_VERSION and _unchanged(stored["stamps"]):
@@ -106,10 +106,8 @@ def entry_points(group: str, paths: Optional[Iterable[str]] = None) -> List[Entr
         pass  # absent, stale or unreadable: read the metadata
     stamps: List[list] = []
     points = _scan(group, paths, stamps)
-    if cache_file is not None and not _recent(stamps):
+    if not _recent(stamps):
         import json
-
-        from . import cache_files
 
         cache_files.store(cache_file, json.dumps(
             {"version": _CACHE_VERSION, "stamps": stamps,
@@ -120,7 +118,7 @@ def entry_points(group: str, paths: Optional[Iterable[str]] = None) -> List[Entr
 _CACHE_VERSION = 1
 
 
-def _cache_file(group: str, paths: List[str]) -> Optional[str]:
+def _cache_file(group: str, paths: List[str]) -> str:
     from ..base import limits
     from . import cache_files
 

@@ -221,7 +221,7 @@ class PluginProfiler:
 
     def _collected(self, result, query, status):
         """What `begin_collect`'s job found, or the error it makes."""
-        announced, data_called, size_after, written, data, plane_ids, problem = result
+        announced, size_after, written, data, plane_ids, problem = result
         self._check(query, "collect_data_xspace (size query)")
         if not announced:
             return b"", []
@@ -233,8 +233,11 @@ class PluginProfiler:
                 f"its size query (buffer NULL) gave",
                 plugin=self.path, call="TP_ProfilerFns.collect_data_xspace")
         if problem is not None:
-            raise DataLossError(f"{self.label} is not a serialized XSpace ({announced} bytes): "
-                                f"{problem}", plugin=self.path, call="check_xspace")
+            raise DataLossError(
+                f"{self.label} is not a serialized XSpace ({announced} bytes): {problem}; "
+                f"collect_data_xspace must write a tensorflow.profiler.XSpace serialized as "
+                f"xplane.proto defines it",
+                plugin=self.path, call="TP_ProfilerFns.collect_data_xspace")
         return data, plane_ids
 
     def destroy(self) -> None:

@@ -44,19 +44,6 @@ def parse_xspace(data: bytes, what: str):
     return space
 
 
-def check_xspace(data: bytes, what: str) -> List[int]:
-    """The XPlane ids of the serialized XSpace ``data``, checked without building it
-    (`pluggable._compiled.check_xspace` refuses what `parse_xspace` refuses);
-    `DataLossError` naming ``what`` when malformed."""
-    from ..base.native import compiled
-
-    try:
-        return compiled.check_xspace(data)
-    except ValueError as exc:
-        raise DataLossError(f"{what} is not a serialized XSpace ({len(data)} bytes): {exc}",
-                            call="check_xspace") from None
-
-
 # Wire tags of the fields written here (field number << 3 | wire type), from xplane.proto.
 _XSTAT_DOUBLE, _XSTAT_UINT64, _XSTAT_INT64, _XSTAT_BYTES, _XSTAT_REF = 0x11, 0x18, 0x20, 0x32, 0x38
 
