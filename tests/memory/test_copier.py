@@ -211,10 +211,12 @@ def test_a_plugin_without_pageable_async_copies_takes_the_python_path(monkeypatc
 
 
 
-def test_uploads_that_keep_finding_the_stream_busy_soon_stop_asking(stream_delay):
+@pytest.mark.parametrize("placed", ["argument", "scope"])
+def test_uploads_that_keep_finding_the_stream_busy_soon_stop_asking(stream_delay, placed):
     """A plugin that never runs work at once (here: every operation starts 200 µs late) never
     shows an idle stream: after 8 misses in a row the copier stops asking (each question
-    records an event) for the next 256 uploads, which go through the staging ring."""
+    records an event) for the next 256 uploads, which go through the staging ring. Each
+    upload counts once, whether the device is an argument or the scope's."""
     device = pluggable.get_device("XPU:1")
     device._copier = None
     pluggable.tensor(np.float32([0]), device=device)
@@ -223,7 +225,11 @@ def test_uploads_that_keep_finding_the_stream_busy_soon_stop_asking(stream_delay
     head = ring._head
     stream_delay(200)
     try:
-        values = [pluggable.tensor(np.float32([i]), device=device) for i in range(20)]
+        if placed == "argument":
+            values = [pluggable.tensor(np.float32([i]), device=device) for i in range(20)]
+        else:
+            with pluggable.device("XPU:1"):
+                values = [pluggable.tensor(np.float32([i])) for i in range(20)]
         assert copier.skip_uploads == 256 - 12  # 8 asked, 12 did not
         assert ring._head - head >= 20 * 64  # every one staged
     finally:

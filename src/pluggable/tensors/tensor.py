@@ -195,7 +195,9 @@ class Tensor:
             # The common case, as below without the calls: the copier exists only on a
             # platform that copies pageable memory asynchronously.
             nbytes = _element_count(self._shape) * self._dtype.itemsize
-            out = _HOST_ARRAYS.empty(self._shape, self._dtype, nbytes)
+            out = np.empty(self._shape, self._dtype.numpy_dtype) \
+                if nbytes < _HostArrayCache.MIN_BYTES \
+                else _HOST_ARRAYS.empty(self._shape, self._dtype, nbytes)
             if not nbytes or copier.download(self._buffer.address, nbytes, out):
                 return out
             return self._copied_to_host(out)  # the stream is busy: copied behind its work
@@ -534,16 +536,18 @@ def _wait_for_stream(device: PluggableDevice, stream, keep: Any = None,
         stream._ledger.verified(mark)
 
 
-def _upload(array: np.ndarray, dtype: DType, device: PluggableDevice, owned: bool) -> Tensor:
+def _upload(array: np.ndarray, dtype: DType, device: PluggableDevice, owned: bool,
+            asked: bool = False) -> Tensor:
     """Copies a C-contiguous host array to ``device``. When ``owned`` is False the array is
     the caller's, which may change once this returns: small arrays are copied into staging
-    memory first, large ones are waited for."""
+    memory first, large ones are waited for. ``asked``: the device's copier has already
+    been asked and could not copy at once."""
     executor = device.executor
     nbytes = array.nbytes
     if not nbytes:
         return Tensor(tuple(array.shape), dtype, device, buffer=DeviceBuffer(executor, 0))
-    copier = device._copier
-    if copier is None or (copier is not False and copier.stale):
+    copier = None if asked else device._copier
+    if not asked and (copier is None or (copier is not False and copier.stale)):
         copier = _copier(device)
     if copier:  # copied at once when the compute stream is idle, else None
         uploaded = copier.upload(array, dtype)
@@ -693,18 +697,20 @@ def tensor(data: Any, dtype: Any = None, device: Any = None) -> Tensor:
     ``device`` (default: the device of the ``pluggable.device`` scope, else the CPU).
     ``dtype`` converts the data first; without it Python numbers get TensorFlow's types
     (float -> float32, int -> int32, bool -> bool) and NumPy data keeps its own."""
-    if device is None and dtype is None and type(data) is np.ndarray:
-        # The common case, an array uploaded to the scope's device at once (as `_upload`
-        # would upload it) when the device's compute stream is idle.
-        scoped = device_scope.get()
-        if type(scoped) is PluggableDevice and not scoped._closed:
-            copier = scoped._copier
+    if dtype is None and type(data) is np.ndarray:
+        # The common case, an array uploaded to the given or the scope's device at once (as
+        # `_upload` would upload it) when the device's compute stream is idle.
+        target = device_scope.get() if device is None else device
+        if type(target) is PluggableDevice and not target._closed:
+            copier = target._copier
             found = _BY_NUMPY.get(data.dtype)
             if copier and found is not None and not copier.stale and data.nbytes \
                     and data.flags.c_contiguous:
                 uploaded = copier.upload(data, found)
                 if uploaded is not None:
                     return uploaded
+                # The stream is busy (or the copier skips): asked once, not again below.
+                return _upload(data, found, target, owned=False, asked=True)
     target = _placement(device)
     array, dtype_, shared = _host_array(data, dtype)
     if target is CPU_DEVICE:
