@@ -1,5 +1,6 @@
 """XPU kernels against NumPy (and PyTorch's CPU kernels when installed), in the same run:
-AddV2 on 10^5..10^7 float32 elements and MatMul on 256..2048 square float32 matrices.
+AddV2, Mul and a whole-array Sum on 10^5..10^7 float32 elements, MatMul on 128..2048 square
+float32 matrices, and Conv2D 3x3 on a batch of 16 images of 32x32x64 against PyTorch.
 
     python benchmarks/bench_kernels.py [--rounds 7] [--quick] [--write]
     python benchmarks/bench_kernels.py --grain [--rounds 5]
@@ -7,13 +8,14 @@ AddV2 on 10^5..10^7 float32 elements and MatMul on 256..2048 square float32 matr
 A sample issues the op `repeat` times in a row (about 2*10^7 elements' or 2*10^9
 multiply-adds' worth) and, on XPU:0, then waits for the device: the figure is the sample's
 time per op, launch, execution and the final wait included, as a stream of ops on a device
-runs. The references run synchronously on the host: `np.add(a, b, out=c)` into a touched
-array (the XPU's output comes from its warm allocator, so NumPy gets no page faults either)
-and `np.matmul` (OpenBLAS, its own threads); `torch.add(..., out=)` / `torch.matmul` with
-PyTorch's default intra-op threads. Rounds interleave the three; the figure is the per-round
-ratio XPU / NumPy, min / median / max. Goals: add <= 1.2x NumPy at every size, MatMul
-<= 1.2x NumPy at every size. Each sample starts once no thread of the process is using the
-CPU any more (settle: OpenBLAS's idle threads spin for ~50 ms after each call).
+runs. The references run synchronously on the host: `np.add` / `np.multiply` into a touched
+array (the XPU's output comes from its warm allocator, so NumPy gets no page faults either),
+`np.sum`, and `np.matmul` (OpenBLAS, its own threads, as many as the XPU's); the torch rows
+use PyTorch's default intra-op threads (as many as the cores, like the XPU), and PyTorch's
+convolution is the reference for Conv2D. Rounds interleave the candidates; the figure is the
+per-round ratio candidate / reference, min / median / max. Goal: every XPU row <= 1.0x its
+reference at every size. Each sample starts once no thread of the process is using the CPU
+any more (settle: OpenBLAS's idle threads spin for ~50 ms after each call).
 
 `--grain` measures where splitting element-wise work across the helper threads starts to
 pay: child processes with XPU_KERNEL_THREADS=1 and with all CPUs and XPU_ELEMENTWISE_SPLIT=0
@@ -39,6 +41,9 @@ from _ratios import Report, add_write_flag, load, ratio_stats, rounds  # noqa: E
 import pluggable  # noqa: E402
 from pluggable import ops  # noqa: E402
 
+
+TITLE = "XPU kernels against NumPy and PyTorch: element-wise, Sum, MatMul, Conv2D"
+GOAL = 1.0
 
 NOTE = """A sample is a stream of ops and, on XPU:0, one wait for the device; NumPy
 (OpenBLAS for MatMul) and PyTorch run synchronously on the host with their own threads.
@@ -115,6 +120,74 @@ def grain(rounds: int) -> None:
     print(f"  ({load()})")
 
 
+def elementwise(report: Report, device, torch, rng, n: int, rounds_: int) -> None:
+    """AddV2, Mul and a whole-array Sum of n float32: one table each, NumPy the reference."""
+    a, b = rng.standard_normal(n).astype(np.float32), rng.standard_normal(n).astype(np.float32)
+    c = np.empty_like(a)
+    xa, xb = pluggable.tensor(a, device=device), pluggable.tensor(b, device=device)
+    ta = tb = tc = None
+    if torch is not None:
+        ta, tb, tc = torch.from_numpy(a), torch.from_numpy(b), torch.from_numpy(c)
+    repeat = max(3, 2 * 10**7 // n)
+    cases = [
+        ("AddV2", "np.add(a, b, out=c)", lambda: np.add(a, b, out=c), lambda: ops.add(xa, xb),
+         "torch.add(out=)", lambda: torch.add(ta, tb, out=tc), a + b, 1e-6),
+        ("Mul", "np.multiply(a, b, out=c)", lambda: np.multiply(a, b, out=c),
+         lambda: ops.multiply(xa, xb), "torch.mul(out=)", lambda: torch.mul(ta, tb, out=tc),
+         a * b, 1e-6),
+        ("Sum", "np.sum(a)", lambda: np.sum(a), lambda: ops.reduce_sum(xa), "torch.sum",
+         lambda: torch.sum(ta), np.sum(a, dtype=np.float64), 1e-4),
+    ]
+    for op, ref, ref_fn, xpu_fn, tname, torch_fn, expected, rtol in cases:
+        samplers = {ref: timed(ref_fn, repeat),
+                    f"{op} on XPU:0": timed(xpu_fn, repeat, device.synchronize)}
+        if torch is not None:
+            samplers[tname] = timed(torch_fn, repeat)
+        np.testing.assert_allclose(xpu_fn().numpy(), expected, rtol=rtol, atol=rtol * 10)
+        report.table(f"{op} of 10^{len(str(n)) - 1} float32, {rounds_} rounds, per op",
+                     rounds(samplers, rounds_), ref, "µs", 1e6, goal=GOAL,
+                     goal_rows=[f"{op} on XPU:0"])
+
+
+def matmul(report: Report, device, torch, rng, n: int, rounds_: int) -> None:
+    """MatMul of two n x n float32 matrices against np.matmul (OpenBLAS)."""
+    a = rng.standard_normal((n, n)).astype(np.float32)
+    b = rng.standard_normal((n, n)).astype(np.float32)
+    xa, xb = pluggable.tensor(a, device=device), pluggable.tensor(b, device=device)
+    repeat = max(1, int(2e9 / n**3))
+    samplers = {"np.matmul": timed(lambda: np.matmul(a, b), repeat),
+                "MatMul on XPU:0": timed(lambda: ops.matmul(xa, xb), repeat,
+                                         device.synchronize)}
+    if torch is not None:
+        ta, tb = torch.from_numpy(a), torch.from_numpy(b)
+        samplers["torch.matmul"] = timed(lambda: torch.matmul(ta, tb), repeat)
+    np.testing.assert_allclose(ops.matmul(xa, xb).numpy(), a @ b, rtol=2e-3, atol=2e-3)
+    report.table(f"MatMul {n}x{n} float32, {rounds_} rounds, per op",
+                 rounds(samplers, rounds_), "np.matmul", "ms", 1e3, goal=GOAL,
+                 goal_rows=["MatMul on XPU:0"])
+
+
+def conv2d(report: Report, device, torch, rng, rounds_: int) -> None:
+    """Conv2D 3x3, SAME, 64 -> 64 channels on 16 images of 32x32x64, against PyTorch's CPU
+    convolution (NCHW, its default layout; the same input and filter transposed)."""
+    x = rng.standard_normal((16, 32, 32, 64)).astype(np.float32)
+    w = (rng.standard_normal((3, 3, 64, 64)) / 24).astype(np.float32)
+    xx, xw = pluggable.tensor(x, device=device), pluggable.tensor(w, device=device)
+    tx = torch.from_numpy(np.ascontiguousarray(x.transpose(0, 3, 1, 2)))
+    tw = torch.from_numpy(np.ascontiguousarray(w.transpose(3, 2, 0, 1)))
+    conv = torch.nn.functional.conv2d
+    repeat = 3
+    samplers = {"torch conv2d (NCHW)": timed(lambda: conv(tx, tw, padding=1), repeat),
+                "Conv2D on XPU:0 (NHWC)": timed(lambda: ops.conv2d(xx, xw, 1, "SAME"), repeat,
+                                                device.synchronize)}
+    expected = conv(tx, tw, padding=1).numpy().transpose(0, 2, 3, 1)
+    np.testing.assert_allclose(ops.conv2d(xx, xw, 1, "SAME").numpy(), expected, rtol=2e-3,
+                               atol=2e-3)
+    report.table(f"Conv2D 3x3, 16x32x32x64 -> 64 channels, float32, {rounds_} rounds, per op",
+                 rounds(samplers, rounds_), "torch conv2d (NCHW)", "ms", 1e3, goal=GOAL,
+                 goal_rows=["Conv2D on XPU:0 (NHWC)"])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=7)
@@ -135,44 +208,16 @@ def main() -> None:
         import torch
     except ImportError:
         torch = None
-    report = Report(__file__, "XPU kernels against NumPy: AddV2 and MatMul", NOTE,
-                    uses=("numpy", "torch"))
+    report = Report(__file__, TITLE, NOTE, uses=("numpy", "torch"))
     device = pluggable.get_device("XPU:0")
     rng = np.random.default_rng(0)
 
     for n in ((10**5, 10**6) if args.quick else (10**5, 10**6, 10**7)):
-        a, b = rng.standard_normal(n).astype(np.float32), rng.standard_normal(n).astype(np.float32)
-        c = np.empty_like(a)
-        xa, xb = pluggable.tensor(a, device=device), pluggable.tensor(b, device=device)
-
-        repeat = max(3, 2 * 10**7 // n)
-        samplers = {"np.add(a, b, out=c)": timed(lambda: np.add(a, b, out=c), repeat),
-                    "AddV2 on XPU:0": timed(lambda: ops.add(xa, xb), repeat,
-                                            device.synchronize)}
-        if torch is not None:
-            ta, tb, tc = torch.from_numpy(a), torch.from_numpy(b), torch.from_numpy(c)
-            samplers["torch.add(out=)"] = timed(lambda: torch.add(ta, tb, out=tc), repeat)
-        np.testing.assert_allclose(ops.add(xa, xb).numpy(), a + b, rtol=1e-6)
-        report.table(f"AddV2 of 10^{len(str(n)) - 1} float32, {args.rounds} rounds, per op",
-                     rounds(samplers, args.rounds), "np.add(a, b, out=c)", "µs", 1e6,
-                     goal=1.2, goal_rows=["AddV2 on XPU:0"])
-
-    for n in ((256, 1024) if args.quick else (256, 512, 1024, 2048)):
-        a = rng.standard_normal((n, n)).astype(np.float32)
-        b = rng.standard_normal((n, n)).astype(np.float32)
-        xa, xb = pluggable.tensor(a, device=device), pluggable.tensor(b, device=device)
-
-        repeat = max(1, int(2e9 / n**3))
-        samplers = {"np.matmul": timed(lambda: np.matmul(a, b), repeat),
-                    "MatMul on XPU:0": timed(lambda: ops.matmul(xa, xb), repeat,
-                                             device.synchronize)}
-        if torch is not None:
-            ta, tb = torch.from_numpy(a), torch.from_numpy(b)
-            samplers["torch.matmul"] = timed(lambda: torch.matmul(ta, tb), repeat)
-        np.testing.assert_allclose(ops.matmul(xa, xb).numpy(), a @ b, rtol=2e-3, atol=2e-3)
-        report.table(f"MatMul {n}x{n} float32, {args.rounds} rounds, per op",
-                     rounds(samplers, args.rounds), "np.matmul", "ms", 1e3, goal=1.2,
-                     goal_rows=["MatMul on XPU:0"])
+        elementwise(report, device, torch, rng, n, args.rounds)
+    for n in ((128, 1024) if args.quick else (128, 256, 512, 1024, 2048)):
+        matmul(report, device, torch, rng, n, args.rounds)
+    if torch is not None:
+        conv2d(report, device, torch, rng, args.rounds)
     report.finish(args.write)
 
 

@@ -229,6 +229,16 @@ bool xpu_kernel_isa_has_avx2(void) { return gemm_arch() != &kArchGeneric; }
             for (int64_t q = 0; q < L; q++) dst[p * mr + i + q] = src[(i + q) * rs + p];   \
           }                                                                                \
         }                                                                                  \
+        for (; i + 2 <= h; i += 2) {                                                       \
+          int64_t p = 0;                                                                   \
+          for (; p < kc_blocks; p += L) {                                                  \
+            pair_block_##S(src + i * rs + p, rs, dst + p * mr + i, mr);                    \
+          }                                                                                \
+          for (; p < kc; p++) {                                                            \
+            dst[p * mr + i] = src[i * rs + p];                                             \
+            dst[p * mr + i + 1] = src[(i + 1) * rs + p];                                   \
+          }                                                                                \
+        }                                                                                  \
         for (; i < mr; i++) {                                                              \
           if (i < h) {                                                                     \
             for (int64_t p = 0; p < kc; p++) dst[p * mr + i] = src[i * rs + p];            \
@@ -305,6 +315,26 @@ static inline void transpose_block_f64(const double* src, int64_t rs, double* ds
   f64x2 c1 = __builtin_shuffle(r0, r1, (i64x2){1, 3});
   memcpy(dst, &c0, sizeof c0);
   memcpy(dst + ld, &c1, sizeof c1);
+}
+
+/* Two rows of one 16-byte vector each (at src and src + rs) become L pairs: element q of both
+ * rows goes to dst + q * ld, side by side (the rows a 4 x 4 transpose leaves over when mr is
+ * 6). */
+static inline void pair_block_f32(const float* src, int64_t rs, float* dst, int64_t ld) {
+  f32x4 r0, r1;
+  memcpy(&r0, src, sizeof r0);
+  memcpy(&r1, src + rs, sizeof r1);
+  typedef int i32x4 __attribute__((vector_size(16)));
+  f32x4 lo = __builtin_shuffle(r0, r1, (i32x4){0, 4, 1, 5});
+  f32x4 hi = __builtin_shuffle(r0, r1, (i32x4){2, 6, 3, 7});
+  memcpy(dst, &lo, 2 * sizeof(float));
+  memcpy(dst + ld, (const float*)&lo + 2, 2 * sizeof(float));
+  memcpy(dst + 2 * ld, &hi, 2 * sizeof(float));
+  memcpy(dst + 3 * ld, (const float*)&hi + 2, 2 * sizeof(float));
+}
+
+static inline void pair_block_f64(const double* src, int64_t rs, double* dst, int64_t ld) {
+  transpose_block_f64(src, rs, dst, ld);
 }
 
 DEFINE_PACKERS(f32, float)
