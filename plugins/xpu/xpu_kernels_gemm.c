@@ -487,9 +487,19 @@ static const GemmKernel* gemm_kernel(const XpuGemm* g) {
   return g->dtype == TF_FLOAT ? &arch->f32 : &arch->f64;
 }
 
-/* Whether xpu_gemm(g) splits: C has more than one tile of the micro-kernel's blocking. */
+/* A product of one tile of C is still split into row tiles from this many multiply-adds
+ * on (and two micro-panels of rows): against np.matmul with OpenBLAS's two threads, on 2
+ * cores, a 96^2 product (0.9 M) went from 0.95x to 0.77x of its time split, 128^2 (2.1 M)
+ * from 1.16x to 0.83-0.90x, while 64^2 (0.26 M) went from 1.10x to 1.29x. */
+#define XPU_GEMM_SPLIT_FMAS (1 << 19)
+
+/* Whether xpu_gemm(g) splits: C has more than one tile of the micro-kernel's blocking, or
+ * one with enough work for two threads. */
 static bool gemm_splits(const XpuGemm* g, const GemmKernel* kern) {
-  return g->batches * ((g->m + kern->mc - 1) / kern->mc) * ((g->n + kern->nc - 1) / kern->nc) > 1;
+  if (g->batches * ((g->m + kern->mc - 1) / kern->mc) * ((g->n + kern->nc - 1) / kern->nc) > 1)
+    return true;
+  double fmas = (double)g->m * (double)g->n * (double)g->k;
+  return fmas >= XPU_GEMM_SPLIT_FMAS && g->m >= 2 * kern->mr;
 }
 
 /* Row tiles are of equal height in whole micro-panels (tile_row), at most the micro-kernel's

@@ -34,7 +34,7 @@ def run(name, fn, *arrays):
 
 rows = []
 for m, k, n in [(256, 256, 256), (384, 256, 256), (512, 512, 512), (300, 257, 131),
-                (193, 64, 40)]:
+                (193, 64, 40), (128, 128, 128)]:
     for dtype in (np.float32, np.float64):
         a = rng.standard_normal((m, k)).astype(dtype)
         b = rng.standard_normal((k, n)).astype(dtype)
@@ -68,7 +68,7 @@ def products(run_python, threads):
 def test_gemm_results_are_the_same_bits_for_any_thread_count(run_python, threads):
     one = products(run_python, 1)
     other = products(run_python, threads)
-    assert one.keys() == other.keys() and len(one) == 12
+    assert one.keys() == other.keys() and len(one) == 14
     assert {name: digest for name, (_, digest) in other.items()} == \
         {name: digest for name, (_, digest) in one.items()}
 
@@ -84,6 +84,9 @@ def test_a_gemm_of_few_tiles_is_cut_into_two_row_tiles_per_thread(run_python):
         assert 2 <= one[name][0] <= 4, (name, one[name])
         assert two[name][0] == 4, (name, two[name])
         assert three[name][0] == 6, (name, three[name])
+    # A product of one tile with enough work (2^19 multiply-adds and more) is cut the same way.
+    for name in ("MatMul 128x128x128 float32", "MatMul 128x128x128 float64"):
+        assert (one[name][0], two[name][0], three[name][0]) == (2, 4, 6), name
     # A batch of three products of two row tiles each already gives every thread two tasks:
     # its tiles stay as they are.
     batch = "BatchMatMulV2 3x200x96x70"

@@ -147,7 +147,10 @@ def test_a_gemm_of_several_tiles_is_split_and_exact(split_tasks, dtype, m, k, n)
     np.testing.assert_allclose(got, want, rtol=tol, atol=tol * np.sqrt(k) * 10)
 
 
-@pytest.mark.parametrize("m, k, n", [(64, 64, 64), (90, 128, 128), (1, 2048, 512)])
+# Below 2^19 multiply-adds (or two micro-panels of rows) a product of one tile runs as one
+# piece; from there on it is split into row tiles (XPU_GEMM_SPLIT_FMAS).
+@pytest.mark.parametrize("m, k, n", [(64, 64, 64), (90, 32, 128), (1, 2048, 512),
+                                     (8, 512, 512)])
 def test_a_small_gemm_runs_as_one_piece(split_tasks, m, k, n):
     dev = pluggable.get_device("XPU:0")
     a, b = product(np.float32, m, k, n, seed=1)
@@ -156,3 +159,19 @@ def test_a_small_gemm_runs_as_one_piece(split_tasks, m, k, n):
                          b=pluggable.tensor(b, device=dev)).numpy()
     assert split_tasks() - before == 0
     np.testing.assert_allclose(got, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("m, k, n", [(128, 128, 128), (90, 128, 128), (97, 61, 89)])
+def test_a_one_tile_gemm_with_enough_work_is_split_by_rows_and_exact(split_tasks, dtype, m,
+                                                                     k, n):
+    dev = pluggable.get_device("XPU:0")
+    a, b = product(dtype, m, k, n, seed=2)
+    before = split_tasks()
+    got = raw_ops.MatMul(a=pluggable.tensor(a, device=dev),
+                         b=pluggable.tensor(b, device=dev)).numpy()
+    assert split_tasks() - before >= 2
+    tol = 1e-4 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(got, a.astype(np.float64) @ b.astype(np.float64), rtol=tol,
+                               atol=tol * np.sqrt(k) * 10)
+    # (test_kernel_threads checks that the bits are those of one thread.)
