@@ -148,7 +148,11 @@ typedef struct ReluGradWork {
     const T* restrict g = w->grad;                                                   \
     const T* restrict f = w->features;                                               \
     T* restrict o = w->out;                                                          \
-    for (int64_t i = begin; i < end; i++) o[i] = f[i] > 0 ? g[i] : (T)0;            \
+    /* Both loads unconditional, so that the selection vectorizes without branches. */ \
+    for (int64_t i = begin; i < end; i++) {                                          \
+      T gv = g[i];                                                                   \
+      o[i] = f[i] > 0 ? gv : (T)0;                                                   \
+    }                                                                                \
   }
 RELU_GRAD_TASK(relu_grad_f32, float)
 RELU_GRAD_TASK(relu_grad_f64, double)
@@ -461,30 +465,45 @@ typedef struct ConvGradWork {
 #define XPU_CONV_COLS_BYTES ((int64_t)64 << 20)
 
 /* Defines, for float type T: col2im of batch image n of the chunk (adds its cols rows into
- * dx) and im2col of batch image n (writes its cols rows). */
+ * dx) and im2col of batch image n (writes its cols rows). Tap by tap along an output row:
+ * the pixels whose tap falls inside the image form one range [lo, hi) of ow, found once, so
+ * the copy (or sum) of the channels has no test per pixel; the rest of the row is padding. */
 #define CONV_COLS(S, T)                                                                       \
   static void conv_cols_##S(const ConvGradWork* w, int64_t n, bool to_image) {                \
     const XpuConvGeometry* g = &w->g;                                                         \
-    const int64_t CI = g->in_c, K = g->k_h * g->k_w * CI;                                     \
+    const int64_t CI = g->in_c, K = g->k_h * g->k_w * CI, SW = g->stride_w;                   \
     T* restrict img = (T*)(to_image ? w->out : (void*)w->x) +                                 \
                       (w->n0 + n) * g->in_h * g->in_w * CI;                                   \
     T* restrict cols = (T*)w->cols + n * g->out_h * g->out_w * K;                             \
     if (to_image) memset(img, 0, (size_t)(g->in_h * g->in_w * CI) * sizeof(T));              \
     for (int64_t oh = 0; oh < g->out_h; oh++) {                                               \
-      for (int64_t ow = 0; ow < g->out_w; ow++) {                                             \
-        T* restrict row = cols + (oh * g->out_w + ow) * K;                                    \
-        for (int64_t kh = 0; kh < g->k_h; kh++) {                                             \
-          int64_t ih = oh * g->stride_h - g->pad_top + kh * g->dil_h;                         \
-          for (int64_t kw = 0; kw < g->k_w; kw++) {                                           \
-            int64_t iw = ow * g->stride_w - g->pad_left + kw * g->dil_w;                      \
-            T* restrict tap = row + (kh * g->k_w + kw) * CI;                                  \
-            bool inside = ih >= 0 && ih < g->in_h && iw >= 0 && iw < g->in_w;                \
-            T* restrict px = img + (inside ? (ih * g->in_w + iw) * CI : 0);                   \
-            if (to_image) {                                                                   \
-              if (inside) for (int64_t ci = 0; ci < CI; ci++) px[ci] += tap[ci];              \
-            } else {                                                                          \
-              for (int64_t ci = 0; ci < CI; ci++) tap[ci] = inside ? px[ci] : (T)0;           \
+      for (int64_t kh = 0; kh < g->k_h; kh++) {                                               \
+        int64_t ih = oh * g->stride_h - g->pad_top + kh * g->dil_h;                           \
+        bool row_inside = ih >= 0 && ih < g->in_h;                                            \
+        for (int64_t kw = 0; kw < g->k_w; kw++) {                                             \
+          int64_t dw = kw * g->dil_w - g->pad_left; /* iw = ow * SW + dw */                   \
+          int64_t lo = dw >= 0 ? 0 : (-dw + SW - 1) / SW;                                     \
+          int64_t hi = g->in_w - dw <= 0 ? 0 : (g->in_w - dw + SW - 1) / SW;                  \
+          if (hi > g->out_w) hi = g->out_w;                                                   \
+          if (!row_inside || lo > hi) lo = hi = g->out_w;                                     \
+          T* restrict col = cols + oh * g->out_w * K + (kh * g->k_w + kw) * CI;               \
+          int64_t base = (ih * g->in_w + dw) * CI; /* of pixel ow = 0 (maybe outside) */    \
+          if (to_image) {                                                                     \
+            for (int64_t ow = lo; ow < hi; ow++) {                                            \
+              T* restrict px = img + base + ow * SW * CI;                                     \
+              for (int64_t ci = 0; ci < CI; ci++) px[ci] += col[ow * K + ci];                 \
             }                                                                                 \
+            continue;                                                                         \
+          }                                                                                   \
+          for (int64_t ow = 0; ow < lo; ow++) {                                               \
+            for (int64_t ci = 0; ci < CI; ci++) col[ow * K + ci] = 0;                         \
+          }                                                                                   \
+          for (int64_t ow = lo; ow < hi; ow++) {                                              \
+            const T* restrict px = img + base + ow * SW * CI;                                 \
+            for (int64_t ci = 0; ci < CI; ci++) col[ow * K + ci] = px[ci];                    \
+          }                                                                                   \
+          for (int64_t ow = hi; ow < g->out_w; ow++) {                                        \
+            for (int64_t ci = 0; ci < CI; ci++) col[ow * K + ci] = 0;                         \
           }                                                                                   \
         }                                                                                     \
       }                                                                                       \
@@ -718,13 +737,15 @@ typedef struct PoolWork {
   void* out;
 } PoolWork;
 
-/* Defines the pooling of batch image n for float type T: the maximum of each window (NaN if
- * the window holds one) or, for the gradient, dy added at the first maximum of each window
- * (the first NaN if any), the same position MaxPool took. The window is scanned in row order
- * with the channels innermost (contiguous, so the comparisons vectorize); `best` and `at`
- * (C each) hold the running maximum and its position. */
-#define POOL(S, T)                                                                            \
-  static void pool_##S(const PoolWork* w, int64_t n, T* restrict best, int64_t* restrict at) { \
+/* Defines the pooling of batch image n for float type T, positions of type P: the maximum of
+ * each window (NaN if the window holds one) or, for the gradient, dy added at the first
+ * maximum of each window (the first NaN if any), the same position MaxPool took. The window
+ * is scanned in row order with the channels innermost (contiguous); `best` and `at` (C each)
+ * hold the running maximum and its position. The comparisons are combined with bitwise
+ * operators and both operands loaded unconditionally, so that the channel loop vectorizes
+ * (with positions as wide as T) instead of branching on every element. */
+#define POOL(S, T, P)                                                                         \
+  static void pool_##S(const PoolWork* w, int64_t n, T* restrict best, P* restrict at) {     \
     const XpuConvGeometry* g = &w->g;                                                         \
     const int64_t C = g->in_c;                                                                \
     const T* restrict x = (const T*)w->x + n * g->in_h * g->in_w * C;                         \
@@ -746,16 +767,25 @@ typedef struct PoolWork {
         const T* restrict first = x + (h0 * g->in_w + w0) * C;                                \
         for (int64_t ch = 0; ch < C; ch++) {                                                  \
           best[ch] = first[ch];                                                               \
-          at[ch] = h0 * g->in_w + w0;                                                         \
+          at[ch] = (P)(h0 * g->in_w + w0);                                                    \
         }                                                                                     \
         for (int64_t i = h0; i < h1; i++) {                                                   \
           for (int64_t j = (i == h0 ? w0 + 1 : w0); j < w1; j++) {                            \
             const T* restrict v = x + (i * g->in_w + j) * C;                                  \
-            const int64_t pos = i * g->in_w + j;                                              \
-            for (int64_t ch = 0; ch < C; ch++) {                                              \
-              bool take = best[ch] == best[ch] && (v[ch] > best[ch] || v[ch] != v[ch]);       \
-              best[ch] = take ? v[ch] : best[ch];                                             \
-              at[ch] = take ? pos : at[ch];                                                   \
+            const P pos = (P)(i * g->in_w + j);                                               \
+            if (w->grad) {                                                                    \
+              for (int64_t ch = 0; ch < C; ch++) {                                            \
+                T b = best[ch], e = v[ch];                                                    \
+                bool take = (b == b) & ((e > b) | (e != e));                                  \
+                best[ch] = take ? e : b;                                                      \
+                at[ch] = take ? pos : at[ch];                                                 \
+              }                                                                               \
+            } else {                                                                          \
+              for (int64_t ch = 0; ch < C; ch++) {                                            \
+                T b = best[ch], e = v[ch];                                                    \
+                bool take = (b == b) & ((e > b) | (e != e));                                  \
+                best[ch] = take ? e : b;                                                      \
+              }                                                                               \
             }                                                                                 \
           }                                                                                   \
         }                                                                                     \
@@ -764,13 +794,14 @@ typedef struct PoolWork {
           for (int64_t ch = 0; ch < C; ch++) out[ch] = best[ch];                              \
         } else {                                                                              \
           const T* restrict dy = (const T*)w->dy + o;                                         \
-          for (int64_t ch = 0; ch < C; ch++) dx[at[ch] * C + ch] += dy[ch];                   \
+          for (int64_t ch = 0; ch < C; ch++) dx[(int64_t)at[ch] * C + ch] += dy[ch];          \
         }                                                                                     \
       }                                                                                       \
     }                                                                                         \
   }
-POOL(f32, float)
-POOL(f64, double)
+POOL(f32, float, int32_t)
+POOL(f32_wide, float, int64_t)
+POOL(f64, double, int64_t)
 
 /* One task of the pooling kernels: batch image n, with scratch rows for the running maxima. */
 static void pool_task(void* ctx, int64_t n) {
@@ -783,8 +814,9 @@ static void pool_task(void* ctx, int64_t n) {
   }
   int64_t* at = scratch;
   void* best = at + C;
-  if (w->dtype == TF_FLOAT) pool_f32(w, n, best, at);
-  else pool_f64(w, n, best, at);
+  if (w->dtype != TF_FLOAT) pool_f64(w, n, best, at);
+  else if (w->g.in_h * w->g.in_w <= INT32_MAX) pool_f32(w, n, best, (int32_t*)at);
+  else pool_f32_wide(w, n, best, at);
   free(scratch);
 }
 
