@@ -162,6 +162,9 @@ bool xpu_kernel_isa_has_avx2(void) { return gemm_arch() != &kArchGeneric; }
 
 /* ---- packing ---------------------------------------------------------------------------- */
 
+/* The tallest micro-panel of any micro-kernel above (AVX-512: 12 rows). */
+#define XPU_GEMM_MAX_MR 12
+
 /* The full nr-wide pieces of row p of a B block, each to its panel, as copies of constant
  * size (inlined vector moves instead of a memcpy call per piece). */
 #define PACK_B_PIECES(NR) \
@@ -256,29 +259,62 @@ bool xpu_kernel_isa_has_avx2(void) { return gemm_arch() != &kArchGeneric; }
   }                                                                                        \
   static void pack_conv_##S(const T* x, const XpuConvGeometry* g, int64_t i0, int64_t mc,  \
                             int64_t k0, int64_t kc, int mr, T* dst) {                      \
-    int64_t pixels = g->out_h * g->out_w;                                                  \
+    /* Row r of the im2col matrix is output pixel (n, oh, ow); its column p is tap        \
+     * (kh, kw) and input channel ch. A micro-panel holds mr consecutive pixels, and for  \
+     * one column their values are side by side in dst: so the panel is filled tap by    \
+     * tap, each pixel's window corner and image computed once, with no division. */      \
+    int64_t pixels = g->out_h * g->out_w, image_size = g->in_h * g->in_w * g->in_c;        \
+    int64_t n = i0 / pixels, oh = i0 % pixels / g->out_w, ow = i0 % g->out_w;             \
+    int64_t tap0 = k0 / g->in_c, ch0 = k0 % g->in_c;                                       \
+    int64_t ih0[XPU_GEMM_MAX_MR], iw0[XPU_GEMM_MAX_MR];                                    \
+    const T* img[XPU_GEMM_MAX_MR];                                                         \
     for (int64_t ip = 0; ip < mc; ip += mr, dst += kc * mr) {                              \
       int64_t h = mc - ip < mr ? mc - ip : mr;                                             \
-      for (int64_t i = 0; i < mr; i++) {                                                   \
-        if (i >= h) {                                                                      \
-          for (int64_t p = 0; p < kc; p++) dst[p * mr + i] = 0;                            \
-          continue;                                                                        \
-        }                                                                                  \
-        int64_t r = i0 + ip + i, n = r / pixels, oh = (r % pixels) / g->out_w;            \
-        int64_t ow = r % g->out_w;                                                         \
-        const T* image = x + n * g->in_h * g->in_w * g->in_c;                              \
-        int64_t tap = k0 / g->in_c, ch = k0 % g->in_c;                                     \
-        for (int64_t p = 0; p < kc; tap++, ch = 0) {                                       \
-          int64_t run = g->in_c - ch < kc - p ? g->in_c - ch : kc - p;                     \
-          int64_t ih = oh * g->stride_h - g->pad_top + (tap / g->k_w) * g->dil_h;          \
-          int64_t iw = ow * g->stride_w - g->pad_left + (tap % g->k_w) * g->dil_w;         \
-          if (ih >= 0 && ih < g->in_h && iw >= 0 && iw < g->in_w) {                        \
-            const T* src = image + (ih * g->in_w + iw) * g->in_c + ch;                     \
-            for (int64_t q = 0; q < run; q++) dst[(p + q) * mr + i] = src[q];              \
-          } else {                                                                         \
-            for (int64_t q = 0; q < run; q++) dst[(p + q) * mr + i] = 0;                   \
+      /* The panel's pixels lie on one output row: a tap then reads them at a fixed step. */ \
+      bool one_row = ow + h <= g->out_w;                                                   \
+      int64_t step = g->stride_w * g->in_c;                                                \
+      for (int64_t i = 0; i < h; i++) {                                                    \
+        img[i] = x + n * image_size;                                                       \
+        ih0[i] = oh * g->stride_h - g->pad_top;                                            \
+        iw0[i] = ow * g->stride_w - g->pad_left;                                           \
+        if (++ow == g->out_w) {                                                            \
+          ow = 0;                                                                          \
+          if (++oh == g->out_h) {                                                          \
+            oh = 0;                                                                        \
+            n++;                                                                           \
           }                                                                                \
-          p += run;                                                                        \
+        }                                                                                  \
+      }                                                                                    \
+      int64_t kh = tap0 / g->k_w, kw = tap0 % g->k_w, ch = ch0;                            \
+      for (int64_t p = 0; p < kc; ch = 0) {                                                \
+        int64_t run = g->in_c - ch < kc - p ? g->in_c - ch : kc - p;                       \
+        int64_t dh = kh * g->dil_h, dw = kw * g->dil_w;                                    \
+        T* d = dst + p * mr;                                                               \
+        int64_t ih = ih0[0] + dh, iw_first = iw0[0] + dw, iw_last = iw0[h - 1] + dw;       \
+        if (one_row && ih >= 0 && ih < g->in_h && iw_first >= 0 && iw_last < g->in_w) {    \
+          /* Every pixel's tap is inside the image. */                                    \
+          const T* src = img[0] + (ih * g->in_w + iw_first) * g->in_c + ch;                \
+          for (int64_t q = 0; q < run; q++) {                                              \
+            for (int64_t i = 0; i < h; i++) d[q * mr + i] = src[i * step + q];             \
+          }                                                                                \
+        } else {                                                                           \
+          for (int64_t i = 0; i < h; i++) {                                                \
+            int64_t ihi = ih0[i] + dh, iwi = iw0[i] + dw;                                  \
+            if (ihi >= 0 && ihi < g->in_h && iwi >= 0 && iwi < g->in_w) {                  \
+              const T* src = img[i] + (ihi * g->in_w + iwi) * g->in_c + ch;                \
+              for (int64_t q = 0; q < run; q++) d[q * mr + i] = src[q];                    \
+            } else {                                                                       \
+              for (int64_t q = 0; q < run; q++) d[q * mr + i] = 0;                         \
+            }                                                                              \
+          }                                                                                \
+        }                                                                                  \
+        for (int64_t i = h; i < mr; i++) {                                                 \
+          for (int64_t q = 0; q < run; q++) d[q * mr + i] = 0;                             \
+        }                                                                                  \
+        p += run;                                                                          \
+        if (++kw == g->k_w) {                                                              \
+          kw = 0;                                                                          \
+          kh++;                                                                            \
         }                                                                                  \
       }                                                                                    \
     }                                                                                      \

@@ -176,6 +176,11 @@ def test_softmax(op, dtype, shape):
     ((2, 9, 9, 2), (3, 2, 2, 5), [1, 1, 2, 1], "VALID", [1, 2, 1, 1]),
     ((1, 6, 6, 3), (2, 2, 3, 2), [1, 1, 1, 1], [(1, 0), (0, 2)], [1, 1, 1, 1]),
     ((4, 16, 16, 8), (3, 3, 8, 16), [1, 1, 1, 1], "SAME", [1, 1, 1, 1]),
+    # More than one K block of the GEMM (256 columns of im2col): blocks that start within a
+    # tap's channels, with strides, dilations and rows of pixels that cross images.
+    ((1, 7, 9, 40), (3, 3, 40, 8), [1, 1, 1, 1], "SAME", [1, 1, 1, 1]),
+    ((3, 10, 11, 30), (3, 3, 30, 7), [1, 2, 1, 1], "SAME", [1, 1, 2, 1]),
+    ((2, 28, 28, 1), (3, 3, 1, 16), [1, 1, 1, 1], "SAME", [1, 1, 1, 1]),
 ], ids=str)
 def test_conv2d(dtype, x_shape, f_shape, strides, padding, dilations):
     attrs = {"strides": strides, "dilations": dilations}
