@@ -68,6 +68,7 @@ class Optimizer:
         self._slots: Dict[int, Dict[str, Variable]] = {}
         self._built: Optional[List[Variable]] = None
         self._update_ops: Dict[int, Optional[str]] = {}
+        self._scalars: Dict[Tuple[Any, Any, Any], Tensor] = {}
 
     # -- what Keras' optimizers answer ---------------------------------------------------
     @property
@@ -207,6 +208,25 @@ class Optimizer:
             rate = float(rate)
         return rate
 
+    # A few steps' worth of scalars: the hyperparameters, and the values that change with the
+    # step (bias corrections, a scheduled learning rate) until the cache is refilled.
+    _SCALARS_KEPT = 64
+
+    def _scalar(self, value: Any, variable: Variable) -> Tensor:
+        """``value`` as a scalar tensor of ``variable``'s dtype on its device. Tensors never
+        change, so one made for a value serves every update that takes it: each step of an
+        update kernel would otherwise upload its hyperparameters again (five per variable
+        for Adam)."""
+        key = (value, variable.dtype, variable._device)
+        found = self._scalars.get(key)
+        if found is None:
+            if len(self._scalars) >= self._SCALARS_KEPT:
+                self._scalars.clear()
+            found = _tensor(np.asarray(value, variable.dtype.numpy_dtype),
+                            device=variable._device)
+            self._scalars[key] = found
+        return found
+
     def _kernel(self, op: str, variable: Variable) -> bool:
         """Whether to run ``op`` for ``variable``: the variable's device has a kernel for it
         and kernels are in use."""
@@ -240,8 +260,6 @@ def _filled(variable: Variable, value: float) -> Tensor:
                    device=variable._device)
 
 
-def _scalar(value: float, variable: Variable) -> np.ndarray:
-    return np.asarray(value, variable.dtype.numpy_dtype)
 
 
 def _check_unit(name: str, what: str, value: float, low: float = 0.0,
@@ -270,12 +288,12 @@ class SGD(Optimizer):
     def _update(self, g, var, slots, lr):
         if not self.momentum:
             if self._kernel("ResourceApplyGradientDescent", var):
-                execute("ResourceApplyGradientDescent", [var, _scalar(lr, var), g])
+                execute("ResourceApplyGradientDescent", [var, self._scalar(lr, var), g])
                 return "ResourceApplyGradientDescent"
-            var.assign_sub(g * _scalar(lr, var))
+            var.assign_sub(g * self._scalar(lr, var))
             return None
         m = slots["momentum"]
-        momentum, rate = _scalar(self.momentum, var), _scalar(lr, var)
+        momentum, rate = self._scalar(self.momentum, var), self._scalar(lr, var)
         if self._kernel("ResourceApplyKerasMomentum", var):
             execute("ResourceApplyKerasMomentum", [var, m, rate, g, momentum],
                     {"use_nesterov": self.nesterov})
@@ -319,20 +337,21 @@ class Adam(Optimizer):
         beta_2_power = np.power(kind(self.beta_2), step)
         m, v = slots["m"], slots["v"]
         if not self.amsgrad and self._kernel("ResourceApplyAdam", var):
-            execute("ResourceApplyAdam", [var, m, v, beta_1_power, beta_2_power,
-                                          _scalar(lr, var), _scalar(self.beta_1, var),
-                                          _scalar(self.beta_2, var),
-                                          _scalar(self.epsilon, var), g])
+            execute("ResourceApplyAdam", [var, m, v, self._scalar(beta_1_power, var),
+                                          self._scalar(beta_2_power, var),
+                                          self._scalar(lr, var), self._scalar(self.beta_1, var),
+                                          self._scalar(self.beta_2, var),
+                                          self._scalar(self.epsilon, var), g])
             return "ResourceApplyAdam"
         one = kind(1)
         alpha = kind(lr) * np.sqrt(one - beta_2_power) / (one - beta_1_power)
-        m.assign_add((g - m) * _scalar(1 - self.beta_1, var))
-        v.assign_add((square(g) - v) * _scalar(1 - self.beta_2, var))
+        m.assign_add((g - m) * self._scalar(1 - self.beta_1, var))
+        v.assign_add((square(g) - v) * self._scalar(1 - self.beta_2, var))
         if self.amsgrad:
             v_hat = slots["v_hat"]
             v_hat.assign(maximum(v_hat, v))
             v = v_hat
-        var.assign_sub((m * alpha) / (sqrt(v) + _scalar(self.epsilon, var)))
+        var.assign_sub((m * alpha) / (sqrt(v) + self._scalar(self.epsilon, var)))
         return None
 
     def get_config(self):
@@ -370,17 +389,18 @@ class RMSprop(Optimizer):
 
     def _update(self, g, var, slots, lr):
         velocity = slots["velocity"]
-        rho = _scalar(self.rho, var)
-        epsilon = _scalar(self.epsilon, var)
+        rho = self._scalar(self.rho, var)
+        epsilon = self._scalar(self.epsilon, var)
         if "momentum" in slots and self._kernel(self._op(), var):
-            scalars = [_scalar(lr, var), rho, _scalar(self.momentum, var), epsilon, g]
+            scalars = [self._scalar(lr, var), rho, self._scalar(self.momentum, var), epsilon,
+                       g]
             if self.centered:
                 execute(self._op(), [var, slots["average_gradient"], velocity,
                                      slots["momentum"], *scalars])
             else:
                 execute(self._op(), [var, velocity, slots["momentum"], *scalars])
             return self._op()
-        one_minus_rho = _scalar(1 - self.rho, var)
+        one_minus_rho = self._scalar(1 - self.rho, var)
         velocity.assign(velocity * rho + square(g) * one_minus_rho)
         if self.centered:
             average = slots["average_gradient"]
@@ -388,10 +408,10 @@ class RMSprop(Optimizer):
             denominator = velocity - square(average) + epsilon
         else:
             denominator = velocity + epsilon
-        increment = (g * _scalar(lr, var)) / sqrt(denominator)
+        increment = (g * self._scalar(lr, var)) / sqrt(denominator)
         if self.momentum:
             momentum = slots["momentum"]
-            momentum.assign(momentum * _scalar(self.momentum, var) + increment)
+            momentum.assign(momentum * self._scalar(self.momentum, var) + increment)
             var.assign_sub(momentum)
         else:
             var.assign_sub(increment)
@@ -424,11 +444,11 @@ class Adagrad(Optimizer):
     def _update(self, g, var, slots, lr):
         accumulator = slots["accumulator"]
         if self._kernel("ResourceApplyAdagradV2", var):
-            execute("ResourceApplyAdagradV2", [var, accumulator, _scalar(lr, var),
-                                               _scalar(0.0, var), g])
+            execute("ResourceApplyAdagradV2", [var, accumulator, self._scalar(lr, var),
+                                               self._scalar(0.0, var), g])
             return "ResourceApplyAdagradV2"
         accumulator.assign_add(square(g))
-        var.assign_sub((g * _scalar(lr, var)) / sqrt(accumulator))
+        var.assign_sub((g * self._scalar(lr, var)) / sqrt(accumulator))
         return None
 
     def get_config(self):

@@ -204,7 +204,10 @@ class Variable:
             return value.read_value()
         if isinstance(value, Tensor):
             return value
-        return tensor(value, dtype=self._dtype)
+        # Made where the variable lives: under another device's scope a value made there
+        # would have to be copied back, and a CPU variable's update would wait for that
+        # device's queued work (an optimizer's step count under `with device("xpu")`).
+        return tensor(value, dtype=self._dtype, device=self._device)
 
     # -- a tensor wherever one is expected ------------------------------------------------
     def __pluggable_tensor__(self, resource: bool) -> Tensor:
