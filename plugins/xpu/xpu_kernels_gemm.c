@@ -224,19 +224,18 @@ bool xpu_kernel_isa_has_avx2(void) { return gemm_arch() != &kArchGeneric; }
         enum { L = 16 / sizeof(T) };                                                       \
         int64_t i = 0, kc_blocks = kc / L * L;                                             \
         for (; i + L <= h; i += L) {                                                       \
+          const T* r[L];                                                                   \
+          for (int k = 0; k < L; k++) r[k] = src + (i + k) * rs;                           \
           int64_t p = 0;                                                                   \
-          for (; p < kc_blocks; p += L) {                                                  \
-            transpose_block_##S(src + i * rs + p, rs, dst + p * mr + i, mr);               \
-          }                                                                                \
+          for (; p < kc_blocks; p += L) transpose_rows_##S(r, p, dst + p * mr + i, mr);    \
           for (; p < kc; p++) {                                                            \
             for (int64_t q = 0; q < L; q++) dst[p * mr + i + q] = src[(i + q) * rs + p];   \
           }                                                                                \
         }                                                                                  \
         for (; i + 2 <= h; i += 2) {                                                       \
+          const T* r[2] = {src + i * rs, src + (i + 1) * rs};                              \
           int64_t p = 0;                                                                   \
-          for (; p < kc_blocks; p += L) {                                                  \
-            pair_block_##S(src + i * rs + p, rs, dst + p * mr + i, mr);                    \
-          }                                                                                \
+          for (; p < kc_blocks; p += L) pair_rows_##S(r, p, dst + p * mr + i, mr);         \
           for (; p < kc; p++) {                                                            \
             dst[p * mr + i] = src[i * rs + p];                                             \
             dst[p * mr + i + 1] = src[(i + 1) * rs + p];                                   \
@@ -257,6 +256,39 @@ bool xpu_kernel_isa_has_avx2(void) { return gemm_arch() != &kArchGeneric; }
       }                                                                                    \
     }                                                                                      \
   }                                                                                        \
+  static void pack_rows_##S(const T* const* rows, int64_t h, int64_t run, int mr, T* d) {   \
+    /* Columns [0, run) of h rows (NULL: a row of zeros) into a micro-panel: element q of \
+     * row i to d[q * mr + i]; rows past h are zeros. Groups of whole rows go through the  \
+     * register transposes. */                                                            \
+    enum { L = 16 / sizeof(T) };                                                           \
+    int64_t blocks = run / L * L, i = 0;                                                   \
+    while (i < h) {                                                                        \
+      int width = 0;                                                                       \
+      if (i + L <= h) {                                                                    \
+        width = L;                                                                         \
+        for (int k = 0; k < L; k++) width = rows[i + k] != NULL ? width : 0;               \
+      }                                                                                    \
+      if (width == 0 && i + 2 <= h && rows[i] != NULL && rows[i + 1] != NULL) width = 2;   \
+      if (width == 0) {                                                                    \
+        const T* r = rows[i];                                                              \
+        for (int64_t q = 0; q < run; q++) d[q * mr + i] = r != NULL ? r[q] : (T)0;         \
+        i++;                                                                               \
+        continue;                                                                          \
+      }                                                                                    \
+      int64_t q = 0;                                                                       \
+      for (; q < blocks; q += L) {                                                         \
+        if (width == L) transpose_rows_##S(rows + i, q, d + q * mr + i, mr);               \
+        else pair_rows_##S(rows + i, q, d + q * mr + i, mr);                               \
+      }                                                                                    \
+      for (; q < run; q++) {                                                               \
+        for (int k = 0; k < width; k++) d[q * mr + i + k] = rows[i + k][q];                \
+      }                                                                                    \
+      i += width;                                                                          \
+    }                                                                                      \
+    for (; i < mr; i++) {                                                                  \
+      for (int64_t q = 0; q < run; q++) d[q * mr + i] = 0;                                 \
+    }                                                                                      \
+  }                                                                                        \
   static void pack_conv_##S(const T* x, const XpuConvGeometry* g, int64_t i0, int64_t mc,  \
                             int64_t k0, int64_t kc, int mr, T* dst) {                      \
     /* Row r of the im2col matrix is output pixel (n, oh, ow); its column p is tap        \
@@ -270,7 +302,7 @@ bool xpu_kernel_isa_has_avx2(void) { return gemm_arch() != &kArchGeneric; }
     const T* img[XPU_GEMM_MAX_MR];                                                         \
     for (int64_t ip = 0; ip < mc; ip += mr, dst += kc * mr) {                              \
       int64_t h = mc - ip < mr ? mc - ip : mr;                                             \
-      /* The panel's pixels lie on one output row: a tap then reads them at a fixed step. */ \
+      /* The panel's pixels lie on one output row: a tap reads them at a fixed step. */   \
       bool one_row = ow + h <= g->out_w;                                                   \
       int64_t step = g->stride_w * g->in_c;                                                \
       for (int64_t i = 0; i < h; i++) {                                                    \
@@ -292,24 +324,24 @@ bool xpu_kernel_isa_has_avx2(void) { return gemm_arch() != &kArchGeneric; }
         T* d = dst + p * mr;                                                               \
         int64_t ih = ih0[0] + dh, iw_first = iw0[0] + dw, iw_last = iw0[h - 1] + dw;       \
         if (one_row && ih >= 0 && ih < g->in_h && iw_first >= 0 && iw_last < g->in_w) {    \
-          /* Every pixel's tap is inside the image. */                                    \
+          /* Every pixel's tap inside the image, at a fixed step: an h x run block of A. */ \
           const T* src = img[0] + (ih * g->in_w + iw_first) * g->in_c + ch;                \
-          for (int64_t q = 0; q < run; q++) {                                              \
-            for (int64_t i = 0; i < h; i++) d[q * mr + i] = src[i * step + q];             \
-          }                                                                                \
-        } else {                                                                           \
-          for (int64_t i = 0; i < h; i++) {                                                \
-            int64_t ihi = ih0[i] + dh, iwi = iw0[i] + dw;                                  \
-            if (ihi >= 0 && ihi < g->in_h && iwi >= 0 && iwi < g->in_w) {                  \
-              const T* src = img[i] + (ihi * g->in_w + iwi) * g->in_c + ch;                \
-              for (int64_t q = 0; q < run; q++) d[q * mr + i] = src[q];                    \
-            } else {                                                                       \
-              for (int64_t q = 0; q < run; q++) d[q * mr + i] = 0;                         \
+          if (run >= 16 / (int64_t)sizeof(T)) {                                            \
+            pack_a_##S(src, step, 1, 0, h, 0, run, mr, d);                                 \
+          } else {                                                                         \
+            for (int64_t q = 0; q < run; q++) {                                            \
+              for (int64_t i = 0; i < h; i++) d[q * mr + i] = src[i * step + q];           \
+              for (int64_t i = h; i < mr; i++) d[q * mr + i] = 0;                          \
             }                                                                              \
           }                                                                                \
-        }                                                                                  \
-        for (int64_t i = h; i < mr; i++) {                                                 \
-          for (int64_t q = 0; q < run; q++) d[q * mr + i] = 0;                             \
+        } else {                                                                           \
+          const T* rows[XPU_GEMM_MAX_MR];                                                  \
+          for (int64_t i = 0; i < h; i++) {                                                \
+            int64_t ihi = ih0[i] + dh, iwi = iw0[i] + dw;                                  \
+            bool inside = ihi >= 0 && ihi < g->in_h && iwi >= 0 && iwi < g->in_w;          \
+            rows[i] = inside ? img[i] + (ihi * g->in_w + iwi) * g->in_c + ch : NULL;       \
+          }                                                                                \
+          pack_rows_##S(rows, h, run, mr, d);                                              \
         }                                                                                  \
         p += run;                                                                          \
         if (++kw == g->k_w) {                                                              \
@@ -319,14 +351,14 @@ bool xpu_kernel_isa_has_avx2(void) { return gemm_arch() != &kArchGeneric; }
       }                                                                                    \
     }                                                                                      \
   }
-/* Transposes a square block of 16-byte vectors: row q of the block (at src + q * rs) becomes
- * column q (dst + r * ld + q for every r). */
-static inline void transpose_block_f32(const float* src, int64_t rs, float* dst, int64_t ld) {
+/* Transposes a square block of 16-byte vectors: the vector at r[k] + q (k < L) becomes
+ * column k of L rows, dst + c * ld + k for c < L. */
+static inline void transpose_rows_f32(const float* const* r, int64_t q, float* dst, int64_t ld) {
   f32x4 r0, r1, r2, r3;
-  memcpy(&r0, src, sizeof r0);
-  memcpy(&r1, src + rs, sizeof r1);
-  memcpy(&r2, src + 2 * rs, sizeof r2);
-  memcpy(&r3, src + 3 * rs, sizeof r3);
+  memcpy(&r0, r[0] + q, sizeof r0);
+  memcpy(&r1, r[1] + q, sizeof r1);
+  memcpy(&r2, r[2] + q, sizeof r2);
+  memcpy(&r3, r[3] + q, sizeof r3);
   typedef int i32x4 __attribute__((vector_size(16)));
   f32x4 t0 = __builtin_shuffle(r0, r1, (i32x4){0, 4, 1, 5});
   f32x4 t1 = __builtin_shuffle(r0, r1, (i32x4){2, 6, 3, 7});
@@ -342,10 +374,11 @@ static inline void transpose_block_f32(const float* src, int64_t rs, float* dst,
   memcpy(dst + 3 * ld, &c3, sizeof c3);
 }
 
-static inline void transpose_block_f64(const double* src, int64_t rs, double* dst, int64_t ld) {
+static inline void transpose_rows_f64(const double* const* r, int64_t q, double* dst,
+                                      int64_t ld) {
   f64x2 r0, r1;
-  memcpy(&r0, src, sizeof r0);
-  memcpy(&r1, src + rs, sizeof r1);
+  memcpy(&r0, r[0] + q, sizeof r0);
+  memcpy(&r1, r[1] + q, sizeof r1);
   typedef long long i64x2 __attribute__((vector_size(16)));
   f64x2 c0 = __builtin_shuffle(r0, r1, (i64x2){0, 2});
   f64x2 c1 = __builtin_shuffle(r0, r1, (i64x2){1, 3});
@@ -353,13 +386,13 @@ static inline void transpose_block_f64(const double* src, int64_t rs, double* ds
   memcpy(dst + ld, &c1, sizeof c1);
 }
 
-/* Two rows of one 16-byte vector each (at src and src + rs) become L pairs: element q of both
- * rows goes to dst + q * ld, side by side (the rows a 4 x 4 transpose leaves over when mr is
- * 6). */
-static inline void pair_block_f32(const float* src, int64_t rs, float* dst, int64_t ld) {
+/* Two rows of one 16-byte vector each (at r[0] + q and r[1] + q) become L pairs: element c
+ * of both goes to dst + c * ld, side by side (the rows a transpose of L leaves over when mr
+ * is 6). */
+static inline void pair_rows_f32(const float* const* r, int64_t q, float* dst, int64_t ld) {
   f32x4 r0, r1;
-  memcpy(&r0, src, sizeof r0);
-  memcpy(&r1, src + rs, sizeof r1);
+  memcpy(&r0, r[0] + q, sizeof r0);
+  memcpy(&r1, r[1] + q, sizeof r1);
   typedef int i32x4 __attribute__((vector_size(16)));
   f32x4 lo = __builtin_shuffle(r0, r1, (i32x4){0, 4, 1, 5});
   f32x4 hi = __builtin_shuffle(r0, r1, (i32x4){2, 6, 3, 7});
@@ -369,8 +402,8 @@ static inline void pair_block_f32(const float* src, int64_t rs, float* dst, int6
   memcpy(dst + 3 * ld, (const float*)&hi + 2, 2 * sizeof(float));
 }
 
-static inline void pair_block_f64(const double* src, int64_t rs, double* dst, int64_t ld) {
-  transpose_block_f64(src, rs, dst, ld);
+static inline void pair_rows_f64(const double* const* r, int64_t q, double* dst, int64_t ld) {
+  transpose_rows_f64(r, q, dst, ld);
 }
 
 DEFINE_PACKERS(f32, float)
