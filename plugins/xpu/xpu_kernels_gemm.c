@@ -420,6 +420,7 @@ typedef struct GemmWork {
   int64_t m_panels; /* micro-panels of rows, shared out among the row tiles (tile_row) */
   int64_t mc, nc;   /* the tallest row tile, the width of a column tile (multiples of mr, nr) */
   int64_t group_tiles, m_groups; /* a task covers group_tiles row tiles of one column tile */
+  int64_t kc;                    /* the depth of a K block (the last one may be shallower) */
   atomic_bool out_of_memory;
 } GemmWork;
 
@@ -504,7 +505,7 @@ static void gemm_task(void* ctx, int64_t t) {
   int64_t t1 = t0 + w->group_tiles < w->m_tiles ? t0 + w->group_tiles : w->m_tiles;
   int64_t r0 = tile_row(w, t0), r1 = tile_row(w, t1);
   int64_t nc = g->n - j0 < w->nc ? g->n - j0 : w->nc;
-  int64_t kc_max = g->k < kern->kc ? g->k : kern->kc;
+  int64_t kc_max = w->kc;
   int64_t mc_max = r1 - r0 < w->mc ? r1 - r0 : w->mc;
   int64_t mc_pad = (mc_max + kern->mr - 1) / kern->mr * kern->mr;
   int64_t nc_pad = (nc + kern->nr - 1) / kern->nr * kern->nr;
@@ -522,8 +523,8 @@ static void gemm_task(void* ctx, int64_t t) {
   char* bp = buf + a_bytes;
   char* tmp = bp + b_bytes;
   int64_t ldc = g->n;
-  for (int64_t k0 = 0; k0 < g->k; k0 += kern->kc) {
-    int64_t kc = g->k - k0 < kern->kc ? g->k - k0 : kern->kc;
+  for (int64_t k0 = 0; k0 < g->k; k0 += w->kc) {
+    int64_t kc = g->k - k0 < w->kc ? g->k - k0 : w->kc;
     int accumulate = k0 > 0;
     pack_b_block(w, b, k0, kc, j0, nc, bp);
     for (int64_t tile = t0; tile < t1; tile++) {
@@ -617,6 +618,11 @@ bool xpu_gemm(const XpuGemm* g) {
   }
   GemmWork w = {.g = g, .kern = gemm_kernel(g), .size = sz};
   w.nc = w.kern->nc;
+  /* K in blocks of equal depth (up to 4 less for the last), none deeper than the kernel's
+   * kc: 784 is 4 blocks of 196, not 3 of 256 and one of 16 whose pass over C does little. */
+  int64_t k_blocks = (g->k + w.kern->kc - 1) / w.kern->kc;
+  w.kc = (g->k + k_blocks - 1) / k_blocks;
+  w.kc = (w.kc + 3) / 4 * 4 < w.kern->kc ? (w.kc + 3) / 4 * 4 : w.kern->kc;
   w.n_tiles = (g->n + w.nc - 1) / w.nc;
   int64_t column_tasks = g->batches * w.n_tiles;
   choose_row_tiles(&w, column_tasks);
