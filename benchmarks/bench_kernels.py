@@ -46,11 +46,12 @@ TITLE = "XPU kernels against NumPy and PyTorch: element-wise, Sum, MatMul, Conv2
 GOAL = 1.0
 
 NOTE = """A sample is a stream of ops and, on XPU:0, one wait for the device; NumPy
-(OpenBLAS for MatMul) and PyTorch run synchronously on the host with their own threads.
-Every sample starts once no thread of the process uses the CPU, since OpenBLAS's idle
-threads spin for about 50 ms after a call and would take a core from the next sample.
-`--grain` (printed only) measures where splitting element-wise kernels across threads
-pays."""
+(OpenBLAS for MatMul) and PyTorch run synchronously on the host with their own threads, as
+many as the XPU's kernel threads (the cores). Conv2D's reference is PyTorch's convolution in
+its default layout (NCHW; the XPU's input is the same images in NHWC). Every sample starts
+once no thread of the process uses the CPU, since OpenBLAS's idle threads spin for about
+50 ms after a call and would take a core from the next sample. `--grain` (printed only)
+measures where splitting element-wise kernels across threads pays."""
 
 
 def settle(limit: float = 0.5) -> None:
