@@ -31,7 +31,7 @@ import pluggable
 from pluggable import ops, profiler
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _ratios import Report, add_write_flag, ratio_stats  # noqa: E402
+from _ratios import Report, add_write_flag  # noqa: E402
 
 NOTE = """A session (host tracer level 2 and the XPU's own profiler) records every op
 (with its correlation id), allocation and free on the host plane and each kernel on the

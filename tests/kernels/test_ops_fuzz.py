@@ -12,14 +12,9 @@ Every test runs a fixed, derandomized number of examples so the time in CI is bo
 """
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-import textwrap
 import warnings
 
 import numpy as np
-import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 from hypothesis.extra import numpy as hnp
 

@@ -4,7 +4,6 @@ shapes, fill sizes, reduction axes), on the XPU and on the CPU, give NumPy's ans
 from __future__ import annotations
 
 import numpy as np
-import pytest
 from hypothesis import given, settings, strategies as st
 
 import pluggable

@@ -10,7 +10,6 @@ xpu_control.h), which tells whether and how an op was split.
 A float GEMM is split when C has more than one tile (at most 192 x 512 elements)."""
 from __future__ import annotations
 
-import ctypes
 import json
 
 import numpy as np

@@ -11,7 +11,7 @@ import pytest
 import pluggable
 from pluggable import ops
 from pluggable.base import limits
-from pluggable.errors import DeadlineExceededError, FailedPreconditionError, InternalError
+from pluggable.errors import DeadlineExceededError, InternalError
 
 
 @pytest.fixture(autouse=True)
