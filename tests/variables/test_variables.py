@@ -303,3 +303,31 @@ def test_ops_on_a_variable_run_where_it_lives():
         w.assign_add(np.ones(2, np.float32))
     assert value.device == "/device:XPU:1" and value.numpy().tolist() == [1.5, 1.5, 1.5]
     assert w.device == "/device:CPU:0" and w.numpy().tolist() == [1.0, 1.0]
+
+
+def test_a_value_given_to_a_variable_is_made_on_the_variable_s_device():
+    """Under another device's scope, a number or an array assigned or added to a variable is
+    made where the variable lives: a CPU variable's update never waits for the XPU's queued
+    work (here a host callback holds the XPU's compute stream until the update is done; a
+    timer lets it go after 30 s so that a regression fails instead of hanging)."""
+    import threading
+
+    device = pluggable.get_device("XPU:0")
+    counter = pluggable.Variable(0, dtype="int64", device="CPU", trainable=False)
+    release = threading.Event()
+    timer = threading.Timer(30, release.set)
+    timer.start()
+    try:
+        device.compute_stream.host_callback(release.wait)
+        with pluggable.device("/xpu:0"):
+            counter.assign_add(np.int64(1))
+            counter.assign_add(2)
+            counter.assign(np.int64(5) + counter.numpy())
+            held = not release.is_set()
+    finally:
+        release.set()
+        timer.cancel()
+    device.synchronize()
+    assert held, "the CPU variable's update waited for the XPU's stream"
+    assert int(counter.numpy()) == 8
+    assert counter.read_value().device == "/device:CPU:0"
