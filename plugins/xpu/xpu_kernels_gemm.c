@@ -2,9 +2,10 @@
  * double).
  *
  * The classic cache-blocked structure (Goto / BLIS): C is cut into tiles of MC x NC, each a
- * task for the helper-thread pool. A task walks K in blocks of KC; for each block it packs
- * the B block (KC x NC) into micro-panels of NR columns and the A block (MC x KC) into
- * micro-panels of MR rows, zero-padded, so that the micro-kernel reads both sequentially.
+ * task for the helper-thread pool. A task walks K in blocks of about equal depth, at most KC
+ * (xpu_gemm); for each block it packs the B block (KC x NC) into micro-panels of NR columns
+ * and the A block (MC x KC) into micro-panels of MR rows, zero-padded, so that the
+ * micro-kernel reads both sequentially.
  * The micro-kernel keeps an MR x NR block of C in vector registers and, for every k, adds
  * the outer product of an A column (broadcast scalars) and a B row (NR / lanes vectors):
  * MR * NR / lanes fused multiply-adds per k. A micro-panel of A (MR x KC, the broadcast
@@ -618,8 +619,9 @@ bool xpu_gemm(const XpuGemm* g) {
   }
   GemmWork w = {.g = g, .kern = gemm_kernel(g), .size = sz};
   w.nc = w.kern->nc;
-  /* K in blocks of equal depth (up to 4 less for the last), none deeper than the kernel's
-   * kc: 784 is 4 blocks of 196, not 3 of 256 and one of 16 whose pass over C does little. */
+  /* K in blocks of about equal depth (a multiple of 4, at most the kernel's kc; the last
+   * takes the rest): 784 is 4 blocks of 196, not 3 of 256 and one of 16 whose pass over C
+   * does little. */
   int64_t k_blocks = (g->k + w.kern->kc - 1) / w.kern->kc;
   w.kc = (g->k + k_blocks - 1) / k_blocks;
   w.kc = (w.kc + 3) / 4 * 4 < w.kern->kc ? (w.kc + 3) / 4 * 4 : w.kern->kc;
