@@ -28,6 +28,8 @@ pytest.importorskip("tensorboard_plugin_profile",
                            "(pip install tensorboard-plugin-profile)")
 webdriver = pytest.importorskip("selenium.webdriver",
                                 reason="selenium is not installed (pip install selenium)")
+from selenium.common.exceptions import WebDriverException  # noqa: E402
+
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMEDRIVER = shutil.which("chromedriver")
 if CHROMIUM is None or CHROMEDRIVER is None:
@@ -91,9 +93,16 @@ def test_tensorboard_shows_the_xpu_lane_in_the_trace_viewer(tmp_path):
                                   options=options)
         driver.get(f"http://127.0.0.1:{port}/?run={run}&tag=trace_viewer&host={host}")
         deadline = time.monotonic() + 90
-        while not _frames_with(driver, ("/device:GPU:0", "compute", "/host:CPU")):
+        trouble = None  # the last error met walking the frames of a page still being built
+        while True:
+            try:
+                if _frames_with(driver, ("/device:GPU:0", "compute", "/host:CPU")):
+                    break
+            except WebDriverException as e:  # a frame replaced or detached while it is read
+                trouble = e.msg
             assert time.monotonic() < deadline, \
-                "the trace viewer showed no /device:GPU:0 lane with its compute stream in 90 s"
+                ("the trace viewer showed no /device:GPU:0 lane with its compute stream in "
+                 f"90 s (last error reading the page: {trouble})")
             time.sleep(2)
             driver.switch_to.default_content()
     finally:
