@@ -219,6 +219,9 @@ def main() -> None:
         matmul(report, device, torch, rng, n, args.rounds)
     if torch is not None:
         conv2d(report, device, torch, rng, args.rounds)
+    else:
+        report.text("Conv2D is measured against PyTorch's convolution, which is not installed "
+                    "(pip install torch==2.13.0): no Conv2D table.")
     report.finish(args.write)
 
 

@@ -214,49 +214,6 @@ bool xpu_kernel_isa_has_avx2(void) { return gemm_arch() != &kArchGeneric; }
       }                                                                                    \
     }                                                                                      \
   }                                                                                        \
-  static void pack_a_##S(const T* a, int64_t rs, int64_t cs, int64_t i0, int64_t mc,       \
-                         int64_t k0, int64_t kc, int mr, T* dst) {                         \
-    for (int64_t ip = 0; ip < mc; ip += mr, dst += kc * mr) {                              \
-      int64_t h = mc - ip < mr ? mc - ip : mr;                                             \
-      const T* src = a + (i0 + ip) * rs + k0 * cs;                                         \
-      if (cs == 1) {                                                                       \
-        /* A transpose, in square blocks of one 16-byte vector per row (4 floats, 2       \
-         * doubles), rows of a block read in order. */                                    \
-        enum { L = 16 / sizeof(T) };                                                       \
-        int64_t i = 0, kc_blocks = kc / L * L;                                             \
-        for (; i + L <= h; i += L) {                                                       \
-          const T* r[L];                                                                   \
-          for (int k = 0; k < L; k++) r[k] = src + (i + k) * rs;                           \
-          int64_t p = 0;                                                                   \
-          for (; p < kc_blocks; p += L) transpose_rows_##S(r, p, dst + p * mr + i, mr);    \
-          for (; p < kc; p++) {                                                            \
-            for (int64_t q = 0; q < L; q++) dst[p * mr + i + q] = src[(i + q) * rs + p];   \
-          }                                                                                \
-        }                                                                                  \
-        for (; i + 2 <= h; i += 2) {                                                       \
-          const T* r[2] = {src + i * rs, src + (i + 1) * rs};                              \
-          int64_t p = 0;                                                                   \
-          for (; p < kc_blocks; p += L) pair_rows_##S(r, p, dst + p * mr + i, mr);         \
-          for (; p < kc; p++) {                                                            \
-            dst[p * mr + i] = src[i * rs + p];                                             \
-            dst[p * mr + i + 1] = src[(i + 1) * rs + p];                                   \
-          }                                                                                \
-        }                                                                                  \
-        for (; i < mr; i++) {                                                              \
-          if (i < h) {                                                                     \
-            for (int64_t p = 0; p < kc; p++) dst[p * mr + i] = src[i * rs + p];            \
-          } else {                                                                         \
-            for (int64_t p = 0; p < kc; p++) dst[p * mr + i] = 0;                          \
-          }                                                                                \
-        }                                                                                  \
-      } else {                                                                             \
-        for (int64_t p = 0; p < kc; p++) {                                                 \
-          for (int64_t i = 0; i < h; i++) dst[p * mr + i] = src[i * rs + p * cs];          \
-          for (int64_t i = h; i < mr; i++) dst[p * mr + i] = 0;                            \
-        }                                                                                  \
-      }                                                                                    \
-    }                                                                                      \
-  }                                                                                        \
   static void pack_rows_##S(const T* const* rows, int64_t h, int64_t run, int mr, T* d) {   \
     /* Columns [0, run) of h rows (NULL: a row of zeros) into a micro-panel: element q of \
      * row i to d[q * mr + i]; rows past h are zeros. Groups of whole rows go through the  \
@@ -288,6 +245,23 @@ bool xpu_kernel_isa_has_avx2(void) { return gemm_arch() != &kArchGeneric; }
     }                                                                                      \
     for (; i < mr; i++) {                                                                  \
       for (int64_t q = 0; q < run; q++) d[q * mr + i] = 0;                                 \
+    }                                                                                      \
+  }                                                                                        \
+  static void pack_a_##S(const T* a, int64_t rs, int64_t cs, int64_t i0, int64_t mc,       \
+                         int64_t k0, int64_t kc, int mr, T* dst) {                         \
+    for (int64_t ip = 0; ip < mc; ip += mr, dst += kc * mr) {                              \
+      int64_t h = mc - ip < mr ? mc - ip : mr;                                             \
+      const T* src = a + (i0 + ip) * rs + k0 * cs;                                         \
+      if (cs == 1) { /* rows in order, through the register transposes */                 \
+        const T* rows[XPU_GEMM_MAX_MR];                                                    \
+        for (int64_t i = 0; i < h; i++) rows[i] = src + i * rs;                            \
+        pack_rows_##S(rows, h, kc, mr, dst);                                               \
+      } else {                                                                             \
+        for (int64_t p = 0; p < kc; p++) {                                                 \
+          for (int64_t i = 0; i < h; i++) dst[p * mr + i] = src[i * rs + p * cs];          \
+          for (int64_t i = h; i < mr; i++) dst[p * mr + i] = 0;                            \
+        }                                                                                  \
+      }                                                                                    \
     }                                                                                      \
   }                                                                                        \
   static void pack_conv_##S(const T* x, const XpuConvGeometry* g, int64_t i0, int64_t mc,  \
@@ -506,7 +480,7 @@ static void gemm_task(void* ctx, int64_t t) {
   int64_t t1 = t0 + w->group_tiles < w->m_tiles ? t0 + w->group_tiles : w->m_tiles;
   int64_t r0 = tile_row(w, t0), r1 = tile_row(w, t1);
   int64_t nc = g->n - j0 < w->nc ? g->n - j0 : w->nc;
-  int64_t kc_max = w->kc;
+  int64_t kc_max = g->k < w->kc ? g->k : w->kc;
   int64_t mc_max = r1 - r0 < w->mc ? r1 - r0 : w->mc;
   int64_t mc_pad = (mc_max + kern->mr - 1) / kern->mr * kern->mr;
   int64_t nc_pad = (nc + kern->nr - 1) / kern->nr * kern->nr;

@@ -260,8 +260,6 @@ def _filled(variable: Variable, value: float) -> Tensor:
                    device=variable._device)
 
 
-
-
 def _check_unit(name: str, what: str, value: float, low: float = 0.0,
                 high: float = 1.0) -> float:
     value = float(value)

@@ -546,9 +546,11 @@ def _upload(array: np.ndarray, dtype: DType, device: PluggableDevice, owned: boo
     nbytes = array.nbytes
     if not nbytes:
         return Tensor(tuple(array.shape), dtype, device, buffer=DeviceBuffer(executor, 0))
-    copier = None if asked else device._copier
-    if not asked and (copier is None or (copier is not False and copier.stale)):
-        copier = _copier(device)
+    copier = None
+    if not asked:
+        copier = device._copier
+        if copier is None or (copier is not False and copier.stale):
+            copier = _copier(device)
     if copier:  # copied at once when the compute stream is idle, else None
         uploaded = copier.upload(array, dtype)
         if uploaded is not None:
