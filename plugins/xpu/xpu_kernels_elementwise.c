@@ -443,6 +443,12 @@ typedef void (*UnaryLoop)(const void* x, void* y, int64_t n);
 /* Logistic function without overflow: exp of a non-positive argument only. */
 #define SIGMOID(T, a) ((a) >= 0 ? (T)1 / ((T)1 + exp(-(a))) : exp(a) / ((T)1 + exp(a)))
 
+/* max(a, 0) and min(max(a, 0), 6), a NaN kept: no comparison with a NaN is true, so it falls
+ * through to `a`. Written as selects the compiler turns into vector masks (a branch per
+ * element of data of both signs mispredicts about every other element). -0 gives +0. */
+#define RELU(T, a) ((a) <= 0 ? (T)0 : (a))
+#define RELU6(T, a) ((a) <= 0 ? (T)0 : (a) > 6 ? (T)6 : (a))
+
 #define FLOAT_UNARY_LOOPS(S, T)                                      \
   UNARY_LOOP(neg_##S, T, -a)                                         \
   UNARY_LOOP(abs_##S, T, fabs(a))                                    \
@@ -453,8 +459,8 @@ typedef void (*UnaryLoop)(const void* x, void* y, int64_t n);
   UNARY_LOOP(log_##S, T, log(a))                                     \
   UNARY_LOOP(tanh_##S, T, tanh(a))                                   \
   UNARY_LOOP(sigmoid_##S, T, SIGMOID(T, a))                          \
-  UNARY_LOOP(relu_##S, T, IS_NAN(a) ? a : a > 0 ? a : (T)0)          \
-  UNARY_LOOP(relu6_##S, T, IS_NAN(a) ? a : a > 6 ? (T)6 : a > 0 ? a : (T)0)
+  UNARY_LOOP(relu_##S, T, RELU(T, a))                                \
+  UNARY_LOOP(relu6_##S, T, RELU6(T, a))
 FLOAT_UNARY_LOOPS(f32, float)
 FLOAT_UNARY_LOOPS(f64, double)
 
@@ -462,8 +468,8 @@ FLOAT_UNARY_LOOPS(f64, double)
   UNARY_LOOP(neg_##S, T, wneg_i##W(a))                                \
   UNARY_LOOP(abs_##S, T, a < 0 ? wneg_i##W(a) : a)                    \
   UNARY_LOOP(square_##S, T, wmul_i##W(a, a))                          \
-  UNARY_LOOP(relu_##S, T, a > 0 ? a : 0)                             \
-  UNARY_LOOP(relu6_##S, T, a > 6 ? 6 : a > 0 ? a : 0)
+  UNARY_LOOP(relu_##S, T, RELU(T, a))                                \
+  UNARY_LOOP(relu6_##S, T, RELU6(T, a))
 INT_UNARY_LOOPS(i32, int32_t, 32)
 INT_UNARY_LOOPS(i64, int64_t, 64)
 

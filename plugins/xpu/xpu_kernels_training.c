@@ -221,26 +221,25 @@ typedef struct ApplyWork {
 } ApplyWork;
 
 /* Defines the optimizer steps for float type T with square root SQRT, as TensorFlow's
- * training functors compute them. */
+ * training functors compute them, over elements [begin, end). */
 #define APPLY(S, T, SQRT)                                                                    \
-  static void apply_##S(const ApplyWork* w) {                                               \
+  static void apply_##S(const ApplyWork* w, int64_t begin, int64_t end) {                    \
     T* restrict var = w->var[0];                                                             \
     const T* restrict g = w->grad;                                                           \
-    const int64_t n = w->count;                                                              \
     if (w->code == APPLY_SGD) {                                                              \
       const T alpha = *(const T*)w->scalar[0];                                               \
-      for (int64_t i = 0; i < n; i++) var[i] -= alpha * g[i];                                \
+      for (int64_t i = begin; i < end; i++) var[i] -= alpha * g[i];                          \
     } else if (w->code == APPLY_MOMENTUM) {                                                  \
       T* restrict accum = w->var[1];                                                         \
       const T lr = *(const T*)w->scalar[0], mom = *(const T*)w->scalar[1];                   \
-      for (int64_t i = 0; i < n; i++) {                                                      \
+      for (int64_t i = begin; i < end; i++) {                                                \
         accum[i] = accum[i] * mom + g[i];                                                    \
         var[i] -= w->nesterov ? g[i] * lr + accum[i] * mom * lr : lr * accum[i];             \
       }                                                                                      \
     } else if (w->code == APPLY_KERAS_MOMENTUM) {                                            \
       T* restrict accum = w->var[1];                                                         \
       const T lr = *(const T*)w->scalar[0], mom = *(const T*)w->scalar[1];                   \
-      for (int64_t i = 0; i < n; i++) {                                                      \
+      for (int64_t i = begin; i < end; i++) {                                                \
         accum[i] = accum[i] * mom - lr * g[i];                                               \
         var[i] += w->nesterov ? accum[i] * mom - lr * g[i] : accum[i];                       \
       }                                                                                      \
@@ -249,9 +248,9 @@ typedef struct ApplyWork {
       T* restrict mg = centered ? w->var[1] : NULL;                                          \
       T* restrict ms = w->var[centered ? 2 : 1];                                             \
       T* restrict mom = w->var[centered ? 3 : 2];                                            \
-      const T lr = *(const T*)w->scalar[0], rho = *(const T*)w->scalar[1];                  \
+      const T lr = *(const T*)w->scalar[0], rho = *(const T*)w->scalar[1];                   \
       const T momentum = *(const T*)w->scalar[2], eps = *(const T*)w->scalar[3];             \
-      for (int64_t i = 0; i < n; i++) {                                                      \
+      for (int64_t i = begin; i < end; i++) {                                                \
         ms[i] = ms[i] * rho + g[i] * g[i] * ((T)1 - rho);                                    \
         T denominator = ms[i] + eps;                                                         \
         if (centered) {                                                                      \
@@ -264,7 +263,7 @@ typedef struct ApplyWork {
     } else if (w->code == APPLY_ADAGRAD_V2) {                                                \
       T* restrict accum = w->var[1];                                                         \
       const T lr = *(const T*)w->scalar[0], eps = *(const T*)w->scalar[1];                   \
-      for (int64_t i = 0; i < n; i++) {                                                      \
+      for (int64_t i = begin; i < end; i++) {                                                \
         if (w->update_slots) accum[i] += g[i] * g[i];                                        \
         var[i] -= lr * g[i] / (SQRT(accum[i]) + eps);                                        \
       }                                                                                      \
@@ -275,10 +274,10 @@ typedef struct ApplyWork {
       const T lr = *(const T*)w->scalar[2], b1 = *(const T*)w->scalar[3];                    \
       const T b2 = *(const T*)w->scalar[4], eps = *(const T*)w->scalar[5];                   \
       const T lr_t = lr * SQRT((T)1 - b2p) / ((T)1 - b1p);                                   \
-      for (int64_t i = 0; i < n; i++) {                                                      \
+      for (int64_t i = begin; i < end; i++) {                                                \
         m[i] = m[i] + (g[i] - m[i]) * ((T)1 - b1);                                           \
         v[i] = v[i] + (g[i] * g[i] - v[i]) * ((T)1 - b2);                                    \
-        T step = w->nesterov ? (m[i] * b1 + ((T)1 - b1) * g[i]) * lr_t : m[i] * lr_t;       \
+        T step = w->nesterov ? (m[i] * b1 + ((T)1 - b1) * g[i]) * lr_t : m[i] * lr_t;        \
         var[i] -= step / (SQRT(v[i]) + eps);                                                 \
       }                                                                                      \
     }                                                                                        \
@@ -286,12 +285,18 @@ typedef struct ApplyWork {
 APPLY(f32, float, sqrtf)
 APPLY(f64, double, sqrt)
 
+static void apply_task(void* ctx, int64_t begin, int64_t end) {
+  const ApplyWork* w = ctx;
+  if (w->dtype == TF_FLOAT) apply_f32(w, begin, end);
+  else apply_f64(w, begin, end);
+}
+
+/* Element-wise, so split across the pool's threads as the element-wise kernels are. */
 static TF_Code apply_work(void* arg, char* message, size_t size) {
   (void)message;
   (void)size;
   ApplyWork* w = arg;
-  if (w->dtype == TF_FLOAT) apply_f32(w);
-  else apply_f64(w);
+  xpu_parallel_elements(w->count, apply_task, w);
   return TF_OK;
 }
 

@@ -25,6 +25,8 @@ PACKED = {
     "add_i64": {"paddq"},
     "lt_f32": {"cmpltps", "cmpps", "cmpgtps", "cmpnleps"},
     "neg_f32": {"xorps"},
+    "relu_f32": {"andnps"},  # a select (cmpleps, andnps), no branch per element
+    "apply_task": {"sqrtps"},  # the optimizers' loops: -fno-math-errno lets sqrtf vectorise
     "square_f64": {"mulpd"},
     "cast_i32_f32": {"cvtdq2ps"},
     "cast_f32_f64": {"cvtps2pd"},

@@ -174,6 +174,80 @@ def test_training_updates_match_their_formulas(where):
                                rtol=1e-5)
 
 
+def _remembered(op: str, variable) -> int:
+    """How many remembered runs of ``op`` on ``variable`` the dispatcher holds."""
+    from pluggable.eager import dispatch
+
+    return sum(1 for key in dispatch._resource_runs
+               if key[0] == op and id(variable.handle) in key)
+
+
+def test_repeated_calls_on_a_variable_are_remembered_and_follow_its_shape(where):
+    v = pluggable.Variable(np.zeros(3, np.float32), shape=[None], name="grows")
+    delta = pluggable.tensor(np.ones(3, np.float32))
+    for _ in range(3):
+        v.assign_add(delta)
+        v.read_value()
+    assert _remembered("AssignAddVariableOp", v) == 1
+    assert _remembered("ReadVariableOp", v) == 1
+    assert v.numpy().tolist() == [3, 3, 3]
+    v.assign(np.ones(2, np.float32))  # another shape: the remembered runs no longer serve
+    assert v.read_value().shape == (2,)
+    with pytest.raises(errors.InvalidArgumentError, match=r"shape \(2,\) with a value of "
+                                                          r"shape \(3,\)"):
+        v.assign_add(delta)
+    half = pluggable.tensor(np.full(2, 0.5, np.float32))
+    for _ in range(2):
+        v.assign_add(half)
+    assert v.numpy().tolist() == [2, 2]
+
+
+def test_a_remembered_call_on_a_destroyed_variable_says_so(where):
+    (handle,) = execute("VarHandleOp", [], {"dtype": "float32", "shape": (2,),
+                                            "shared_name": "gone"})
+    value = pluggable.tensor(np.ones(2, np.float32))
+    raw_ops.AssignVariableOp(resource=handle, value=value)
+    for _ in range(2):
+        raw_ops.AssignAddVariableOp(resource=handle, value=value)
+        read = raw_ops.ReadVariableOp(resource=handle, dtype=pluggable.float32)
+    assert read.numpy().tolist() == [3, 3]
+    raw_ops.DestroyResourceOp(resource=handle, ignore_lookup_error=False)
+    with pytest.raises(errors.NotFoundError, match="no live variable"):
+        raw_ops.AssignAddVariableOp(resource=handle, value=value)
+    with pytest.raises(errors.NotFoundError, match="no live variable"):
+        raw_ops.ReadVariableOp(resource=handle, dtype=pluggable.float32)
+
+
+def test_remembered_optimizer_steps_match_the_general_path(where):
+    """Adam's ResourceApplyAdam (and the updates and reads around it) repeated: the runs the
+    dispatcher remembers give the same bits as the general path every call takes while
+    placements are logged."""
+    from pluggable import optimizers
+
+    rng = np.random.default_rng(3)
+    start = rng.standard_normal((4, 3)).astype(np.float32)
+    grads = [pluggable.tensor(rng.standard_normal((4, 3)).astype(np.float32))
+             for _ in range(4)]
+
+    def train():
+        w = pluggable.Variable(start)
+        adam = optimizers.Adam(0.1)
+        for g in grads:
+            adam.apply_gradients([(g, w)])
+        return w, w.numpy()
+
+    w, remembered = train()
+    if where.name != "/device:CPU:0":
+        assert _remembered("ResourceApplyAdam", w) == 1
+    pluggable.config.set_log_device_placement(True)
+    try:
+        _, general = train()
+    finally:
+        pluggable.config.set_log_device_placement(False)
+    assert remembered.tobytes() == general.tobytes()
+    assert not np.array_equal(remembered, start)
+
+
 def _sgd(steps: int):
     """Linear regression by gradient descent on Variables; returns the final weights."""
     rng = np.random.default_rng(1)

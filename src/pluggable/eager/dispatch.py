@@ -515,6 +515,16 @@ def _missed(op_name: str, inputs: Sequence[Any], attrs: Optional[Mapping[str, An
         return _tracer.op(op_name, inputs, attrs)
     if _settings["general"]:
         return _execute(op_name, inputs, attrs, None)
+    if _resource_flags(op_name) is not None:
+        resource_key = _resource_key(op_name, inputs, attrs)
+        if resource_key is not None:
+            run = _resource_runs.get(resource_key)
+            if run is not None:
+                outputs = run.run(op_name, inputs)
+                if outputs is not None:
+                    return outputs
+                _resource_runs.pop(resource_key, None)  # general path says why (or remakes it)
+            return _execute(op_name, inputs, attrs, None, resource_key=resource_key)
     key = _plan_key(op_name, inputs) if not attrs else None
     if key is None and found is not None and found not in _unplannable:
         outputs = execute_with_constants(found, op_name, inputs, attrs or {})
@@ -527,6 +537,131 @@ def _missed(op_name: str, inputs: Sequence[Any], attrs: Optional[Mapping[str, An
 
 
 _compiled.bind_dispatch(_plans, _settings, _missed)
+
+# -- remembered runs of ops on variables ----------------------------------------------------
+# An op with resource inputs (an optimizer's ResourceApply*, AssignAddVariableOp,
+# ReadVariableOp) names its variables by handle, a host value, so neither kind of plan above
+# keys it, and each call used to take the general path (100-250 µs of checks, inference and
+# kernel preparation). Its plugin run is remembered under a key of the op, the handle tensors
+# themselves (the run keeps them, so their ids stay theirs), the other inputs' dtype, shape
+# and device, and the attributes. A repeated call checks what inference checked that can have
+# changed since: each variable is alive, its value has the shape it had (an assignment of
+# another shape makes the general path run again) and is intact; then it runs the plan and
+# marks the variables written, as the general path does.
+_resource_runs: Dict[Tuple, "_ResourceRun"] = {}
+# Op name -> per input, whether it is a resource (None: the op's calls are not remembered).
+_resource_inputs: Dict[str, Optional[Tuple[bool, ...]]] = {}
+
+
+def _resource_flags(op_name: str) -> Optional[Tuple[bool, ...]]:
+    flags = _resource_inputs.get(op_name, False)
+    if flags is False:
+        op = OPS.get(op_name)
+        if op is None:
+            return None  # not kept: a plugin may register the op later
+        flags = tuple(arg.dtype is resource for arg in op.inputs)
+        if not any(flags) or any(arg.number_attr or (arg.host and arg.dtype is not resource)
+                                 for arg in op.inputs):
+            flags = None
+        _resource_inputs[op_name] = flags
+    return flags
+
+
+def _resource_key(op_name: str, inputs: Sequence[Any],
+                  attrs: Optional[Mapping[str, Any]]) -> Optional[Tuple]:
+    """The key of a call of an op on variables, None when a part cannot be keyed (an input
+    that is not a tensor, or a variable where a value is wanted; unhashable attributes)."""
+    flags = _resource_inputs[op_name]
+    if len(inputs) != len(flags):
+        return None
+    parts: List[Any] = [op_name]
+    for is_resource, x in zip(flags, inputs):
+        if type(x) is not Tensor:
+            if not is_resource or not hasattr(type(x), "__pluggable_tensor__"):
+                return None
+            x = x.__pluggable_tensor__(True)
+            if type(x) is not Tensor:
+                return None
+        if is_resource:
+            if x._dtype is not resource:
+                return None
+            parts.append(id(x))
+        else:
+            parts.append((x._dtype, x._shape, x._device))
+    if attrs:
+        try:
+            parts.append(frozenset(attrs.items()))
+            hash(parts[-1])
+        except TypeError:
+            return None
+    return tuple(parts)
+
+
+class _ResourceRun:
+    """A remembered run of an op on variables (see _resource_runs): a plugin kernel's plan
+    (``plan``), or the host's own kernel (``plan`` None: a read, an assignment the plugin has
+    no kernel for, a variable on the CPU), run with the attributes the first call completed."""
+
+    __slots__ = ("plan", "host_kernel", "attrs", "handles", "states", "shapes", "values",
+                 "target", "writes")
+
+    def __init__(self, plan, op: OpDef, attrs, handles, states, values, target):
+        self.plan, self.host_kernel, self.attrs = plan, op.host_kernel, attrs
+        self.handles, self.states, self.values = handles, states, values
+        self.shapes = tuple(state.shape() for state in states)
+        self.target, self.writes = target, op.name not in _READS_VARIABLES
+
+    def run(self, op_name: str, inputs: Sequence[Any]) -> Optional[List[Tensor]]:
+        """The outputs, or None when the general path must run the call."""
+        for state, shape in zip(self.states, self.shapes):
+            if not state.live or state.shape() != shape:
+                return None
+        if self.plan is None:
+            tensors = list(inputs)
+            for i, handle in enumerate(self.handles):
+                if handle is not None:
+                    tensors[i] = handle
+            return self.host_kernel(self.target, tensors, dict(self.attrs))
+        if op_name != "AssignVariableOp":  # as _intact_variable: it may replace a lost value
+            for state in self.states:
+                state.check_intact(op_name)
+        outputs = self.plan.run([inputs[i] for i in self.values])
+        if outputs is not None and self.writes:
+            stream = self.target.compute_stream
+            for state in self.states:
+                state.written(stream)
+        return outputs
+
+
+def _keep_resource_run(key: Tuple, plan: Optional["_Plan"], op: OpDef, target, registration,
+                       tensors: List[Tensor], attrs: Dict[str, Any], shapes) -> None:
+    """Remembers a run of an op on variables: the plugin kernel's ``plan`` when it serves
+    every call with ``key`` (its other inputs are tensors on ``target`` in device memory, the
+    outputs' shapes are known), or a run of the host's kernel (``plan`` None). Its variables'
+    values must have known shapes."""
+    from .resources import find_state
+
+    if plan is not None and any(shape is None for shape in shapes):
+        return
+    handles, states, values = [], [], []
+    for i, (arg, t) in enumerate(zip(op.inputs, tensors)):
+        if t._dtype is resource:
+            state = find_state(t.numpy())
+            if state is None or state.shape() is None:
+                return
+            handles.append(t)
+            states.append(state)
+            continue
+        handles.append(None)
+        if plan is not None:
+            if arg.name in registration.host_memory or t._device is not target:
+                return  # a value the plan would keep, or one each call moves
+            values.append(i)
+    if len(_resource_runs) >= _MAX_PLANS:
+        _resource_runs.clear()
+    _resource_runs[key] = _ResourceRun(plan, op, dict(attrs), tuple(handles), tuple(states),
+                                       tuple(values), target)
+
 
 # -- plans with attributes and host values --------------------------------------------------
 # A call with attributes, or with host-memory inputs given as values (a reshape's shape, a
@@ -565,7 +700,8 @@ _constant_plan_key = _compiled.constant_plan_key
 
 def _execute(op_name: str, inputs: Sequence[Any], attrs: Optional[Mapping[str, Any]],
              key: Optional[Tuple], record: Optional[list] = None,
-             constant_key: Optional[Tuple] = None) -> List[Tensor]:
+             constant_key: Optional[Tuple] = None,
+             resource_key: Optional[Tuple] = None) -> List[Tensor]:
     """The general path: checks, placement, inference, then the device's kernel (through a
     plan, kept under ``key`` or ``constant_key`` when it can serve those calls again), the
     host's own kernel, or the op's NumPy reference on the CPU."""
@@ -609,6 +745,9 @@ def _execute(op_name: str, inputs: Sequence[Any], attrs: Optional[Mapping[str, A
             elif constant_key is not None and _serves_constant_calls(op, target, registration,
                                                                      tensors, shapes):
                 _keep_plan(constant_key, plan, tensors)
+            elif resource_key is not None:
+                _keep_resource_run(resource_key, plan, op, target, registration, tensors,
+                                   attrs, shapes)
             if _settings["sync"]:
                 _synchronize_after(op, target)
             return outputs
@@ -623,6 +762,8 @@ def _execute(op_name: str, inputs: Sequence[Any], attrs: Optional[Mapping[str, A
         outputs = op.host_kernel(target, tensors, attrs)
         if _settings["sync"] and target is not CPU_DEVICE:
             _synchronize_after(op, target)
+        if resource_key is not None:
+            _keep_resource_run(resource_key, None, op, target, None, tensors, attrs, shapes)
         return outputs
     cpu_kernel = _find_cpu_kernel(op, attrs)
     _log(op, CPU_DEVICE)
