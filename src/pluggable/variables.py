@@ -23,6 +23,8 @@ from .base import dtypes as dt
 from .base.errors import InvalidArgumentError
 from .base.shape import TensorShape, as_shape
 from .eager import resources, tape as _tape
+from .eager.dispatch import _target_device, device as scope, execute
+from .tensors.placement import resolve_device
 from .tensors.tensor import Tensor, tensor
 
 __all__ = ["Variable"]
@@ -48,9 +50,6 @@ class Variable:
     def __init__(self, initial_value: Any, trainable: bool = True, validate_shape: bool = True,
                  *, name: Optional[str] = None, dtype: Any = None, shape: Any = None,
                  device: Any = None):
-        from .eager.dispatch import _target_device, device as scope, execute
-        from .tensors.placement import resolve_device
-
         if name is not None and not isinstance(name, str):
             raise TypeError(f"Variable name must be a string, got {name!r}")
         value = initial_value.read_value() if isinstance(initial_value, Variable) \
@@ -157,8 +156,6 @@ class Variable:
                                           call=what)
 
     def _run(self, op: str, inputs, attrs=None):
-        from .eager.dispatch import device as scope, execute
-
         self._check_open(op)
         with scope(self._device):
             return execute(op, [self._handle, *inputs], attrs)

@@ -94,6 +94,14 @@ int pluggable_VariableInfo(PG_Variable* var, int64_t* dims, int capacity, void**
   return t->num_dims;
 }
 
+int pluggable_VariableShape(PG_Variable* var, int64_t* dims, int capacity) {
+  if (var == NULL) return -1;
+  pthread_mutex_lock(&var->mu);
+  int rank = pluggable_VariableInfo(var, dims, capacity, NULL, NULL);
+  pthread_mutex_unlock(&var->mu);
+  return rank;
+}
+
 /* A new value tensor of the variable's dtype and shape `dims`, unset, in the variable's
  * memory; NULL with a status on failure. */
 static TF_Tensor* new_value(PG_Variable* var, const int64_t* dims, int num_dims,

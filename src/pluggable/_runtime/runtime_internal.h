@@ -382,6 +382,9 @@ TF_CAPI_EXPORT void pluggable_VariableUnlock(PG_Variable* var);
  * -1 when uninitialized. Call with the lock held. */
 TF_CAPI_EXPORT int pluggable_VariableInfo(PG_Variable* var, int64_t* dims, int capacity,
                                           void** data, uint64_t* nbytes);
+/* The value's shape, under the variable's lock (taken and given back here): returns its rank
+ * (dims written up to `capacity`), -1 when uninitialized. Call without the lock. */
+TF_CAPI_EXPORT int pluggable_VariableShape(PG_Variable* var, int64_t* dims, int capacity);
 /* Replaces the value with fresh, unset memory of the variable's dtype and shape `dims`;
  * returns its address (NULL for an empty shape, with OK), NULL with an error in `status`
  * when out of memory. The old memory goes back to the allocator: the host must order its

@@ -45,6 +45,7 @@ from ..kernels.registry import output_guard_report, set_output_guards
 from ..tensors.placement import (CPU_DEVICE, device, device_scope, scoped_device,  # noqa: F401
                                  soft_placement)
 from ..tensors.tensor import Tensor, check_fits, tensor as make_tensor
+from .resources import find_state
 
 __all__ = ["device", "execute", "set_soft_device_placement", "get_soft_device_placement",
            "set_log_device_placement", "get_log_device_placement", "PlacementWarning"]
@@ -326,8 +327,7 @@ def _target_device(tensors: Sequence[Tensor]):
 
 
 def _find_kernel(op: OpDef, device: PluggableDevice, attrs: Dict[str, Any]):
-    from ..kernels import registry
-
+    registry = _registry
     # Only the kernels of the plugin whose device it is (two plugins may register one device
     # type; RFC 262 keys kernels by the platform too), and those of kernel libraries, which
     # have no device of their own and serve every device of the types they name.
@@ -639,8 +639,6 @@ def _keep_resource_run(key: Tuple, plan: Optional["_Plan"], op: OpDef, target, r
     every call with ``key`` (its other inputs are tensors on ``target`` in device memory, the
     outputs' shapes are known), or a run of the host's kernel (``plan`` None). Its variables'
     values must have known shapes."""
-    from .resources import find_state
-
     if plan is not None and any(shape is None for shape in shapes):
         return
     handles, states, values = [], [], []
@@ -860,8 +858,8 @@ def _run_on_cpu(op: OpDef, registration, tensors: List[Tensor], attrs: Dict[str,
     """Runs a plugin's CPU kernel on the calling thread, as TensorFlow runs a DEVICE_CPU
     kernel: inputs and outputs are host memory (the outputs' arrays are the memory the
     kernel allocated, not copies)."""
-    from ..kernels.registry import KernelInput, free_host_output, host_output_array
-
+    KernelInput, free_host_output = _registry.KernelInput, _registry.free_host_output
+    host_output_array = _registry.host_output_array
     arrays = [np.ascontiguousarray(t.numpy()) for t in tensors]
     inputs = [KernelInput(a.__array_interface__["data"][0] if a.nbytes else 0, a.nbytes,
                           int(t.dtype.tf_code), t.shape, True) for a, t in zip(arrays, tensors)]
@@ -954,8 +952,6 @@ def _intact_variable(op_name: str, handle: np.ndarray):
     that names none: the kernel reports that), after checking that its value is intact: an
     op that reads it must not compute from a value failed work left unwritten.
     AssignVariableOp replaces the value, so it may run on a lost one."""
-    from .resources import find_state
-
     state = find_state(handle)
     if state is not None and op_name != "AssignVariableOp":
         state.check_intact(op_name)
@@ -969,8 +965,7 @@ def _kernel_inputs(op: OpDef, target: PluggableDevice, registration, tensors: Li
     handles) are host arrays (``constants``); the others are moved to ``target`` first
     (``device_inputs``). ``by_index`` holds, per input, its host array or its device tensor;
     ``variables`` the states of the variables of resource inputs."""
-    from ..kernels.registry import KernelInput
-
+    KernelInput = _registry.KernelInput
     args, constants, by_index, device_inputs = [], [], [], []
     variables = []
     for arg, t, values in zip(op.flat_inputs(attrs), tensors, host):
@@ -1010,8 +1005,7 @@ def _run_on_device(op: OpDef, target: PluggableDevice, registration, tensors: Li
     checks and wraps the outputs. Inputs the kernel reads in host memory (and variables'
     handles) are the plan's constants; the others are moved to ``target`` first. Outputs the
     kernel keeps in host memory are allocated there (`_host_output` makes their tensors)."""
-    from ..kernels import registry as kernels
-
+    kernels = _registry
     args, constants, by_index, device_inputs, variables = _kernel_inputs(
         op, target, registration, tensors, host, attrs)
     host_outputs = registration.host_memory_outputs(

@@ -31,7 +31,9 @@ import numpy as np
 from ..base import native as _native
 from ..base import dtypes as dt
 from ..base.errors import DataLossError, FailedPreconditionError, NotFoundError, error_for_code
+from ..devices.memory import DeviceMemory
 from ..oplib.core import ALL, NUMBER, OPS, Arg, Attr, OpDef, bad
+from ..tensors.tensor import CPU_DEVICE, DeviceBuffer, Tensor
 
 _p = ctypes.c_void_p
 _PROTOTYPES = {
@@ -45,11 +47,15 @@ _PROTOTYPES = {
                                               ctypes.POINTER(_p),
                                               ctypes.POINTER(ctypes.c_uint64))),
     #   int (PG_Variable*, int64_t* dims, int capacity, void** data, uint64_t* nbytes)
+    "pluggable_VariableShape": (ctypes.c_int, (_p, ctypes.POINTER(ctypes.c_int64),
+                                               ctypes.c_int)),
+    #   int (PG_Variable*, int64_t* dims, int capacity): takes the lock itself
     "pluggable_VariableAllocate": (_p, (_p, ctypes.POINTER(ctypes.c_int64), ctypes.c_int, _p)),
     #   void* (PG_Variable*, const int64_t* dims, int num_dims, TF_Status* status)
 }
 _fns = _native.bind(_native.lib, _PROTOTYPES)
 _MAX_DIMS = 254
+_FEW_DIMS = 8  # a shape's first try: most values have at most this many dimensions
 
 
 class VariableState:
@@ -84,8 +90,6 @@ class VariableState:
 
     @property
     def on_cpu(self) -> bool:
-        from ..tensors.tensor import CPU_DEVICE
-
         return self.device is CPU_DEVICE
 
     @contextmanager
@@ -109,9 +113,15 @@ class VariableState:
         return tuple(dims[:rank]), data.value or 0, nbytes.value
 
     def shape(self) -> Optional[Tuple[int, ...]]:
-        with self.locked():
-            info = self.info()
-        return None if info is None else info[0]
+        """The value's shape, None when uninitialized (one call, which locks)."""
+        if not self.live:
+            raise NotFoundError(f"variable {self.name!r} was destroyed", call="Variable")
+        dims = (ctypes.c_int64 * _FEW_DIMS)()
+        rank = _fns["pluggable_VariableShape"](self.address, dims, _FEW_DIMS)
+        if rank > _FEW_DIMS:
+            dims = (ctypes.c_int64 * _MAX_DIMS)()
+            rank = _fns["pluggable_VariableShape"](self.address, dims, _MAX_DIMS)
+        return None if rank < 0 else tuple(dims[:rank])
 
     def allocate(self, shape: Tuple[int, ...]) -> int:
         """Fresh memory for a value of ``shape`` (lock held); the old value is dropped."""
@@ -140,8 +150,6 @@ _states_lock = threading.Lock()
 
 def create(device: Any, dtype: dt.DType, name: str) -> VariableState:
     """A new, uninitialized variable whose value will live on ``device``."""
-    from ..tensors.tensor import CPU_DEVICE
-
     if device is CPU_DEVICE:
         bfc, ordinal = None, -1
     else:
@@ -189,9 +197,6 @@ def state_of(op: str, handle: Any) -> VariableState:
 def read_locked(state: VariableState, op: str):
     """The value as a new tensor on the variable's device (lock held). On a plugin device the
     copy is enqueued on the compute stream, after every update enqueued before it."""
-    from ..devices.memory import DeviceMemory
-    from ..tensors.tensor import CPU_DEVICE, DeviceBuffer, Tensor
-
     info = state.info()
     if info is None:
         raise state.uninitialized(op)
@@ -216,8 +221,6 @@ def write_locked(state: VariableState, value) -> None:
     """Makes ``value`` (a Tensor of the variable's dtype) the value (lock held): in place when
     the shape is unchanged, else in fresh memory; on a plugin device the copy is enqueued on
     the compute stream."""
-    from ..devices.memory import DeviceMemory
-
     info = state.info()
     shape = tuple(value.shape)
     nbytes = value.nbytes
@@ -284,8 +287,6 @@ def _var_handle_infer(meta, attrs, host):
 
 
 def _var_handle_kernel(device, tensors, attrs):
-    from ..tensors.tensor import Tensor
-
     state = create(device, attrs["dtype"], attrs["shared_name"] or attrs["debug_name"]
                    or "Variable")
     array = np.array(state.address, dtype=np.int64)
