@@ -26,10 +26,12 @@ import pluggable  # noqa: E402
 from pluggable import ops, raw_ops  # noqa: E402
 from pluggable.kernels.registry import registered_kernels  # noqa: E402
 
-NOTE = """Variable ops take dispatch's slow path every time (the resource handle is read on
-the host to find the variable, and the shape check needs its current shape) and their
-kernels lock the variable; the host's own kernel, used where a device registers none, waits
-for the device at every call (read after the compute stream, NumPy, write back)."""
+NOTE = """A repeated variable op is a run dispatch remembered (docs/design.md, remembered
+plans): it checks that each variable is alive, has the shape it had and an intact value,
+then runs the kernel's plan, which locks the variable; no plan keys such an op, because the
+variable is named by a handle read on the host. The host's own kernel, used where a device
+registers none, waits for the device at every call (read after the compute stream, NumPy,
+write back)."""
 
 
 def main() -> None:

@@ -218,6 +218,35 @@ def test_a_remembered_call_on_a_destroyed_variable_says_so(where):
         raw_ops.ReadVariableOp(resource=handle, dtype=pluggable.float32)
 
 
+def test_a_remembered_host_run_gives_way_to_a_kernel_enabled_later():
+    """With the XPU's AssignAddVariableOp disabled the host's kernel runs and is remembered;
+    once the kernel is enabled again, the next call runs the kernel's plan."""
+    from pluggable.eager import dispatch
+    from pluggable.kernels.registry import registered_kernels
+
+    with pluggable.device("/xpu:0"):
+        v = pluggable.Variable(np.zeros(2, np.float32))
+        one = pluggable.tensor(np.ones(2, np.float32))
+        xpu = registered_kernels("AssignAddVariableOp", "XPU")
+
+        def runs():
+            return [run for key, run in dispatch._resource_runs.items()
+                    if key[0] == "AssignAddVariableOp" and id(v.handle) in key]
+
+        for r in xpu:
+            r.set_enabled(False)
+        try:
+            for _ in range(2):
+                v.assign_add(one)
+            assert [run.plan for run in runs()] == [None]
+        finally:
+            for r in xpu:
+                r.set_enabled(True)
+        v.assign_add(one)
+        assert [run.plan is not None for run in runs()] == [True]
+        assert v.numpy().tolist() == [3, 3]
+
+
 def test_remembered_optimizer_steps_match_the_general_path(where):
     """Adam's ResourceApplyAdam (and the updates and reads around it) repeated: the runs the
     dispatcher remembers give the same bits as the general path every call takes while

@@ -603,10 +603,13 @@ class _ResourceRun:
     no kernel for, a variable on the CPU), run with the attributes the first call completed."""
 
     __slots__ = ("plan", "host_kernel", "attrs", "handles", "states", "shapes", "values",
-                 "target", "writes")
+                 "target", "writes", "generation")
 
     def __init__(self, plan, op: OpDef, attrs, handles, states, values, target):
         self.plan, self.host_kernel, self.attrs = plan, op.host_kernel, attrs
+        # The kernel registry's then: a kernel registered, enabled or disabled since may
+        # change the choice (a plan checks its own).
+        self.generation = _registry.generation
         self.handles, self.states, self.values = handles, states, values
         self.shapes = tuple(state.shape() for state in states)
         self.target, self.writes = target, op.name not in _READS_VARIABLES
@@ -617,6 +620,8 @@ class _ResourceRun:
             if not state.live or state.shape() != shape:
                 return None
         if self.plan is None:
+            if self.generation != _registry.generation:
+                return None
             tensors = list(inputs)
             for i, handle in enumerate(self.handles):
                 if handle is not None:
