@@ -24,6 +24,7 @@ import numpy as np
 
 from .base.errors import InvalidArgumentError, warn
 from .eager.dispatch import device as _scope, execute, has_kernel
+from .kernels import registry as _registry
 from .ops import maximum, sqrt, square
 from .tensors.tensor import Tensor, tensor as _tensor
 from .variables import Variable
@@ -69,6 +70,8 @@ class Optimizer:
         self._built: Optional[List[Variable]] = None
         self._update_ops: Dict[int, Optional[str]] = {}
         self._scalars: Dict[Tuple[Any, Any, Any], Tensor] = {}
+        # (op, device, dtype) -> (kernel registry generation, whether the device has the op)
+        self._kernels: Dict[Tuple[Any, Any, Any], Tuple[int, bool]] = {}
 
     # -- what Keras' optimizers answer ---------------------------------------------------
     @property
@@ -229,8 +232,17 @@ class Optimizer:
 
     def _kernel(self, op: str, variable: Variable) -> bool:
         """Whether to run ``op`` for ``variable``: the variable's device has a kernel for it
-        and kernels are in use."""
-        return self.use_kernels and has_kernel(op, variable._device, {"T": variable.dtype})
+        and kernels are in use. The answer is kept until the kernel registry changes (a
+        lookup is about 10 µs, once per variable and step otherwise)."""
+        if not self.use_kernels:
+            return False
+        key = (op, variable._device, variable.dtype)
+        known = self._kernels.get(key)
+        if known is None or known[0] != _registry.generation:
+            known = (_registry.generation,
+                     has_kernel(op, variable._device, {"T": variable.dtype}))
+            self._kernels[key] = known
+        return known[1]
 
     # -- what each optimizer defines -------------------------------------------------------
     def _slot_values(self, variable: Variable) -> Dict[str, float]:

@@ -244,6 +244,28 @@ def test_variables_on_two_devices_in_one_step():
     np.testing.assert_allclose(on_cpu.numpy(), [0.8, 2.2], rtol=1e-5)
 
 
+def test_the_update_follows_kernels_disabled_and_enabled_between_steps():
+    """Whether the device has the update's kernel is remembered until the kernel registry
+    changes: a disabled kernel makes the next step composed, enabling it brings it back."""
+    from pluggable.kernels.registry import registered_kernels
+
+    optimizer = optimizers.Adam(0.1)
+    v = pluggable.Variable([1.0, 2.0], device="/xpu:0")
+    kernels = registered_kernels("ResourceApplyAdam", "XPU")
+    seen = []
+    for enabled in (True, False, True):
+        for r in kernels:
+            r.set_enabled(enabled)
+        try:
+            optimizer.apply_gradients([([0.5, -0.5], v)])
+        finally:
+            for r in kernels:
+                r.set_enabled(True)
+        seen.append(optimizer.update_op(v))
+    assert seen == ["ResourceApplyAdam", None, "ResourceApplyAdam"]
+    np.testing.assert_allclose(v.numpy(), [0.7, 2.3], rtol=1e-5)
+
+
 def test_a_slow_device_gives_the_same_steps(stream_delay):
     """With the XPU's streams slowed down, updates and reads stay ordered."""
     results = []
