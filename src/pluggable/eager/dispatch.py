@@ -542,12 +542,13 @@ _compiled.bind_dispatch(_plans, _settings, _missed)
 # An op with resource inputs (an optimizer's ResourceApply*, AssignAddVariableOp,
 # ReadVariableOp) names its variables by handle, a host value, so neither kind of plan above
 # keys it, and each call used to take the general path (100-250 µs of checks, inference and
-# kernel preparation). Its plugin run is remembered under a key of the op, the handle tensors
-# themselves (the run keeps them, so their ids stay theirs), the other inputs' dtype, shape
-# and device, and the attributes. A repeated call checks what inference checked that can have
-# changed since: each variable is alive, its value has the shape it had (an assignment of
-# another shape makes the general path run again) and is intact; then it runs the plan and
-# marks the variables written, as the general path does.
+# kernel preparation). Its run (the plugin kernel's plan, or the host's kernel) is remembered
+# under a key of the op, the handle tensors themselves (the run keeps them, so their ids stay
+# theirs), the other inputs' dtype, shape and device, and the attributes. A repeated call
+# checks what inference checked that can have changed since: each variable is alive and its
+# value has the shape it had (an assignment of another shape makes the general path run
+# again); a plan's run then checks the values are intact, runs and marks the variables
+# written, as the general path does (the host's kernels check and mark themselves).
 _resource_runs: Dict[Tuple, "_ResourceRun"] = {}
 # Op name -> per input, whether it is a resource (None: the op's calls are not remembered).
 _resource_inputs: Dict[str, Optional[Tuple[bool, ...]]] = {}

@@ -33,7 +33,7 @@ from ..base import dtypes as dt
 from ..base.errors import DataLossError, FailedPreconditionError, NotFoundError, error_for_code
 from ..devices.memory import DeviceMemory
 from ..oplib.core import ALL, NUMBER, OPS, Arg, Attr, OpDef, bad
-from ..tensors.tensor import CPU_DEVICE, DeviceBuffer, Tensor
+from ..tensors.tensor import CPU_DEVICE, DeviceBuffer, Tensor, tensor as make_tensor
 
 _p = ctypes.c_void_p
 _PROTOTYPES = {
@@ -194,19 +194,29 @@ def state_of(op: str, handle: Any) -> VariableState:
 
 
 # -- reading and writing values on the host's side -----------------------------------------
-def read_locked(state: VariableState, op: str):
-    """The value as a new tensor on the variable's device (lock held). On a plugin device the
-    copy is enqueued on the compute stream, after every update enqueued before it."""
+def _host_value_locked(state: VariableState, op: str) -> np.ndarray:
+    """The value of a variable on the CPU as a writable array over its memory (lock held)."""
     info = state.info()
     if info is None:
         raise state.uninitialized(op)
     shape, address, nbytes = info
     state.check_intact(op)
+    raw = (ctypes.c_char * nbytes).from_address(address) if nbytes else bytearray()
+    return np.frombuffer(raw, dtype=state.dtype.numpy_dtype).reshape(shape)
+
+
+def read_locked(state: VariableState, op: str):
+    """The value as a new tensor on the variable's device (lock held). On a plugin device the
+    copy is enqueued on the compute stream, after every update enqueued before it."""
     if state.on_cpu:
-        raw = (ctypes.c_char * nbytes).from_address(address) if nbytes else b""
-        array = np.frombuffer(raw, dtype=state.dtype.numpy_dtype).reshape(shape).copy()
+        array = _host_value_locked(state, op).copy()
         array.flags.writeable = False
-        return Tensor(shape, state.dtype, CPU_DEVICE, array=array)
+        return Tensor(array.shape, state.dtype, CPU_DEVICE, array=array)
+    info = state.info()
+    if info is None:
+        raise state.uninitialized(op)
+    shape, address, nbytes = info
+    state.check_intact(op)
     device = state.device
     executor = device.executor
     buffer = DeviceBuffer(executor, nbytes)
@@ -381,13 +391,20 @@ def _update_op(name: str, variables: Tuple[str, ...], others: Tuple[str, ...], t
         states = [state_of(name, t.numpy()) for t in tensors[:len(variables)]]
         others_values = [t.numpy() for t in tensors[len(variables):]]
         with _lock_all(states):
-            old = [read_locked(s, name).numpy() for s in states]
+            on_cpu = all(s.on_cpu for s in states)
+            if on_cpu:  # copies of the values in place: a result may alias an input
+                views = [_host_value_locked(s, name) for s in states]
+                old = [view.copy() for view in views]
+            else:
+                old = [read_locked(s, name).numpy() for s in states]
             with np.errstate(all="ignore"):
                 new = math(old + others_values, attrs)
-            from ..tensors.tensor import tensor
-
-            for state, value in zip(states, new):
-                write_locked(state, tensor(np.asarray(value, dtype=state.dtype.numpy_dtype)))
+            for i, (state, value) in enumerate(zip(states, new)):
+                if on_cpu and np.shape(value) == views[i].shape:
+                    np.copyto(views[i], value, casting="unsafe")  # in place: no tensor made
+                else:
+                    write_locked(state, make_tensor(np.asarray(value,
+                                                               dtype=state.dtype.numpy_dtype)))
         return []
 
     def cpu(arrays, attrs):
