@@ -591,8 +591,7 @@ def _resource_key(op_name: str, inputs: Sequence[Any],
             parts.append((x._dtype, x._shape, x._device))
     if attrs:
         try:
-            parts.append(frozenset(attrs.items()))
-            hash(parts[-1])
+            parts.append(frozenset(attrs.items()))  # hashes each item: TypeError if it cannot
         except TypeError:
             return None
     return tuple(parts)
@@ -606,14 +605,14 @@ class _ResourceRun:
     __slots__ = ("plan", "host_kernel", "attrs", "handles", "states", "shapes", "values",
                  "target", "writes", "generation")
 
-    def __init__(self, plan, op: OpDef, attrs, handles, states, values, target):
+    def __init__(self, plan, op: OpDef, attrs, handles, states, shapes, values, target):
         self.plan, self.host_kernel, self.attrs = plan, op.host_kernel, attrs
         # The kernel registry's then: a kernel registered, enabled or disabled since may
         # change the choice (a plan checks its own).
         self.generation = _registry.generation
-        self.handles, self.states, self.values = handles, states, values
-        self.shapes = tuple(state.shape() for state in states)
-        self.target, self.writes = target, op.name not in _READS_VARIABLES
+        self.handles, self.states, self.shapes = handles, states, shapes
+        self.values, self.target = values, target
+        self.writes = op.name not in _READS_VARIABLES
 
     def run(self, op_name: str, inputs: Sequence[Any]) -> Optional[List[Tensor]]:
         """The outputs, or None when the general path must run the call."""
@@ -647,14 +646,16 @@ def _keep_resource_run(key: Tuple, plan: Optional["_Plan"], op: OpDef, target, r
     values must have known shapes."""
     if plan is not None and any(shape is None for shape in shapes):
         return
-    handles, states, values = [], [], []
+    handles, states, state_shapes, values = [], [], [], []
     for i, (arg, t) in enumerate(zip(op.inputs, tensors)):
         if t._dtype is resource:
             state = find_state(t.numpy())
-            if state is None or state.shape() is None:
+            shape = state.shape() if state is not None else None
+            if shape is None:
                 return
             handles.append(t)
             states.append(state)
+            state_shapes.append(shape)
             continue
         handles.append(None)
         if plan is not None:
@@ -664,7 +665,7 @@ def _keep_resource_run(key: Tuple, plan: Optional["_Plan"], op: OpDef, target, r
     if len(_resource_runs) >= _MAX_PLANS:
         _resource_runs.clear()
     _resource_runs[key] = _ResourceRun(plan, op, dict(attrs), tuple(handles), tuple(states),
-                                       tuple(values), target)
+                                       tuple(state_shapes), tuple(values), target)
 
 
 # -- plans with attributes and host values --------------------------------------------------

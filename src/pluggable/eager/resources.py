@@ -194,13 +194,19 @@ def state_of(op: str, handle: Any) -> VariableState:
 
 
 # -- reading and writing values on the host's side -----------------------------------------
-def _host_value_locked(state: VariableState, op: str) -> np.ndarray:
-    """The value of a variable on the CPU as a writable array over its memory (lock held)."""
+def _value_locked(state: VariableState, op: str) -> Tuple[Tuple[int, ...], int, int]:
+    """(shape, address, nbytes) of a value ``op`` may read (lock held): initialized and
+    intact, else the error that says so."""
     info = state.info()
     if info is None:
         raise state.uninitialized(op)
-    shape, address, nbytes = info
     state.check_intact(op)
+    return info
+
+
+def _host_value_locked(state: VariableState, op: str) -> np.ndarray:
+    """The value of a variable on the CPU as a writable array over its memory (lock held)."""
+    shape, address, nbytes = _value_locked(state, op)
     raw = (ctypes.c_char * nbytes).from_address(address) if nbytes else bytearray()
     return np.frombuffer(raw, dtype=state.dtype.numpy_dtype).reshape(shape)
 
@@ -212,11 +218,7 @@ def read_locked(state: VariableState, op: str):
         array = _host_value_locked(state, op).copy()
         array.flags.writeable = False
         return Tensor(array.shape, state.dtype, CPU_DEVICE, array=array)
-    info = state.info()
-    if info is None:
-        raise state.uninitialized(op)
-    shape, address, nbytes = info
-    state.check_intact(op)
+    shape, address, nbytes = _value_locked(state, op)
     device = state.device
     executor = device.executor
     buffer = DeviceBuffer(executor, nbytes)
